@@ -1,0 +1,398 @@
+"""The study domain (DESIGN.md, "Domain model").
+
+Rules about one object live here as methods; workflows over several objects are in
+`services.py`. Nothing here reveals an idea's condition or author to a reviewer: the
+reviewer-facing code only ever receives `Idea.public_id` and approved text.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from .protocol.forms import FormDefinition
+
+
+class ReviewForm(models.Model):
+    """A versioned review-form definition; immutable once a review or study uses it."""
+
+    key = models.SlugField(max_length=64)
+    version = models.PositiveIntegerField()
+    title = models.CharField(max_length=200)
+    definition = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["key", "version"], name="unique_form_version")
+        ]
+        ordering = ["key", "-version"]
+
+    def __str__(self) -> str:
+        return f"{self.key} v{self.version}"
+
+    def as_definition(self) -> FormDefinition:
+        return FormDefinition.from_dict(self.definition)
+
+    def is_in_use(self) -> bool:
+        return self.studies.filter(reviews__isnull=False).exists()  # type: ignore[attr-defined]
+
+
+class Study(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        PREPARING = "preparing", "Preparing"
+        REVIEWING = "reviewing", "Reviewing"
+        CLOSED = "closed", "Closed"
+
+    slug = models.SlugField(max_length=64, unique=True)
+    title = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="owned_studies"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
+    review_form = models.ForeignKey(ReviewForm, on_delete=models.PROTECT, related_name="studies")
+    baseline_condition = models.CharField(
+        max_length=64, blank=True, help_text="Condition key the others are compared with."
+    )
+    min_reviews_per_idea = models.PositiveSmallIntegerField(default=2)
+    max_reviews_per_idea = models.PositiveSmallIntegerField(default=4)
+    min_load = models.PositiveSmallIntegerField(default=2)
+    max_load = models.PositiveSmallIntegerField(default=7)
+    assignment_seed = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "studies"
+
+    def __str__(self) -> str:
+        return self.title
+
+    def is_owned_by(self, user: Any) -> bool:
+        return bool(user.is_authenticated and user.pk == self.owner_id)
+
+    def form_definition(self) -> FormDefinition:
+        return self.review_form.as_definition()
+
+    def baseline(self) -> str:
+        """The baseline condition: the stored one, else the first human condition."""
+        if self.baseline_condition:
+            return self.baseline_condition
+        human = self.conditions.filter(kind=Condition.Kind.HUMAN).order_by("key").first()
+        if human is None:
+            first = self.conditions.order_by("key").first()
+            return first.key if first else ""
+        return human.key
+
+
+class Topic(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="topics")
+    name = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "name"], name="unique_topic_per_study")
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Condition(models.Model):
+    class Kind(models.TextChoices):
+        HUMAN = "human", "Human"
+        AI = "ai", "AI"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="conditions")
+    key = models.CharField(max_length=64)
+    label = models.CharField(max_length=120, blank=True)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "key"], name="unique_condition_per_study")
+        ]
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class Idea(models.Model):
+    class NormalizationStatus(models.TextChoices):
+        NONE = "none", "Not normalised"
+        PROPOSED = "proposed", "Proposed"
+        APPROVED = "approved", "Approved"
+        EDITED = "edited", "Edited and approved"
+        REJECTED = "rejected", "Rejected"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="ideas")
+    topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="ideas")
+    # The only identifier reviewers ever see: random, so it leaks no order or condition.
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    title = models.CharField(max_length=500, blank=True)
+    raw_text = models.TextField(blank=True)
+    sections = models.JSONField(default=dict, blank=True)
+    normalized_text = models.TextField(blank=True)
+    normalization_status = models.CharField(
+        max_length=16, choices=NormalizationStatus.choices, default=NormalizationStatus.NONE
+    )
+    author_institution = models.CharField(max_length=300, blank=True)
+    conditions = models.ManyToManyField(Condition, through="IdeaCondition", related_name="ideas")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.title or str(self.public_id)
+
+    def reviewable_text(self) -> str:
+        """Only signed-off text reaches reviewers."""
+        if self.normalization_status in {
+            self.NormalizationStatus.APPROVED,
+            self.NormalizationStatus.EDITED,
+        }:
+            return self.normalized_text
+        return ""
+
+
+class IdeaCondition(models.Model):
+    """An idea's membership in a condition, with the id it carried there in the source."""
+
+    idea = models.ForeignKey(Idea, on_delete=models.CASCADE, related_name="memberships")
+    condition = models.ForeignKey(Condition, on_delete=models.CASCADE, related_name="memberships")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+")
+    external_id = models.CharField(max_length=200)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["idea", "condition"], name="unique_idea_condition"),
+            models.UniqueConstraint(fields=["study", "external_id"], name="unique_external_id"),
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class Reviewer(models.Model):
+    class Screening(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="reviewers")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="reviewer_profiles",
+    )
+    pseudonym = models.CharField(max_length=32)
+    external_id = models.CharField(max_length=200, blank=True)
+    institution = models.CharField(max_length=300, blank=True)
+    position = models.CharField(max_length=120, blank=True)
+    major_venue_papers = models.PositiveIntegerField(null=True, blank=True)
+    scholar_url = models.URLField(blank=True)
+    reviewing_experience = models.TextField(blank=True)
+    topic_preferences = models.JSONField(default=list, blank=True)
+    preferred_load = models.PositiveSmallIntegerField(null=True, blank=True)
+    screening = models.CharField(
+        max_length=16, choices=Screening.choices, default=Screening.PENDING
+    )
+    screening_reason = models.TextField(blank=True)
+    consent_at = models.DateTimeField(null=True, blank=True)
+    honor_code_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "pseudonym"], name="unique_pseudonym")
+        ]
+        ordering = ["pseudonym"]
+
+    def __str__(self) -> str:
+        return self.pseudonym
+
+
+class Assignment(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DRAFT = "draft", "Draft"
+        SUBMITTED = "submitted", "Submitted"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")
+    reviewer = models.ForeignKey(Reviewer, on_delete=models.CASCADE, related_name="assignments")
+    idea = models.ForeignKey(Idea, on_delete=models.CASCADE, related_name="assignments")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["reviewer", "idea"], name="unique_assignment")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reviewer} → idea {self.idea_id}"
+
+
+class Review(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        SUBMITTED = "submitted", "Submitted"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="reviews")
+    idea = models.ForeignKey(Idea, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(
+        Reviewer, null=True, blank=True, on_delete=models.SET_NULL, related_name="reviews"
+    )
+    assignment = models.OneToOneField(
+        Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="review"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.SUBMITTED)
+    familiarity = models.PositiveSmallIntegerField(null=True, blank=True)
+    familiarity_raw = models.TextField(blank=True)
+    confidence = models.PositiveSmallIntegerField(null=True, blank=True)
+    confidence_raw = models.TextField(blank=True)
+    minutes = models.FloatField(null=True, blank=True, help_text="Self-reported, parsed.")
+    minutes_raw = models.TextField(blank=True)
+    minutes_measured = models.FloatField(null=True, blank=True, help_text="Measured by server.")
+    consent_raw = models.CharField(max_length=200, blank=True)
+    honor_code_raw = models.CharField(max_length=200, blank=True)
+    flags = models.JSONField(default=list, blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+    # Identity of an imported review: a hash of its content, so re-imports change nothing.
+    source_key = models.CharField(max_length=64, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "source_key"],
+                condition=~models.Q(source_key=""),
+                name="unique_imported_review",
+            )
+        ]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"review {self.pk} of idea {self.idea_id}"
+
+
+class ReviewScore(models.Model):
+    review = models.ForeignKey(Review, on_delete=models.CASCADE, related_name="scores")
+    metric = models.CharField(max_length=64)
+    score = models.FloatField()
+    rationale = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["review", "metric"], name="unique_metric_score")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.metric}={self.score}"
+
+
+class ImportBatch(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="imports")
+    kind = models.CharField(max_length=32)
+    filename = models.CharField(max_length=300)
+    sha256 = models.CharField(max_length=64)
+    summary = models.JSONField(default=dict)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} import of {self.filename}"
+
+
+class JobRun(models.Model):
+    """A long job's state and progress, kept in a row (not in Celery's result backend)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=32)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    message = models.CharField(max_length=300, blank=True)
+    error = models.TextField(blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} job {self.pk} ({self.status})"
+
+    @property
+    def percent(self) -> int:
+        if self.status == self.Status.DONE:
+            return 100
+        return int(100 * self.done / self.total) if self.total else 0
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in {self.Status.QUEUED, self.Status.RUNNING}
+
+
+class StudyReport(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="reports")
+    job = models.OneToOneField(
+        JobRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="report"
+    )
+    data = models.JSONField()
+    directory = models.CharField(max_length=500)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"report of {self.study_id} at {self.created_at:%Y-%m-%d %H:%M}"
+
+
+class AuditEvent(models.Model):
+    study = models.ForeignKey(
+        Study, null=True, blank=True, on_delete=models.CASCADE, related_name="audit_events"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    verb = models.CharField(max_length=64)
+    detail = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-at"]
+
+    def __str__(self) -> str:
+        return f"{self.verb} at {self.at:%Y-%m-%d %H:%M}"

@@ -1,0 +1,361 @@
+"""Workflows over several models: keyword-only functions named `<entity>_<action>`.
+
+Views, commands and tasks call these; they hold no request or Celery objects.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from .importers import ImportFailed, ParsedImport, Problem
+from .models import (
+    AuditEvent,
+    Condition,
+    Idea,
+    IdeaCondition,
+    ImportBatch,
+    JobRun,
+    Review,
+    ReviewForm,
+    ReviewScore,
+    Study,
+    Topic,
+)
+from .protocol.forms import DEFAULT_FORM, FormDefinition
+
+log = logging.getLogger(__name__)
+
+
+def audit(*, study: Study | None, actor: Any, verb: str, **detail: Any) -> None:
+    AuditEvent.objects.create(
+        study=study, actor=actor if getattr(actor, "pk", None) else None, verb=verb, detail=detail
+    )
+
+
+def review_form_ensure(*, definition: FormDefinition = DEFAULT_FORM) -> ReviewForm:
+    """The stored row for a form definition; a changed definition needs a new version."""
+    form, created = ReviewForm.objects.get_or_create(
+        key=definition.key,
+        version=definition.version,
+        defaults={"title": definition.title, "definition": definition.to_dict()},
+    )
+    if not created and form.definition != definition.to_dict():
+        raise ValueError(
+            f"review form {definition.key} v{definition.version} already exists with a "
+            "different definition; forms are immutable, give the change a new version"
+        )
+    return form
+
+
+def study_create(
+    *,
+    owner: AbstractBaseUser,
+    slug: str,
+    title: str = "",
+    form: FormDefinition = DEFAULT_FORM,
+    baseline_condition: str = "",
+    description: str = "",
+) -> Study:
+    slug = slugify(slug)
+    if not slug:
+        raise ValueError("a study needs a slug made of letters, digits, '-' or '_'")
+    with transaction.atomic():
+        study = Study.objects.create(
+            slug=slug,
+            title=title or slug,
+            description=description,
+            owner=owner,
+            review_form=review_form_ensure(definition=form),
+            baseline_condition=baseline_condition,
+        )
+        audit(study=study, actor=owner, verb="study_created", slug=slug)
+    return study
+
+
+def reviews_import(
+    *,
+    study: Study,
+    parsed: ParsedImport,
+    kind: str,
+    actor: Any = None,
+) -> dict[str, Any]:
+    """Write a parsed import in one transaction; re-importing the same data changes nothing.
+
+    Ideas are matched by external id, reviews by their content key. Returns the parser's
+    data-quality summary extended with what was created and what already existed.
+    """
+    form = study.form_definition()
+    missing = [m for m in parsed.metrics if m not in form.metric_keys]
+    if missing:
+        raise ImportFailed(
+            [
+                Problem(
+                    parsed.source,
+                    None,
+                    m,
+                    f"metric not in the study's form {form.key} v{form.version}",
+                )
+                for m in missing
+            ]
+        )
+    with transaction.atomic():
+        existing_conditions = {c.key: c for c in study.conditions.all()}
+        problems = [
+            Problem(
+                parsed.source,
+                None,
+                "condition",
+                f"condition {key!r} exists as {existing_conditions[key].kind}, the file says {kind_}",
+            )
+            for key, kind_ in parsed.conditions.items()
+            if key in existing_conditions and existing_conditions[key].kind != kind_
+        ]
+        if problems:
+            raise ImportFailed(problems)
+        conditions = dict(existing_conditions)
+        new_conditions = 0
+        for key, kind_ in parsed.conditions.items():
+            if key not in conditions:
+                conditions[key] = Condition.objects.create(
+                    study=study, key=key, label=key, kind=kind_
+                )
+                new_conditions += 1
+        topics = {t.name: t for t in study.topics.all()}
+        new_topics = 0
+        for name in parsed.topics:
+            if name not in topics:
+                topics[name] = Topic.objects.create(study=study, name=name)
+                new_topics += 1
+
+        by_external = {
+            m.external_id: m
+            for m in IdeaCondition.objects.filter(study=study).select_related("idea", "idea__topic")
+        }
+        idea_for_ref: dict[str, Idea] = {}
+        new_ideas = 0
+        for pi in parsed.ideas:
+            found = {by_external[e].idea for e in pi.external_ids.values() if e in by_external}
+            if len(found) > 1:
+                raise ImportFailed(
+                    [
+                        Problem(
+                            parsed.source,
+                            None,
+                            "idea_id",
+                            f"ids {sorted(pi.external_ids.values())} belong to different ideas already in the study",
+                        )
+                    ]
+                )
+            if found:
+                idea = found.pop()
+                if idea.topic.name != pi.topic:
+                    raise ImportFailed(
+                        [
+                            Problem(
+                                parsed.source,
+                                None,
+                                "topic",
+                                f"idea {next(iter(pi.external_ids.values()))!r} has topic {idea.topic.name!r} in the study, {pi.topic!r} in the file",
+                            )
+                        ]
+                    )
+            else:
+                idea = Idea.objects.create(
+                    study=study,
+                    topic=topics[pi.topic],
+                    title=pi.title,
+                    author_institution=pi.author_institution,
+                )
+                new_ideas += 1
+            for cond_key, ext in pi.external_ids.items():
+                if ext not in by_external:
+                    by_external[ext] = IdeaCondition.objects.create(
+                        idea=idea, condition=conditions[cond_key], study=study, external_id=ext
+                    )
+                idea_for_ref[ext] = idea
+
+        known_keys = set(
+            Review.objects.filter(
+                study=study, source_key__in=[r.key for r in parsed.reviews]
+            ).values_list("source_key", flat=True)
+        )
+        new_reviews = 0
+        scores: list[ReviewScore] = []
+        reviewers = _reviewers_for(study, parsed)
+        now = timezone.now()
+        for pr in parsed.reviews:
+            if pr.key in known_keys:
+                continue
+            review = Review.objects.create(
+                study=study,
+                idea=idea_for_ref[parsed.review_ideas[pr.key]],
+                reviewer=reviewers.get(pr.reviewer_ref) if pr.reviewer_ref else None,
+                status=Review.Status.SUBMITTED,
+                familiarity=pr.familiarity,
+                familiarity_raw=pr.familiarity_raw,
+                confidence=pr.confidence,
+                confidence_raw=pr.confidence_raw,
+                minutes=pr.minutes,
+                minutes_raw=pr.minutes_raw,
+                consent_raw=pr.consent_raw,
+                honor_code_raw=pr.honor_code_raw,
+                flags=pr.flags,
+                extra={**pr.extra, "source_row": pr.row},
+                source_key=pr.key,
+                submitted_at=now,
+            )
+            scores.extend(
+                ReviewScore(review=review, metric=m, score=v, rationale=pr.rationales.get(m, ""))
+                for m, v in pr.scores.items()
+            )
+            new_reviews += 1
+        ReviewScore.objects.bulk_create(scores)
+        summary = dict(parsed.summary)
+        summary.update(
+            created={
+                "conditions": new_conditions,
+                "topics": new_topics,
+                "ideas": new_ideas,
+                "reviews": new_reviews,
+                "reviewers": sum(1 for r in reviewers.values() if getattr(r, "_created", False)),
+            },
+            unchanged_reviews=len(parsed.reviews) - new_reviews,
+            changed_anything=bool(new_conditions or new_topics or new_ideas or new_reviews),
+        )
+        if summary["changed_anything"]:
+            ImportBatch.objects.create(
+                study=study,
+                kind=kind,
+                filename=parsed.source,
+                sha256=parsed.sha256,
+                summary=summary,
+                created_by=actor if getattr(actor, "pk", None) else None,
+            )
+            if not study.baseline_condition:
+                study.baseline_condition = study.baseline()
+                study.save(update_fields=["baseline_condition", "updated_at"])
+            audit(
+                study=study,
+                actor=actor,
+                verb="reviews_imported",
+                source=parsed.source,
+                reviews=new_reviews,
+            )
+    return summary
+
+
+def _reviewers_for(study: Study, parsed: ParsedImport) -> dict[str, Any]:
+    """Imported reviewer ids become pseudonymous reviewers (R001, …); names are not kept."""
+    from .models import Reviewer
+
+    refs = sorted({r.reviewer_ref for r in parsed.reviews if r.reviewer_ref})
+    found = {r.external_id: r for r in Reviewer.objects.filter(study=study, external_id__in=refs)}
+    n = Reviewer.objects.filter(study=study).count()
+    for ref in refs:
+        if ref not in found:
+            n += 1
+            reviewer = Reviewer.objects.create(
+                study=study,
+                external_id=ref,
+                pseudonym=f"R{n:03d}",
+                screening=Reviewer.Screening.APPROVED,
+            )
+            reviewer._created = True  # type: ignore[attr-defined]
+            found[ref] = reviewer
+    return found
+
+
+def job_start(
+    *, study: Study, kind: str, actor: Any = None, total: int = 0, **params: Any
+) -> JobRun:
+    return JobRun.objects.create(
+        study=study,
+        kind=kind,
+        total=total,
+        params=params,
+        created_by=actor if getattr(actor, "pk", None) else None,
+    )
+
+
+def job_progress(*, job: JobRun, done: int, total: int | None = None, message: str = "") -> None:
+    """Progress goes straight to its row so pollers see it while the job runs."""
+    fields: dict[str, Any] = {
+        "done": done,
+        "message": message[:300],
+        "status": JobRun.Status.RUNNING,
+    }
+    if total is not None:
+        fields["total"] = total
+    if job.started_at is None:
+        fields["started_at"] = timezone.now()
+        job.started_at = fields["started_at"]
+    JobRun.objects.filter(pk=job.pk).update(**fields)
+    for k, v in fields.items():
+        setattr(job, k, v)
+
+
+def job_finish(*, job: JobRun, error: str = "") -> None:
+    job.status = JobRun.Status.FAILED if error else JobRun.Status.DONE
+    job.error = error
+    job.finished_at = timezone.now()
+    if not error:
+        job.done = job.total
+    job.save(update_fields=["status", "error", "finished_at", "done"])
+
+
+def reviews_parse(
+    *,
+    study: Study,
+    fmt: str,
+    reviews: bytes,
+    reviews_name: str,
+    titles: bytes | None = None,
+    titles_name: str = "",
+    mapping: dict[str, str] | None = None,
+    human_conditions: list[str] | None = None,
+) -> ParsedImport:
+    """Parse an upload against the study's form and conditions (nothing is written)."""
+    from .importers import (
+        RowInput,
+        default_mapping,
+        parse_rows,
+        parse_si2024,
+        read_table,
+        sha256_bytes,
+    )
+
+    form = study.form_definition()
+    existing = {c.key: c.kind for c in study.conditions.all()}
+    if fmt == "si2024":
+        return parse_si2024(
+            reviews,
+            reviews_name=reviews_name,
+            form=form,
+            titles=titles,
+            titles_name=titles_name or "titles.csv",
+            known_conditions=existing or None,
+        )
+    if fmt != "generic":
+        raise ValueError(f"unknown import format {fmt!r} (use si2024 or generic)")
+    rows = read_table(reviews, reviews_name)
+    header: list[str] = list(dict.fromkeys(k for r in rows for k in r))
+    kinds = {c: "human" for c in (human_conditions or [])}
+    return parse_rows(
+        rows,
+        name=reviews_name,
+        sha256=sha256_bytes(reviews),
+        target=RowInput(
+            form=form,
+            known_conditions=existing or None,
+            condition_kinds=kinds,
+        ),
+        mapping=default_mapping(header, form.metric_keys, mapping or {}),
+        titles=None,
+        condition_kind_guess=not human_conditions,
+    )

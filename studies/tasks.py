@@ -1,0 +1,39 @@
+"""Celery tasks: thin wrappers that take ids, call a service and own time limits."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import shared_task
+from django.db import transaction
+
+from .models import JobRun, Study
+
+log = logging.getLogger(__name__)
+
+
+def report_enqueue(*, study: Study, actor: Any = None) -> JobRun:
+    """Create the job row now and send the task once the row is committed."""
+    from .services import job_start
+
+    job = job_start(study=study, kind="report", actor=actor, total=1)
+    transaction.on_commit(lambda: build_report.delay(job.pk))
+    return job
+
+
+@shared_task(soft_time_limit=1800, time_limit=1900)
+def build_report(job_id: int) -> None:
+    from .reporting import report_build
+    from .services import job_finish
+
+    job = JobRun.objects.select_related("study").get(pk=job_id)
+    if job.status not in (JobRun.Status.QUEUED, JobRun.Status.RUNNING):
+        return
+    try:
+        report_build(study=job.study, job=job)
+    except Exception as exc:  # the row must say what failed; Celery logs the traceback
+        log.exception("report job %s failed", job_id)
+        job_finish(job=job, error=f"{type(exc).__name__}: {exc}")
+        raise
+    job_finish(job=job)

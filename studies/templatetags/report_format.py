@@ -1,0 +1,55 @@
+"""Number formatting for reports: fixed decimals for estimates, readable p-values."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def num(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    try:
+        return f"{float(value):.{int(digits)}f}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@register.filter
+def pval(value: Any) -> str:
+    if value is None:
+        return "–"
+    p = float(value)
+    if p >= 0.9995:
+        return "1"
+    if p >= 0.001:
+        return f"{p:.3f}"
+    return f"{p:.2e}"
+
+
+@register.filter
+def pct(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    return f"{100 * float(value):.{int(digits)}f}%"
+
+
+@register.filter
+def stars(value: Any) -> str:
+    if value is None:
+        return ""
+    p = float(value)
+    return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
+
+
+@register.filter
+def get(mapping: Any, key: Any) -> Any:
+    try:
+        return mapping.get(key) if hasattr(mapping, "get") else mapping[key]
+    except (KeyError, IndexError, TypeError):
+        return None

@@ -1,0 +1,176 @@
+"""Owner-facing views: thin, each starts with a permission-checked getter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from .forms import ReviewImportForm
+from .importers import ImportFailed, format_quality_summary
+from .models import ImportBatch, JobRun, Study, StudyReport
+from .services import reviews_import, reviews_parse
+from .tasks import report_enqueue
+
+REPORT_FILES = {
+    "report.html",
+    "report.json",
+    "by_review.csv",
+    "by_idea.csv",
+    "by_reviewer.csv",
+    "mixed_effects.csv",
+    "correlations.csv",
+    "summary.csv",
+    "per_topic.csv",
+}
+
+
+def get_study_for_owner(request: HttpRequest, slug: str) -> Study:
+    """404, not 403, for studies that are not yours: their existence is not disclosed."""
+    return get_object_or_404(
+        Study.objects.select_related("review_form"), slug=slug, owner=request.user
+    )
+
+
+@login_required
+@require_GET
+def study_list(request: HttpRequest) -> HttpResponse:
+    studies = Study.objects.filter(owner=request.user).order_by("-created_at")
+    return render(request, "studies/study_list.html", {"studies": studies})
+
+
+@login_required
+@require_GET
+def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    batch = ImportBatch.objects.filter(study=study).first()
+    conditions = [
+        {"key": c.key, "kind": c.get_kind_display(), "ideas": c.memberships.count()}
+        for c in study.conditions.all()
+    ]
+    return render(
+        request,
+        "studies/study_detail.html",
+        {
+            "study": study,
+            "batch": batch,
+            "quality_lines": format_quality_summary(batch.summary) if batch else [],
+            "conditions": conditions,
+            "topics": study.topics.all(),
+            "n_ideas": study.ideas.count(),
+            "n_reviews": study.reviews.filter(status="submitted").count(),
+            "n_flagged": study.reviews.exclude(flags=[]).count(),
+            "report": StudyReport.objects.filter(study=study).first(),
+        },
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def study_import(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    form = ReviewImportForm(request.POST or None, request.FILES or None)
+    summary_lines: list[str] = []
+    problems: list[str] = []
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        titles = data.get("titles")
+        try:
+            with transaction.atomic():
+                parsed = reviews_parse(
+                    study=study,
+                    fmt=data["format"],
+                    reviews=data["reviews"].read(),
+                    reviews_name=data["reviews"].name,
+                    titles=titles.read() if titles else None,
+                    titles_name=titles.name if titles else "",
+                    mapping=data["mapping"],
+                    human_conditions=data["human_conditions"],
+                )
+                summary = reviews_import(
+                    study=study, parsed=parsed, kind=data["format"], actor=request.user
+                )
+        except ImportFailed as exc:
+            problems = [str(p) for p in exc.problems]
+        else:
+            summary_lines = format_quality_summary(summary)
+            messages.success(request, "Import finished.")
+    return render(
+        request,
+        "studies/study_import.html",
+        {"study": study, "form": form, "summary_lines": summary_lines, "problems": problems},
+        status=400 if problems else 200,
+    )
+
+
+@login_required
+@require_GET
+def study_report(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    report = StudyReport.objects.filter(study=study).first()
+    job = JobRun.objects.filter(study=study, kind="report").first()
+    html = ""
+    if report is not None:
+        path = Path(report.directory) / "report.html"
+        if path.exists():
+            html = _report_body(path.read_text())
+    return render(
+        request,
+        "studies/study_report.html",
+        {"study": study, "report": report, "job": job, "report_body": html},
+    )
+
+
+def _report_body(document: str) -> str:
+    """The self-contained file's body, embedded in the app's page (same plots, same text)."""
+    start = document.find("<body>")
+    end = document.rfind("</body>")
+    styles_start = document.find("<style>")
+    styles_end = document.find("</style>")
+    style = document[styles_start : styles_end + len("</style>")] if styles_start >= 0 else ""
+    return style + (document[start + len("<body>") : end] if start >= 0 else document)
+
+
+@login_required
+@require_POST
+def study_report_build(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    job = JobRun.objects.filter(
+        study=study, kind="report", status__in=["queued", "running"]
+    ).first()
+    if job is None:
+        job = report_enqueue(study=study, actor=request.user)
+    if request.htmx:
+        return render(request, "studies/study_report.html#job", {"study": study, "job": job})
+    return redirect("studies:study_report", slug=study.slug)
+
+
+@login_required
+@require_GET
+def job_status(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    job = get_object_or_404(JobRun, pk=job_id, study=study)
+    response = render(request, "studies/study_report.html#job", {"study": study, "job": job})
+    if job.status == JobRun.Status.DONE and request.htmx:
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@login_required
+@require_GET
+def study_report_file(request: HttpRequest, slug: str, name: str) -> FileResponse:
+    study = get_study_for_owner(request, slug)
+    report = StudyReport.objects.filter(study=study).first()
+    if report is None or name not in REPORT_FILES:
+        raise Http404("no such report file")
+    path = Path(report.directory) / name
+    root = Path(settings.REPORTS_ROOT).resolve()
+    if not path.resolve().is_relative_to(root) or not path.exists():
+        raise Http404("no such report file")
+    return FileResponse(path.open("rb"), as_attachment=name != "report.html", filename=name)
