@@ -1,0 +1,354 @@
+"""Our prompt templates for the LLM judges, versioned and hashable.
+
+Each template is a `PromptTemplate` with a name and a version; bump the version whenever
+the wording changes, so stored runs keep saying which wording they used. `prompt_hash`
+fingerprints the rendered messages (SHA-256 of canonical JSON), which is what a run stores
+next to its calls and what the call cache can key on.
+
+Templates use `string.Template` ($name) rather than str.format so the JSON braces in the
+instructions need no escaping and braces inside idea texts are left alone. Each asks for
+exactly the grammar that `judging.methods.parsing` accepts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from string import Template
+from typing import Any
+
+from judging.methods.parsing import FORMALISATION_KEYS, Formalisation
+
+__all__ = [
+    "ABSOLUTE",
+    "DIRECT_SCORING",
+    "LIGBENCH_COMPARISON",
+    "LIGBENCH_DIMENSIONS",
+    "LIGBENCH_FORMALISATION",
+    "PAIRWISE",
+    "SWISS",
+    "TEMPLATES",
+    "MetricSpec",
+    "PromptTemplate",
+    "absolute_messages",
+    "direct_scoring_messages",
+    "form_ranges",
+    "formalisation_messages",
+    "ligbench_comparison_messages",
+    "ligbench_novelty_messages",
+    "pairwise_messages",
+    "prompt_hash",
+    "swiss_messages",
+]
+
+Messages = list[dict[str, str]]
+
+
+def prompt_hash(messages: Sequence[Mapping[str, Any]]) -> str:
+    """SHA-256 of the messages as canonical JSON (sorted keys, no spaces, UTF-8)."""
+    canonical = json.dumps(
+        [dict(m) for m in messages], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    name: str
+    version: str
+    system: str
+    user: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def render(self, **values: object) -> Messages:
+        """Messages with every $placeholder filled; a missing value is an error."""
+        text = {k: str(v) for k, v in values.items()}
+        return [
+            {"role": "system", "content": Template(self.system).substitute(text)},
+            {"role": "user", "content": Template(self.user).substitute(text)},
+        ]
+
+
+_REVIEWER = (
+    "You are an experienced reviewer of research proposals in machine learning and NLP. "
+    "You judge the substance of an idea, not its length, polish or formatting."
+)
+
+DIRECT_SCORING = PromptTemplate(
+    name="direct_scoring",
+    version="1",
+    system=_REVIEWER,
+    user="""\
+Review the research idea below on every metric of this review form. The anchors describe \
+what a score means; a score between two anchors is fine.
+
+$form
+
+Research idea:
+<<<
+$idea
+>>>
+
+Answer with one JSON object and nothing else. Its keys are exactly: $keys. Each key maps \
+to {"score": <integer in the metric's range>, "rationale": "<two or three sentences>"}.""",
+)
+
+ABSOLUTE = PromptTemplate(
+    name="absolute",
+    version="1",
+    system=_REVIEWER,
+    user="""\
+Rate the $criterion of the research idea below on a whole-number scale from $low \
+(lowest) to $high (highest).$description
+
+Research idea:
+<<<
+$idea
+>>>
+
+Answer with one JSON object and nothing else: {"score": <integer from $low to $high>, \
+"rationale": "<one or two sentences>"}.""",
+)
+
+PAIRWISE = PromptTemplate(
+    name="pairwise",
+    version="1",
+    system=_REVIEWER,
+    user="""\
+Two research ideas follow, labelled A and B. Decide which one is better in $criterion.\
+$description The order in which they appear says nothing about their quality.
+
+Idea A:
+<<<
+$idea_a
+>>>
+
+Idea B:
+<<<
+$idea_b
+>>>
+
+Reply with exactly one tag and nothing else: [[A]] if A is better, [[B]] if B is better, \
+[[TIE]] if neither is better.""",
+)
+
+SWISS = PromptTemplate(
+    name="swiss",
+    version="1",
+    system=_REVIEWER,
+    user="""\
+Two project proposals on the same topic follow, labelled A and B. Expert reviewers at a \
+top AI venue will score both. Which one will they rate higher overall, weighing novelty, \
+excitement, feasibility and expected effectiveness? The order of the proposals is random.
+
+Proposal A:
+<<<
+$idea_a
+>>>
+
+Proposal B:
+<<<
+$idea_b
+>>>
+
+You must choose one. Reply with exactly one tag and nothing else: [[A]] or [[B]].""",
+)
+
+LIGBENCH_FORMALISATION = PromptTemplate(
+    name="ligbench_formalisation",
+    version="1",
+    system=(
+        "You restate research ideas in a fixed four-part structure so that ideas written "
+        "in different styles can be compared fairly. You never add content the idea lacks."
+    ),
+    user="""\
+Restate the research idea below in four parts:
+- main_target: one sentence naming the task and the goal.
+- core_breakthrough: what the idea claims is new compared with prior work, in one or two \
+sentences.
+- innovative_methods: the concrete techniques it proposes, as a list of short items.
+- experimental_design: how it would be tested (data, baselines, metrics, experiments).
+
+Research idea:
+<<<
+$idea
+>>>
+
+Answer with one JSON object and nothing else, with exactly the keys main_target, \
+core_breakthrough, innovative_methods (a list of strings) and experimental_design.""",
+)
+
+LIGBENCH_DIMENSIONS: dict[str, str] = {
+    "rating": "overall quality, weighing strengths against weaknesses",
+    "contribution": "how useful the outcome would be to future research",
+    "soundness": "whether the reasoning and methods are solid and free of major flaws",
+}
+
+LIGBENCH_COMPARISON = PromptTemplate(
+    name="ligbench_comparison",
+    version="1",
+    system=_REVIEWER,
+    user="""\
+Two research ideas follow, each in four parts, labelled A and B. One may be a published \
+paper; do not let that sway you. Compare them on each dimension separately:
+$dimensions
+
+Idea A:
+$idea_a
+
+Idea B:
+$idea_b
+
+Answer with one JSON object and nothing else, with exactly the keys $keys. Each value is \
+"A" if A is better on that dimension, "B" if B is better, or "tie".""",
+)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric of a review form as the prompt needs it."""
+
+    key: str
+    low: int
+    high: int
+    label: str = ""
+    description: str = ""
+    anchors: Mapping[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def coerce(cls, metric: Any) -> MetricSpec:
+        """Accept a MetricSpec, a mapping, or any object with the same attribute names."""
+        if isinstance(metric, MetricSpec):
+            return metric
+
+        def get(name: str, default: Any = None) -> Any:
+            if isinstance(metric, Mapping):
+                return metric.get(name, default)
+            return getattr(metric, name, default)
+
+        anchors = get("anchors") or {}
+        return cls(
+            key=str(get("key")),
+            low=int(get("low")),
+            high=int(get("high")),
+            label=str(get("label") or ""),
+            description=str(get("description") or ""),
+            anchors={int(k): str(v) for k, v in dict(anchors).items()},
+        )
+
+
+def form_ranges(metrics: Sequence[Any]) -> dict[str, tuple[int, int]]:
+    """The `ranges` argument of `parse_form_scores` for a form's metrics."""
+    specs = [MetricSpec.coerce(m) for m in metrics]
+    return {m.key: (m.low, m.high) for m in specs}
+
+
+def _form_block(specs: Sequence[MetricSpec]) -> str:
+    parts = []
+    for m in specs:
+        head = f"## {m.key}" + (f" ({m.label})" if m.label and m.label != m.key else "")
+        lines = [f"{head}: integer from {m.low} to {m.high}"]
+        if m.description:
+            lines.append(m.description)
+        lines += [f"  {score}: {text}" for score, text in sorted(m.anchors.items())]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def direct_scoring_messages(idea: str, metrics: Sequence[Any]) -> Messages:
+    specs = [MetricSpec.coerce(m) for m in metrics]
+    if not specs:
+        raise ValueError("the form has no metrics")
+    return DIRECT_SCORING.render(
+        idea=idea, form=_form_block(specs), keys=", ".join(m.key for m in specs)
+    )
+
+
+def _sentence(description: str) -> str:
+    return f" {description.strip()}" if description.strip() else ""
+
+
+def absolute_messages(
+    idea: str,
+    criterion: str = "overall quality",
+    description: str = "",
+    low: int = 1,
+    high: int = 5,
+) -> Messages:
+    return ABSOLUTE.render(
+        idea=idea, criterion=criterion, description=_sentence(description), low=low, high=high
+    )
+
+
+def pairwise_messages(
+    idea_a: str, idea_b: str, criterion: str = "overall quality", description: str = ""
+) -> Messages:
+    return PAIRWISE.render(
+        idea_a=idea_a, idea_b=idea_b, criterion=criterion, description=_sentence(description)
+    )
+
+
+def swiss_messages(idea_a: str, idea_b: str) -> Messages:
+    return SWISS.render(idea_a=idea_a, idea_b=idea_b)
+
+
+def formalisation_messages(idea: str) -> Messages:
+    return LIGBENCH_FORMALISATION.render(idea=idea)
+
+
+_PART_LABELS = {
+    "main_target": "Main target",
+    "core_breakthrough": "Core breakthrough",
+    "innovative_methods": "Innovative methods",
+    "experimental_design": "Experimental design",
+}
+
+
+def _formalised(idea: Formalisation | Mapping[str, str]) -> str:
+    parts = idea.as_dict() if isinstance(idea, Formalisation) else idea
+    return "\n".join(f"- {_PART_LABELS[k]}: {parts[k]}" for k in FORMALISATION_KEYS)
+
+
+def ligbench_comparison_messages(
+    idea_a: Formalisation | Mapping[str, str],
+    idea_b: Formalisation | Mapping[str, str],
+    dimensions: Mapping[str, str] = LIGBENCH_DIMENSIONS,
+) -> Messages:
+    return LIGBENCH_COMPARISON.render(
+        idea_a=_formalised(idea_a),
+        idea_b=_formalised(idea_b),
+        dimensions="\n".join(f"- {k}: {v}" for k, v in dimensions.items()),
+        keys=", ".join(dimensions),
+    )
+
+
+def ligbench_novelty_messages(idea: Formalisation | Mapping[str, str]) -> Messages:
+    """The judge's own 0–5 novelty estimate s_LLM for the LigBench novelty fusion."""
+    return absolute_messages(
+        _formalised(idea),
+        criterion="novelty",
+        description=(
+            "Novelty means departing from existing approaches: unusual methods, a new angle "
+            "on the problem, or the potential to open a research direction."
+        ),
+        low=0,
+        high=5,
+    )
+
+
+TEMPLATES: dict[str, PromptTemplate] = {
+    t.name: t
+    for t in (
+        DIRECT_SCORING,
+        ABSOLUTE,
+        PAIRWISE,
+        SWISS,
+        LIGBENCH_FORMALISATION,
+        LIGBENCH_COMPARISON,
+    )
+}
