@@ -1,0 +1,133 @@
+"""Split-half consistency and Krippendorff's alpha."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from studies.analysis import consistency as cons
+
+METRICS = ["novelty", "excitement", "feasibility", "effectiveness", "overall"]
+
+
+def _frame(scores_per_idea: list[list[float]], metric: str = "overall") -> pd.DataFrame:
+    rows = [
+        (f"i{i}", f"i{i}r{j}", s)
+        for i, scores in enumerate(scores_per_idea)
+        for j, s in enumerate(scores)
+    ]
+    df = pd.DataFrame(rows, columns=["idea_id", "review_id", metric])
+    return df.assign(condition="C", topic="t", reviewer_id=None)
+
+
+def test_si2024_consistency_over_all_rows_is_about_56_5_percent(si2024_frame):
+    res = cons.inter_reviewer_consistency(
+        si2024_frame, "overall", n_splits=1000, n_bootstrap=0, n_permutations=0
+    )
+    assert abs(res["balanced_accuracy"] - 0.565) < 0.015
+    assert (res["n_units"], res["n_reviews"], res["n_selected"]) == (147, 337, 72)
+    assert 0.03 < res["split_sd"] < 0.05  # one split alone swings by several points
+    assert 0.45 < res["split_low"] < 0.52 and 0.61 < res["split_high"] < 0.68
+    assert res["ci_low"] is None and res["p_value"] is None
+
+
+def test_si2024_consistency_defaults_give_the_readme_ci_and_p_value(si2024_frame):
+    res = cons.inter_reviewer_consistency(si2024_frame)
+    json.dumps(res, allow_nan=False)
+    assert (res["n_splits"], res["n_bootstrap"], res["n_permutations"]) == (1000, 1000, 1000)
+    assert abs(res["balanced_accuracy"] - 0.565) < 0.015
+    assert abs(res["ci_low"] - 0.47) < 0.025 and abs(res["ci_high"] - 0.64) < 0.025
+    assert 0.03 < res["p_value"] < 0.15  # README: p ~ 0.08, not clearly above chance
+    assert abs(res["null_mean"] - 0.5) < 0.01
+
+
+def test_si2024_consistency_on_unique_reviews_counts_each_review_once(si2024_frame):
+    res = cons.inter_reviewer_consistency(
+        si2024_frame, rows="unique", n_splits=300, n_bootstrap=0, n_permutations=0
+    )
+    assert (res["n_units"], res["n_reviews"]) == (129, 296)
+    assert 0.52 < res["balanced_accuracy"] < 0.58
+
+
+def test_consistency_is_reproducible_for_a_seed(si2024_frame):
+    kw = {"n_splits": 50, "n_bootstrap": 20, "n_permutations": 20, "seed": 11}
+    a = cons.inter_reviewer_consistency(si2024_frame, **kw)
+    b = cons.inter_reviewer_consistency(si2024_frame, **kw)
+    assert a == b
+
+
+def test_random_scores_give_chance_consistency():
+    rng = np.random.default_rng(0)
+    df = _frame(rng.integers(1, 11, size=(2000, 3)).tolist())
+    res = cons.inter_reviewer_consistency(df, n_splits=40, n_bootstrap=0, n_permutations=0)
+    # 1000 selected ideas: the sd of one data set's accuracy is about 1.5 points
+    assert abs(res["balanced_accuracy"] - 0.5) < 0.045
+
+
+def test_perfectly_consistent_reviewers_give_full_consistency():
+    df = _frame([[float(i)] * (2 + i % 3) for i in range(40)])
+    res = cons.inter_reviewer_consistency(df, n_splits=100, n_bootstrap=50, n_permutations=99)
+    assert res["balanced_accuracy"] == 1.0
+    assert res["split_low"] == 1.0
+    assert res["p_value"] == pytest.approx(1 / 100)
+
+
+def test_ideas_with_a_single_review_do_not_count():
+    df = _frame([[1.0, 2.0], [3.0], [4.0, 4.0], [5.0, 6.0], [7.0, np.nan], [8.0, 9.0]])
+    assert cons.score_matrix(df, "overall").shape == (4, 2)
+    with pytest.raises(ValueError, match="too few"):
+        cons.inter_reviewer_consistency(df.iloc[:4], n_bootstrap=0, n_permutations=0)
+
+
+def test_split_accuracies_take_well_under_a_second_for_1000_splits(si2024_frame):
+    import time
+
+    P = cons.score_matrix(si2024_frame, "overall").to_numpy()
+    start = time.process_time()  # CPU time: colleagues' jobs share the machine
+    acc = cons.split_accuracies(P, 1000, np.random.default_rng(0))
+    assert time.process_time() - start < 0.5
+    assert acc.shape == (1000,) and np.all((acc >= 0) & (acc <= 1))
+
+
+# Units A: (1, 2), B: (3, 3), C: (2, 4); D: (5) has no pair and drops out. n = 6.
+# interval: D_o = (2*1 + 0 + 2*4) / 6 = 10/6; D_e = 2 * SS / (n - 1) = 2 * 5.5 / 5 = 2.2
+#           alpha = 1 - (10/6) / 2.2 = 8/33
+# nominal: 4 mismatched ordered pairs; sum_c!=k n_c n_k = 36 - (1 + 4 + 4 + 1) = 26
+#           alpha = 1 - 5 * 4 / 26 = 3/13
+# ordinal: n = (1, 2, 2, 1) for values 1-4; delta(1,2) = 2.25, delta(2,4) = 12.25,
+#           observed sum 2 * 2.25 + 2 * 12.25 = 29; expected sum 2 * 99 = 198
+#           alpha = 1 - 5 * 29 / 198 = 53/198
+HAND = _frame([[1, 2], [3, 3], [2, 4], [5]])
+
+
+@pytest.mark.parametrize(
+    ("level", "expected"), [("interval", 8 / 33), ("nominal", 3 / 13), ("ordinal", 53 / 198)]
+)
+def test_krippendorff_alpha_matches_a_hand_computation(level, expected):
+    assert math.isclose(cons.krippendorff_alpha(HAND, "overall", level), expected)
+
+
+def test_krippendorff_alpha_reproduces_the_readme_values(si2024_frame):
+    assert abs(cons.krippendorff_alpha(si2024_frame, "overall") - 0.08) < 0.01
+    assert abs(cons.krippendorff_alpha(si2024_frame, "novelty") - 0.16) < 0.01
+    alphas = {m: cons.krippendorff_alpha(si2024_frame, m) for m in METRICS}
+    assert max(alphas, key=alphas.get) == "novelty"
+
+
+def test_krippendorff_alpha_agrees_with_the_krippendorff_package(si2024_frame):
+    krippendorff = pytest.importorskip("krippendorff")
+    rng = np.random.default_rng(4)
+    sparse = _frame(
+        [rng.integers(1, 6, size=rng.integers(1, 5)).astype(float).tolist() for _ in range(60)]
+    )
+    for df in (si2024_frame, sparse):
+        for metric in ("novelty", "overall") if df is si2024_frame else ("overall",):
+            # Slots stand in for coders: alpha does not depend on who gave which value.
+            data = cons.score_matrix(df, metric, rows="unique").to_numpy().T
+            for level in ("interval", "ordinal", "nominal"):
+                ref = krippendorff.alpha(reliability_data=data, level_of_measurement=level)
+                assert math.isclose(cons.krippendorff_alpha(df, metric, level), ref, rel_tol=1e-9)
