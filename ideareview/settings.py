@@ -149,6 +149,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 MEDIA_ROOT = VAR_DIR / "media"
 REPORTS_ROOT = VAR_DIR / "reports"
@@ -214,6 +215,12 @@ OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "")
 # Analysis defaults; the report records the values it used.
 ANALYSIS_CONSISTENCY_SPLITS = env_int("IDEAREVIEW_CONSISTENCY_SPLITS", 1000)
 ANALYSIS_SEED = env_int("IDEAREVIEW_ANALYSIS_SEED", 20240906)
+ANALYSIS_MIXED_STARTS = env_int("IDEAREVIEW_MIXED_STARTS", 5)
+ANALYSIS_MIXED_ENGINE = os.environ.get("IDEAREVIEW_MIXED_ENGINE", "auto")
+if ANALYSIS_MIXED_ENGINE not in {"auto", "statsmodels", "sparse"}:
+    raise ImproperlyConfigured(
+        f"IDEAREVIEW_MIXED_ENGINE={ANALYSIS_MIXED_ENGINE!r}: use auto, statsmodels or sparse"
+    )
 
 LOGGING = {
     "version": 1,

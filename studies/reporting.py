@@ -35,7 +35,10 @@ def report_build(
         raise ValueError(f"study {study.slug} has no submitted reviews to analyse")
     form = study.form_definition()
     options = options or ReportOptions(
-        consistency_splits=settings.ANALYSIS_CONSISTENCY_SPLITS, seed=settings.ANALYSIS_SEED
+        consistency_splits=settings.ANALYSIS_CONSISTENCY_SPLITS,
+        seed=settings.ANALYSIS_SEED,
+        mixed_starts=settings.ANALYSIS_MIXED_STARTS,
+        mixed_engine=settings.ANALYSIS_MIXED_ENGINE,
     )
 
     def progress(done: int, total: int, message: str) -> None:

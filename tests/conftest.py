@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+
+from ideareview.celery import app as celery_app
+
+# Tests publish real Celery messages. On the filesystem broker they go to a folder of the
+# test run's own, set before any connection exists, so a developer's running worker never
+# takes them and var/ stays clean.
+if str(celery_app.conf.broker_url).startswith("filesystem://"):
+    _broker = tempfile.mkdtemp(prefix="ideareview-test-broker-")
+    atexit.register(shutil.rmtree, _broker, ignore_errors=True)
+    celery_app.conf.broker_transport_options = {
+        "data_folder_in": _broker,
+        "data_folder_out": _broker,
+        "store_processed": False,
+    }
 
 ROOT = Path(__file__).resolve().parents[1]
 SI2024 = ROOT / "data" / "si2024"

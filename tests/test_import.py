@@ -22,7 +22,17 @@ from studies.models import (
 )
 from tests.conftest import METRICS, SI_REVIEWS, SI_TITLES
 
-MODELS = [Study, Topic, Condition, Idea, IdeaCondition, Review, ReviewScore, ImportBatch, AuditEvent]
+MODELS = [
+    Study,
+    Topic,
+    Condition,
+    Idea,
+    IdeaCondition,
+    Review,
+    ReviewScore,
+    ImportBatch,
+    AuditEvent,
+]
 
 
 def db_state() -> dict[str, int]:
@@ -36,7 +46,16 @@ def run_import(*args: str) -> str:
 
 
 def si_args(reviews=SI_REVIEWS, study="si2024"):
-    return ["--format", "si2024", "--reviews", str(reviews), "--titles", str(SI_TITLES), "--study", study]
+    return [
+        "--format",
+        "si2024",
+        "--reviews",
+        str(reviews),
+        "--titles",
+        str(SI_TITLES),
+        "--study",
+        study,
+    ]
 
 
 @pytest.mark.django_db
@@ -125,7 +144,9 @@ def _si_rows_with(tmp_path, changes, name="bad.json"):
         (lambda t: _write(t, "x.json", "{not json"), "x.json: not valid JSON"),
         (lambda t: _write(t, "empty.json", ""), "empty.json: the file is empty"),
         (
-            lambda t: _write(t, "nocol.json", json.dumps({"idea_id": ["a"], "condition": ["Human"]})),
+            lambda t: _write(
+                t, "nocol.json", json.dumps({"idea_id": ["a"], "condition": ["Human"]})
+            ),
             "nocol.json, field 'timestamp': missing column",
         ),
         (
@@ -141,9 +162,18 @@ def _si_rows_with(tmp_path, changes, name="bad.json"):
             "bad.json, row 5, field 'condition': unknown condition 'Crowd'",
         ),
     ],
-    ids=["not-json", "empty", "missing-column", "score-out-of-range", "score-not-a-number", "unknown-condition"],
+    ids=[
+        "not-json",
+        "empty",
+        "missing-column",
+        "score-out-of-range",
+        "score-not-a-number",
+        "unknown-condition",
+    ],
 )
-def test_bad_files_are_refused_with_row_and_field_and_nothing_is_written(tmp_path, owner, make, expected):
+def test_bad_files_are_refused_with_row_and_field_and_nothing_is_written(
+    tmp_path, owner, make, expected
+):
     run_import(*si_args(), "--owner", "owner")  # an existing study must stay exactly as it is
     before = db_state()
     path = make(tmp_path)
@@ -164,7 +194,15 @@ def test_a_refused_file_does_not_leave_a_new_study_behind(tmp_path, owner):
 
 
 def _generic_csv(tmp_path, rows, header=None):
-    header = header or ["paper", "arm", "area", "who", *[f"{m}_score" for m in METRICS], "novelty_rationale", "minutes"]
+    header = header or [
+        "paper",
+        "arm",
+        "area",
+        "who",
+        *[f"{m}_score" for m in METRICS],
+        "novelty_rationale",
+        "minutes",
+    ]
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(header)
@@ -215,15 +253,33 @@ def test_generic_import_reports_every_bad_row_and_writes_nothing(tmp_path, owner
             "--map", "idea_id=paper", "--map", "condition=arm", "--map", "topic=area",
         )  # fmt: skip
     msg = str(exc.value)
-    assert "generic.csv, row 2, field 'novelty_score': score '0' is outside the form's range 1–10" in msg
+    assert (
+        "generic.csv, row 2, field 'novelty_score': score '0' is outside the form's range 1–10"
+        in msg
+    )
     assert "generic.csv, row 3, field 'idea_id': empty idea id" in msg
     assert db_state() == before
 
 
 @pytest.mark.django_db
 def test_generic_import_names_a_missing_metric_column(tmp_path, owner):
-    path = _generic_csv(tmp_path, [["p1", "H", "T", "a", 1, 2, 3, 4]], header=["idea_id", "condition", "topic", "reviewer_id", "novelty", "excitement", "feasibility", "effectiveness"])
+    path = _generic_csv(
+        tmp_path,
+        [["p1", "H", "T", "a", 1, 2, 3, 4]],
+        header=[
+            "idea_id",
+            "condition",
+            "topic",
+            "reviewer_id",
+            "novelty",
+            "excitement",
+            "feasibility",
+            "effectiveness",
+        ],
+    )
     with pytest.raises(CommandError) as exc:
-        run_import("--format", "generic", "--reviews", str(path), "--study", "g", "--owner", "owner")
+        run_import(
+            "--format", "generic", "--reviews", str(path), "--study", "g", "--owner", "owner"
+        )
     assert "field 'overall': missing column" in str(exc.value)
     assert not Study.objects.filter(slug="g").exists()

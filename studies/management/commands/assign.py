@@ -1,0 +1,73 @@
+"""Solve (and unless --dry-run, commit) a study's reviewer assignment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from studies.models import Study
+from studies.recruitment import RecruitmentError, assignment_commit, assignment_preview
+
+
+class Command(BaseCommand):
+    help = "Assign ideas to approved reviewers under the study's rules (same as the web preview)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("study", help="study slug")
+        parser.add_argument("--dry-run", action="store_true", help="solve and report only")
+        parser.add_argument("--seed", type=int, default=None, help="random seed (default: drawn)")
+        parser.add_argument(
+            "--mode",
+            choices=["keep", "resolve"],
+            default="keep",
+            help="keep: keep current assignments and fill the gaps (default); "
+            "resolve: keep only submitted reviews and re-draw the rest",
+        )
+        parser.add_argument(
+            "--extra-load",
+            action="store_true",
+            help="allow current reviewers up to the study's maximum load",
+        )
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        study = Study.objects.filter(slug=opts["study"]).first()
+        if study is None:
+            raise CommandError(f"no study {opts['study']!r}")
+        job, result, plan = assignment_preview(
+            study=study, seed=opts["seed"], mode=opts["mode"], extra_load=opts["extra_load"]
+        )
+        out = self.stdout
+        out.write(
+            f"study {study.slug}: {len(plan.inputs.reviewers)} reviewer(s), "
+            f"{len(plan.inputs.ideas)} idea(s), {len(plan.inputs.fixed)} fixed pair(s)"
+        )
+        for note in [*plan.notes, *result.notes]:
+            out.write(f"note: {note}")
+        if not result.feasible:
+            for p in result.problems:
+                self.stderr.write(f"cannot assign: {p}")
+            raise CommandError(f"no assignment satisfies the rules (seed {result.seed})")
+        out.write(
+            f"{result.status}: {len(result.pairs)} assignments in {result.solve_seconds:.2f} s, "
+            f"seed {result.seed}"
+        )
+        out.write(f"reviews by topic rank: {result.objective.get('reviews_by_topic_rank')}")
+        out.write(f"ideas by review count: {result.objective.get('ideas_by_review_count')}")
+        for rid, load in sorted(result.reviewer_loads.items()):
+            counts = result.reviewer_condition_counts.get(rid, {})
+            detail = ", ".join(f"{c} {n}" for c, n in counts.items() if n)
+            out.write(f"  {rid}: {load} ({detail})")
+        if opts["dry_run"]:
+            out.write("dry run: nothing written")
+            return
+        try:
+            summary = assignment_commit(study=study, job=job)
+        except RecruitmentError as exc:
+            raise CommandError(str(exc)) from exc
+        out.write(
+            self.style.SUCCESS(
+                f"committed: {summary['created']} new, {summary['restored']} restored, "
+                f"{summary['withdrawn']} withdrawn"
+            )
+        )

@@ -1,0 +1,31 @@
+"""Mail reminders to reviewers with open work and to open invitations (cron-friendly)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from studies.models import Study
+from studies.recruitment import reminders_send
+
+
+class Command(BaseCommand):
+    help = "Send reminder mails for every reviewing study, or for the studies named."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("studies", nargs="*", help="study slugs (default: all reviewing)")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        if opts["studies"]:
+            studies = list(Study.objects.filter(slug__in=opts["studies"]))
+            missing = set(opts["studies"]) - {s.slug for s in studies}
+            if missing:
+                raise CommandError(f"no study {', '.join(sorted(missing))}")
+        else:
+            studies = list(Study.objects.filter(status=Study.Status.REVIEWING))
+        for study in studies:
+            sent = reminders_send(study=study)
+            self.stdout.write(
+                f"{study.slug}: {sent['reviewers']} reviewer(s), {sent['invitations']} invitation(s)"
+            )

@@ -1,0 +1,79 @@
+"""Command-line entry points: planning simulations and settings validation."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from studies.models import Study
+from tests.conftest import ROOT
+
+
+@pytest.mark.django_db
+def test_simulated_study_round_trips_through_the_generic_importer(tmp_path, owner):
+    csv_path = tmp_path / "sim.csv"
+    out = io.StringIO()
+    call_command(
+        "simulate_study",
+        "--reps", "5", "--tests", "by_review,by_idea", "--reviewers", "20",
+        "--ideas-per-condition", "12", "--effects", "AI=3", "--reviews-per-idea", "3",
+        "--load", "3-4", "--discretize", "--write-csv", str(csv_path),
+        stdout=out, stderr=io.StringIO(),
+    )  # fmt: skip
+    text = out.getvalue()
+    assert "by_review" in text and "effect +3.00" in text
+    # a huge effect is found in all five replications
+    assert "by_review    AI           effect +3.00: 1.000" in text
+    from studies.protocol.forms import FormDefinition, Scale
+    from studies.services import study_create
+
+    scale = Scale("overall", "Overall", "", 1, 10, {i: f"level {i}" for i in range(1, 11)})
+    form = FormDefinition("sim", 1, "one metric", (scale,), scale, scale)
+    study = study_create(owner=owner, slug="sim", form=form, baseline_condition="Human")
+    call_command(
+        "import_reviews", "--format", "generic", "--reviews", str(csv_path), "--study", "sim",
+        "--human-conditions", "Human", stdout=io.StringIO(),
+    )  # fmt: skip
+    study = Study.objects.get(pk=study.pk)
+    assert study.reviews.count() == 2 * 12 * 3
+    assert study.reviewers.count() == 20
+
+
+def test_simulate_study_rejects_a_malformed_effect():
+    with pytest.raises(CommandError, match="expected CONDITION=EFFECT"):
+        call_command("simulate_study", "--effects", "AI:0.5", "--reps", "1")
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"DJANGO_DEBUG": "maybe"}, "DJANGO_DEBUG='maybe' is not a boolean"),
+        ({"DJANGO_DEBUG": "0"}, "DJANGO_SECRET_KEY must be set"),
+        ({"CELERY_BROKER_URL": "kafka://x"}, "CELERY_BROKER_URL='kafka://x': use redis://"),
+        (
+            {"IDEAREVIEW_CONSISTENCY_SPLITS": "many"},
+            "IDEAREVIEW_CONSISTENCY_SPLITS='many' is not an integer",
+        ),
+    ],
+)
+def test_a_malformed_setting_stops_start_up_naming_the_variable(env, message):
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "CELERY_", "IDEAREVIEW_"))
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert message in result.stderr

@@ -1,0 +1,103 @@
+"""Owner-facing study views against the personas: the owner sees, everyone else gets 404."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.urls import reverse
+
+from studies.models import Review, StudyReport
+from tests.conftest import SI_REVIEWS, SI_TITLES
+
+
+def owner_urls(slug: str) -> list[str]:
+    return [
+        reverse("studies:study_detail", args=[slug]),
+        reverse("studies:study_import", args=[slug]),
+        reverse("studies:study_report", args=[slug]),
+        reverse("studies:study_report_file", args=[slug, "report.json"]),
+    ]
+
+
+@pytest.mark.django_db
+def test_anonymous_visitors_are_sent_to_the_login_page(client, si2024_study):
+    for url in [reverse("studies:study_list"), *owner_urls("si2024")]:
+        response = client.get(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith(reverse("login")), url
+
+
+@pytest.mark.django_db
+def test_other_researcher_gets_404_for_every_view_of_a_study_not_theirs(
+    client, si2024_study, other_researcher
+):
+    client.force_login(other_researcher)
+    for url in owner_urls("si2024"):
+        assert client.get(url).status_code == 404, url
+    build = reverse("studies:study_report_build", args=["si2024"])
+    assert client.post(build).status_code == 404
+    listing = client.get(reverse("studies:study_list"))
+    assert reverse("studies:study_detail", args=["si2024"]) not in listing.content.decode()
+
+
+@pytest.mark.django_db
+def test_owner_sees_the_study_and_its_data_quality_summary(client, si2024_study, owner):
+    client.force_login(owner)
+    page = client.get(reverse("studies:study_detail", args=["si2024"])).content.decode()
+    assert "rows: 337" in page
+    assert "rows flagged (kept, marked): 2" in page
+    assert "AI_Rerank" in page
+    assert client.get(reverse("studies:study_list")).status_code == 200
+
+
+@pytest.mark.django_db
+def test_report_build_requires_post_and_csrf(si2024_study, owner):
+    from django.test import Client
+
+    csrf_client = Client(enforce_csrf_checks=True)
+    csrf_client.force_login(owner)
+    url = reverse("studies:study_report_build", args=["si2024"])
+    assert csrf_client.get(url).status_code == 405
+    assert csrf_client.post(url).status_code == 403
+
+
+@pytest.mark.django_db
+def test_owner_imports_through_the_web_and_a_bad_file_changes_nothing(client, owner):
+    from studies.services import study_create
+
+    study = study_create(owner=owner, slug="web", baseline_condition="Human")
+    client.force_login(owner)
+    url = reverse("studies:study_import", args=["web"])
+    bad = io.BytesIO(b'{"idea_id": ["x"]')
+    bad.name = "broken.json"
+    response = client.post(url, {"format": "si2024", "reviews": bad})
+    assert response.status_code == 400
+    assert "broken.json: not valid JSON" in response.content.decode()
+    assert Review.objects.filter(study=study).count() == 0
+    with SI_REVIEWS.open("rb") as reviews, SI_TITLES.open("rb") as titles:
+        response = client.post(url, {"format": "si2024", "reviews": reviews, "titles": titles})
+    assert response.status_code == 200
+    assert "unique reviews: 296" in response.content.decode()
+    assert Review.objects.filter(study=study).count() == 296
+
+
+@pytest.mark.django_db
+def test_report_files_outside_the_report_folder_are_never_served(
+    client, si2024_study, owner, tmp_path
+):
+    StudyReport.objects.create(
+        study=si2024_study, data={"files": {"csv": []}}, directory=str(tmp_path)
+    )
+    client.force_login(owner)
+    (tmp_path.parent / "secret.txt").write_text("secret")
+    base = reverse("studies:study_report", args=["si2024"]) + "files/"
+    for name in ["..%2Fsecret.txt", "settings.py", "report.json", "..%2F..%2Fsecret_key"]:
+        response = client.get(base + name)
+        assert response.status_code == 404, name
+
+
+def test_healthcheck_answers_with_the_database_vendor(client, db):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ok"
