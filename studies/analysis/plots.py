@@ -7,6 +7,7 @@ into the self-contained HTML file, the web page and, later, a PDF.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -36,7 +37,9 @@ def _svg(fig: Any, title: str) -> str:
     plt.close(fig)
     text = buf.getvalue()
     start = text.find("<svg")
-    return text[start:] if start >= 0 else text
+    text = text[start:] if start >= 0 else text
+    # The RDF metadata block names external vocabularies; the figure needs none of it.
+    return re.sub(r"\s*<metadata>.*?</metadata>", "", text, flags=re.S)
 
 
 def _colors(conditions: Sequence[str]) -> dict[str, str]:
