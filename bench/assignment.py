@@ -1,0 +1,63 @@
+"""Assignment solver timings and rule checks at multiples of the Si et al. scale.
+
+python bench/assignment.py --scales 1,10,100 [--seed 0] [--time-limit 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from studies.protocol.assignment import (  # noqa: E402
+    Parameters,
+    check_rules,
+    solve_assignment,
+    synthetic_inputs,
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scales", default="1,10,100")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--time-limit", type=float, default=300.0)
+    args = parser.parse_args()
+    header = (
+        f"{'scale':>6} {'ideas':>6} {'memb':>6} {'revs':>6} {'reviews':>7} {'status':>9} "
+        f"{'total s':>8} {'build':>6} {'milp':>6} {'place':>6} {'vars':>7} {'types':>6} "
+        f"{'strategy':>17} {'violations':>10}"
+    )
+    print(header)
+    for token in args.scales.split(","):
+        scale = float(token)
+        inputs = synthetic_inputs(
+            scale, seed=args.seed, params=Parameters(seed=args.seed, time_limit=args.time_limit)
+        )
+        started = time.perf_counter()
+        result = solve_assignment(inputs)
+        elapsed = time.perf_counter() - started
+        violations = check_rules(result, inputs)
+        memberships = sum(len(i.conditions) for i in inputs.ideas)
+        st = result.stats
+        print(
+            f"{scale:>6g} {len(inputs.ideas):>6} {memberships:>6} {len(inputs.reviewers):>6} "
+            f"{len(result.pairs):>7} {result.status:>9} {elapsed:>8.2f} "
+            f"{st.get('build_seconds', 0):>6.2f} {st.get('milp_seconds', 0):>6.2f} "
+            f"{st.get('placement_seconds', 0):>6.2f} {st.get('variables', 0):>7} "
+            f"{st.get('reviewer_types', 0):>6} {st.get('strategy', '-'):>17} "
+            f"{len(violations):>10}",
+            flush=True,
+        )
+        if not result.feasible:
+            print("  " + result.explanation().replace("\n", "\n  "))
+        for line in violations[:5]:
+            print("  violation:", line)
+        print(f"  objective: {result.objective}")
+
+
+if __name__ == "__main__":
+    main()

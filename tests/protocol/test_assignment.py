@@ -1,0 +1,180 @@
+import json
+
+import pytest
+
+from studies.protocol.assignment import (
+    AssignmentInputs,
+    Idea,
+    Parameters,
+    Reviewer,
+    check_rules,
+    solve_assignment,
+    synthetic_inputs,
+)
+
+CONDITIONS = {"Human": "human", "AI": "ai", "AI_Rerank": "ai"}
+
+
+def _ideas(topic, n_per_condition, institution="", prefix=None):
+    prefix = prefix or topic[:3]
+    out = []
+    for cond in CONDITIONS:
+        for k in range(n_per_condition):
+            inst = (institution,) if institution and cond == "Human" else ()
+            out.append(Idea(f"{prefix}-{cond}-{k}", topic, (cond,), inst))
+    return out
+
+
+def _with(inputs, **changes):
+    fields = {
+        "ideas": inputs.ideas,
+        "conditions": inputs.conditions,
+        "reviewers": inputs.reviewers,
+        "fixed": inputs.fixed,
+        "params": inputs.params,
+    }
+    fields.update(changes)
+    return AssignmentInputs(**fields)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_si_shaped_instances_satisfy_every_rule(seed):
+    inputs = synthetic_inputs(1.0, seed=seed)
+    result = solve_assignment(inputs)
+    assert result.feasible, result.explanation()
+    assert check_rules(result, inputs) == []
+    assert result.seed == seed
+    assert sum(result.reviewer_loads.values()) == len(result.pairs)
+
+
+def test_small_random_instances_with_load_ranges_satisfy_every_rule():
+    # Seed 0 needs Hall cuts: conflicts at Stanford make the first counts unplaceable.
+    for seed in (0,):
+        base = synthetic_inputs(1.0, seed=seed)
+        reviewers = tuple(
+            Reviewer(r.id, r.topics, max(2, r.load_min - 1), r.load_min + 1, r.institution)
+            for r in base.reviewers
+        )
+        inputs = _with(base, reviewers=reviewers)
+        result = solve_assignment(inputs)
+        assert result.feasible, result.explanation()
+        assert check_rules(result, inputs) == []
+
+
+def test_check_rules_catches_a_broken_assignment():
+    inputs = synthetic_inputs(1.0, seed=0)
+    result = solve_assignment(inputs)
+    result.pairs = result.pairs[1:]
+    assert check_rules(result, inputs)
+
+
+def test_submitted_reviews_stay_in_a_new_assignment():
+    inputs = synthetic_inputs(1.0, seed=5)
+    first = solve_assignment(inputs)
+    fixed = first.pairs[::7]
+    again = _with(inputs, fixed=fixed, params=Parameters(seed=99))
+    result = solve_assignment(again)
+    assert result.feasible, result.explanation()
+    assert set(fixed) <= set(result.pairs)
+    assert check_rules(result, again) == []
+
+
+def test_same_seed_gives_the_same_assignment_and_another_seed_an_equally_good_other():
+    inputs = synthetic_inputs(1.0, seed=2)
+    a = solve_assignment(_with(inputs, params=Parameters(seed=11)))
+    b = solve_assignment(_with(inputs, params=Parameters(seed=11)))
+    c = solve_assignment(_with(inputs, params=Parameters(seed=12)))
+    assert a.pairs == b.pairs
+    assert a.pairs != c.pairs
+    for key in ("topic_rank_cost", "evenness_cost"):
+        assert a.objective[key] == c.objective[key]
+
+
+def test_missing_seed_is_drawn_and_returned():
+    inputs = _with(synthetic_inputs(0.5, seed=1), params=Parameters(seed=None))
+    result = solve_assignment(inputs)
+    again = solve_assignment(_with(inputs, params=Parameters(seed=result.seed)))
+    assert result.pairs == again.pairs
+
+
+def test_topic_without_enough_review_slots_is_explained():
+    ideas = _ideas("Factuality", 4) + [
+        Idea("m-h1", "Math", ("Human",)),
+        Idea("m-h2", "Math", ("Human",)),
+        Idea("m-a1", "Math", ("AI",)),
+        Idea("m-a2", "Math", ("AI",)),
+    ]
+    reviewers = [Reviewer(f"F{k}", ("Factuality",), 4) for k in range(8)]
+    reviewers += [Reviewer("M1", ("Math",), 3), Reviewer("M2", ("Math",), 3)]
+    result = solve_assignment(AssignmentInputs(ideas, CONDITIONS, reviewers))
+    assert not result.feasible
+    text = result.explanation()
+    assert "topic Math needs ≥ 8 review slots (4 ideas × 2 reviews)" in text
+    assert "offer at most 6" in text
+    assert any(p.rule == "topic_capacity" and p.shortfall == 2 for p in result.problems)
+
+
+def test_reviewer_whose_topic_holds_only_their_own_institutions_ideas_is_explained():
+    ideas = _ideas("Coding", 3) + [
+        Idea(f"s-{c}", "Safety", (c,), ("Stanford University",)) for c in CONDITIONS
+    ]
+    reviewers = [Reviewer(f"C{k}", ("Coding", "Safety"), 4, institution="MIT") for k in range(6)]
+    reviewers.append(Reviewer("R7", ("Safety",), 3, email="r7@cs.stanford.edu"))
+    result = solve_assignment(AssignmentInputs(ideas, CONDITIONS, reviewers))
+    assert not result.feasible
+    assert (
+        "reviewer R7's only topic Safety holds only ideas from their own institution "
+        "(stanford)" in result.explanation()
+    )
+
+
+def test_reviewer_without_an_ai_idea_in_their_topics_is_explained():
+    ideas = _ideas("Coding", 3) + [Idea(f"b{k}", "Bias", ("Human",)) for k in range(3)]
+    reviewers = [Reviewer(f"C{k}", ("Coding",), 4) for k in range(5)]
+    reviewers.append(Reviewer("R3", ("Bias",), 2))
+    result = solve_assignment(AssignmentInputs(ideas, CONDITIONS, reviewers))
+    assert not result.feasible
+    assert "no AI idea in reviewer R3's only topic Bias" in result.explanation()
+
+
+def test_rules_that_clash_only_together_are_found_by_relaxation():
+    # One human Math idea takes at most 4 reviews, yet six Math-only reviewers each need one.
+    ideas = [Idea("h", "Math", ("Human",))] + [Idea(f"a{k}", "Math", ("AI",)) for k in range(6)]
+    reviewers = [Reviewer(f"M{k}", ("Math",), 2) for k in range(6)]
+    result = solve_assignment(AssignmentInputs(ideas, CONDITIONS, reviewers))
+    assert not result.feasible
+    assert result.problems
+    assert all(p.message and p.rule != "input" for p in result.problems)
+    assert "infeasible" not in result.explanation().lower()
+
+
+def test_unbalanceable_reviewer_is_reported_or_relaxed_as_asked():
+    ideas = _ideas("Coding", 3) + [Idea("u-h", "Uncertainty", ("Human",))]
+    ideas += [Idea(f"u-a{k}", "Uncertainty", ("AI",)) for k in range(5)]
+    reviewers = [Reviewer(f"C{k}", ("Coding",), 4) for k in range(5)]
+    reviewers += [Reviewer(f"U{k}", ("Uncertainty",), 3) for k in range(3)]
+    reviewers.append(Reviewer("U9", ("Uncertainty",), 5))
+    inputs = AssignmentInputs(ideas, CONDITIONS, reviewers, params=Parameters(seed=1))
+    best = solve_assignment(inputs)
+    assert best.feasible, best.explanation()
+    assert best.balance_excess.get("U9") == 2
+    assert check_rules(best, inputs) == []
+    strict = solve_assignment(_with(inputs, params=Parameters(seed=1, balance="strict")))
+    assert not strict.feasible
+    assert any(p.rule == "balance" and p.subject == "U9" for p in strict.problems)
+
+
+def test_no_reviewer_gets_an_idea_from_their_institution():
+    inputs = synthetic_inputs(1.0, seed=4)
+    result = solve_assignment(inputs)
+    stanford_ideas = {i.id for i in inputs.ideas if "Stanford University" in i.institutions}
+    stanford_reviewers = {r.id for r in inputs.reviewers if r.institution == "Stanford University"}
+    assert stanford_ideas and stanford_reviewers
+    assert not [p for p in result.pairs if p[0] in stanford_reviewers and p[1] in stanford_ideas]
+
+
+def test_result_serialises():
+    inputs = synthetic_inputs(0.5, seed=3)
+    data = solve_assignment(inputs).to_dict()
+    assert json.loads(json.dumps(data))["seed"] == 3
+    assert data["feasible"] is True
