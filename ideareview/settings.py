@@ -181,12 +181,14 @@ CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 _BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for sub in ("out", "processed"):
+    for sub in ("out", "processed", "control"):
         (_BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_BROKER_DIR / "out"),
         "data_folder_out": str(_BROKER_DIR / "out"),
         "processed_folder": str(_BROKER_DIR / "processed"),
+        # broadcast/control messages; kombu's default is ./control in the working directory
+        "control_folder": str(_BROKER_DIR / "control"),
         "store_processed": False,
     }
 elif CELERY_BROKER_URL.split("://", 1)[0] not in {

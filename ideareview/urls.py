@@ -3,10 +3,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from studies import reviewer_views
+
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="studies:study_list", permanent=False)),
     path("admin/", admin.site.urls),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    # Rate-limited; sends owners to their studies and reviewers to their dashboard.
+    path("login/", reviewer_views.reviewer_login, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("studies/", include("studies.urls")),
     path("healthz", include("studies.health_urls")),

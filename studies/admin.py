@@ -37,5 +37,9 @@ for model in [
     models.JobRun,
     models.StudyReport,
     models.AuditEvent,
+    models.Invitation,
+    models.ReviewRevision,
+    models.PairTask,
+    models.PairJudgment,
 ]:
     admin.site.register(model)

@@ -17,8 +17,10 @@ def review_frame(study: Study) -> pd.DataFrame:
     """
     metrics = study.form_definition().metric_keys
     memberships: dict[int, list[tuple[str, str, str]]] = defaultdict(list)
-    for m in IdeaCondition.objects.filter(study=study).select_related("condition"):
-        memberships[m.idea_id].append((m.condition.key, m.condition.kind, m.external_id))
+    for member in IdeaCondition.objects.filter(study=study).select_related("condition"):
+        memberships[member.idea_id].append(
+            (member.condition.key, member.condition.kind, member.external_id)
+        )
     label: dict[int, str] = {}
     for idea_id, rows in memberships.items():
         rows.sort(key=lambda r: (r[1] != "human", r[0], r[2]))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
@@ -55,7 +54,7 @@ def review_form_ensure(*, definition: FormDefinition = DEFAULT_FORM) -> ReviewFo
 
 def study_create(
     *,
-    owner: AbstractBaseUser,
+    owner: Any,
     slug: str,
     title: str = "",
     form: FormDefinition = DEFAULT_FORM,

@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .forms import ReviewImportForm
+from .http import is_htmx
 from .importers import ImportFailed, format_quality_summary
 from .models import ImportBatch, JobRun, Study, StudyReport
 from .services import reviews_import, reviews_parse
@@ -31,17 +32,22 @@ REPORT_FILES = {
 }
 
 
+def _user_id(request: HttpRequest) -> int:
+    """The logged-in user's id (views are login_required; 0 matches nobody)."""
+    return int(request.user.pk or 0)
+
+
 def get_study_for_owner(request: HttpRequest, slug: str) -> Study:
     """404, not 403, for studies that are not yours: their existence is not disclosed."""
     return get_object_or_404(
-        Study.objects.select_related("review_form"), slug=slug, owner=request.user
+        Study.objects.select_related("review_form"), slug=slug, owner_id=_user_id(request)
     )
 
 
 @login_required
 @require_GET
 def study_list(request: HttpRequest) -> HttpResponse:
-    studies = Study.objects.filter(owner=request.user).order_by("-created_at")
+    studies = Study.objects.filter(owner_id=_user_id(request)).order_by("-created_at")
     return render(request, "studies/study_list.html", {"studies": studies})
 
 
@@ -146,7 +152,7 @@ def study_report_build(request: HttpRequest, slug: str) -> HttpResponse:
     ).first()
     if job is None:
         job = report_enqueue(study=study, actor=request.user)
-    if request.htmx:
+    if is_htmx(request):
         return render(request, "studies/study_report.html#job", {"study": study, "job": job})
     return redirect("studies:study_report", slug=study.slug)
 
@@ -157,7 +163,7 @@ def job_status(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     study = get_study_for_owner(request, slug)
     job = get_object_or_404(JobRun, pk=job_id, study=study)
     response = render(request, "studies/study_report.html#job", {"study": study, "job": job})
-    if job.status == JobRun.Status.DONE and request.htmx:
+    if job.status == JobRun.Status.DONE and is_htmx(request):
         response["HX-Refresh"] = "true"
     return response
 

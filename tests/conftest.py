@@ -21,6 +21,7 @@ if str(celery_app.conf.broker_url).startswith("filesystem://"):
     celery_app.conf.broker_transport_options = {
         "data_folder_in": _broker,
         "data_folder_out": _broker,
+        "control_folder": _broker + "/control",
         "store_processed": False,
     }
 

@@ -46,11 +46,11 @@ class ReportOptions:
 
 
 def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for rec in table.to_dict(orient="records"):
         out.append(
             {
-                k: (json_float(v) if isinstance(v, float | np.floating) else _plain(v))
+                str(k): (json_float(v) if isinstance(v, float | np.floating) else _plain(v))
                 for k, v in rec.items()
             }
         )
@@ -152,35 +152,53 @@ def build_report(
 
     mixed: dict[str, Any] = {"fits": {}, "engine_requested": options.mixed_engine}
     t0 = time.perf_counter()
-    try:
-        from .mixed import fit_mixed
-    except ImportError as exc:  # pragma: no cover - only while the module is missing
-        mixed["available"] = False
-        mixed["reason"] = f"mixed models unavailable: {exc}"
-        fit_mixed = None
-    for metric in metrics:
-        tick(f"mixed model: {metric}")
-        if fit_mixed is None:
-            continue
+    from .mixed import fit_mixed
+
+    # The idea random effect is the idea as it appears in a condition (one id per condition,
+    # as the released scripts and lme4 reference use). When some ideas sit in several
+    # conditions, a sensitivity fit with one effect per idea is reported beside it.
+    per_condition = "source_idea_id" in df and df["source_idea_id"].notna().all()
+    idea_unit = "source_idea_id" if per_condition else "idea_id"
+    shared_ideas = per_condition and df["source_idea_id"].nunique() != df["idea_id"].nunique()
+    mixed["sensitivity"] = {}
+
+    def fit(metric: str, idea_col: str) -> dict[str, Any]:
         try:
-            fit = fit_mixed(
+            return fit_mixed(
                 df,
                 metric,
                 baseline=baseline,
+                groups=("topic", "reviewer_id", idea_col),
                 reml=options.mixed_reml,
                 engine=options.mixed_engine,
                 n_starts=options.mixed_starts,
                 seed=options.seed,
-            )
-            mixed["fits"][metric] = fit.to_dict()
+            ).to_dict()
         except ValueError as exc:
-            mixed["fits"][metric] = {"metric": metric, "error": str(exc)}
-    mixed.setdefault("available", True)
+            return {"metric": metric, "error": str(exc)}
+
+    for metric in metrics:
+        tick(f"mixed model: {metric}")
+        mixed["fits"][metric] = fit(metric, idea_unit)
+        if shared_ideas:
+            mixed["sensitivity"][metric] = fit(metric, "idea_id")
+    mixed["available"] = True
+    mixed["idea_unit"] = idea_unit
     mixed["model"] = (
         f"score ~ condition ({baseline} baseline) + crossed random intercepts for the "
-        "grouping factors the data identify (topic, reviewer, idea); "
+        "grouping factors the data identify (topic, reviewer, idea"
+        + (" within condition" if per_condition else "")
+        + "); "
         + ("REML" if options.mixed_reml else "ML")
     )
+    if shared_ideas:
+        mixed["sensitivity_note"] = (
+            f"{df['idea_id'].nunique()} distinct ideas appear under "
+            f"{df['source_idea_id'].nunique()} per-condition ids. The main fits give each "
+            "per-condition id its own random effect (the published analysis); the "
+            "sensitivity fits give each distinct idea one effect shared across conditions, "
+            "so the repeated reviews of one idea count as one idea's."
+        )
     timings["mixed_effects"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

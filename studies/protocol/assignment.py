@@ -256,12 +256,12 @@ def _prepare(inputs: AssignmentInputs) -> _Prepared:
     group_lookup: dict[tuple[str, tuple[str, ...]], int] = {}
     group_of_idea = []
     for i, idea in enumerate(ideas):
-        key = (idea.topic, tuple(sorted(set(idea.conditions))))
-        if key not in group_lookup:
-            group_lookup[key] = len(groups)
-            groups.append(_Group(key[0], key[1], []))
-        groups[group_lookup[key]].ideas.append(i)
-        group_of_idea.append(group_lookup[key])
+        gkey = (idea.topic, tuple(sorted(set(idea.conditions))))
+        if gkey not in group_lookup:
+            group_lookup[gkey] = len(groups)
+            groups.append(_Group(gkey[0], gkey[1], []))
+        groups[group_lookup[gkey]].ideas.append(i)
+        group_of_idea.append(group_lookup[gkey])
     topic_groups: dict[str, list[int]] = defaultdict(list)
     for g, grp in enumerate(groups):
         topic_groups[grp.topic].append(g)
@@ -789,8 +789,8 @@ def _build(
         if len(avail) >= 2 and mode != "diagnose":
             e = None
             if mode == "balance" or excess_caps is not None:
-                cap = excess_caps[0] if excess_caps is not None else math.inf
-                e = p.var(cost=1.0 if mode == "balance" else 0.0, lb=0, ub=cap)
+                excess_cap = float(excess_caps[0]) if excess_caps is not None else math.inf
+                e = p.var(cost=1.0 if mode == "balance" else 0.0, lb=0, ub=excess_cap)
                 excess[r] = e
                 if max_col is not None:
                     p.row([max_col, e], [1.0, -1.0], 0, math.inf)
@@ -914,7 +914,7 @@ def _compositions(total: int, lows: list[int], caps: list[int]) -> list[tuple[in
     """All vectors v with lows ≤ v ≤ caps summing to total."""
     if not lows:
         return [()] if total == 0 else []
-    out = []
+    out: list[tuple[int, ...]] = []
     rest_low, rest_cap = sum(lows[1:]), sum(caps[1:])
     for v in range(max(lows[0], total - rest_cap), min(caps[0], total - rest_low) + 1):
         out.extend((v, *tail) for tail in _compositions(total - v, lows[1:], caps[1:]))
@@ -1087,14 +1087,14 @@ def _build_patterns(
         if inside:
             p.row([c for c, _ in inside], [float(v) for _, v in inside], -math.inf, cap)
         # Reviews from outside the institution = group total − reviews from inside.
-        inside_coef: Counter[int] = Counter()
+        inside_coef: dict[int, float] = defaultdict(float)
         for c, v in inside:
             inside_coef[c] += v
-        merged: Counter[int] = Counter()
-        for c, v in zip(cols, coefs, strict=True):
-            merged[c] += v
-        for c, v in inside_coef.items():
-            merged[c] -= v
+        merged: dict[int, float] = defaultdict(float)
+        for col, coef in zip(cols, coefs, strict=True):
+            merged[col] += coef
+        for col, coef in inside_coef.items():
+            merged[col] -= coef
         items = [(c, v) for c, v in merged.items() if v]
         p.row([c for c, _ in items], [v for _, v in items], need_outside, math.inf)
     for g in sorted(cut_groups):
@@ -1440,10 +1440,10 @@ def _place(
         ideas = ideas[i_order]
         fixed = fixed[i_order]
         allowed = np.ones((len(revs), len(ideas)), dtype=bool)
-        inst_cols: dict[str, np.ndarray] = {}
+        inst_cols: dict[str, list[int]] = {}
         for col, i in enumerate(ideas):
             for k in prep.idea_keys[i]:
-                inst_cols.setdefault(k, []).append(col)  # type: ignore[attr-defined]
+                inst_cols.setdefault(k, []).append(col)
         for row, r in enumerate(revs):
             for k in prep.reviewer_keys[r]:
                 if k in inst_cols:
@@ -1854,8 +1854,8 @@ def synthetic_inputs(
             w[first] = 0
             chosen.append(topics[rng.choice(len(topics), p=w / w.sum())])
         load = int(rng.choice(loads, p=load_p))
-        inst = insts[rng.choice(len(insts), p=weights_inst)]
-        reviewers.append(Reviewer(f"R{j + 1}", tuple(chosen), load, institution=inst))
+        inst_name = insts[rng.choice(len(insts), p=weights_inst)]
+        reviewers.append(Reviewer(f"R{j + 1}", tuple(chosen), load, institution=inst_name))
     return AssignmentInputs(
         ideas=tuple(ideas),
         conditions=dict(SI_CONDITIONS),

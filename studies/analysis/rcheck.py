@@ -1,0 +1,245 @@
+"""Optional cross-check of our mixed models against R's ``lme4::lmer``.
+
+R is not a dependency of ideareview: this module exists so that tests, benchmarks and a
+sceptical analyst can confirm that our engines reproduce the reference implementation.
+Each call starts ``Rscript`` once (R start-up costs about a second), so several fits are
+batched into one run: the data go to a temporary CSV, the jobs to a JSON spec, and R writes
+one JSON result per job, which is turned into the same :class:`MixedResult` shape the
+Python engines return (``engine="lme4"``, R's own fit time in ``fit_seconds``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .mixed import MixedResult, prepare_mixed_data
+
+__all__ = ["RJob", "lme4_fit", "lme4_fit_many", "r_available", "r_unavailable_reason"]
+
+_R_SCRIPT = r"""
+suppressPackageStartupMessages({library(lme4); library(jsonlite)})
+args <- commandArgs(trailingOnly = TRUE)
+spec <- fromJSON(args[1], simplifyVector = FALSE)
+dat <- read.csv(spec$csv, stringsAsFactors = FALSE, colClasses = "character")
+out <- list()
+for (job in spec$jobs) {
+  d <- data.frame(y = as.numeric(dat[[job$metric]]))
+  d$condition <- factor(dat[[job$condition_col]], levels = unlist(job$levels))
+  gcols <- unlist(job$group_cols)
+  for (g in gcols) d[[g]] <- factor(dat[[g]])
+  d <- d[!is.na(d$y), , drop = FALSE]
+  rhs <- paste0("(1 | ", gcols, ")", collapse = " + ")
+  form <- as.formula(paste("y ~ condition +", rhs))
+  t0 <- proc.time()[["elapsed"]]
+  fit <- lmer(form, data = d, REML = isTRUE(job$reml))
+  secs <- proc.time()[["elapsed"]] - t0
+  vc <- as.data.frame(VarCorr(fit))
+  cf <- summary(fit)$coefficients
+  msgs <- fit@optinfo$conv$lme4$messages
+  out[[length(out) + 1]] <- list(
+    id = job$id, terms = rownames(cf), coef = unname(cf[, 1]), se = unname(cf[, 2]),
+    vc_grp = vc$grp, vc_var = vc$vcov,
+    loglik = as.numeric(logLik(fit)), n_obs = nobs(fit),
+    ngrps_names = names(ngrps(fit)), ngrps = unname(ngrps(fit)),
+    theta = unname(getME(fit, "theta")), seconds = secs,
+    messages = if (is.null(msgs)) list() else as.list(msgs),
+    singular = isSingular(fit)
+  )
+}
+writeLines(toJSON(out, auto_unbox = TRUE, digits = NA), spec$out)
+"""
+
+
+@dataclass(frozen=True)
+class RJob:
+    """One ``lmer`` fit to run in a batch."""
+
+    metric: str
+    baseline: str
+    reml: bool = True
+    condition_col: str = "condition"
+    groups: tuple[str, ...] = ("topic", "reviewer_id", "idea_id")
+
+
+@functools.cache
+def r_unavailable_reason() -> str | None:
+    """Why lme4 cannot be used here, or ``None`` when ``Rscript`` with lme4 works."""
+    exe = shutil.which("Rscript")
+    if exe is None:
+        return "Rscript is not on PATH (install r-base-core and r-cran-lme4)"
+    try:
+        proc = subprocess.run(
+            [
+                exe,
+                "-e",
+                "quit(status = !(requireNamespace('lme4', quietly = TRUE) && "
+                "requireNamespace('jsonlite', quietly = TRUE)))",
+            ],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"Rscript failed to start: {exc}"
+    if proc.returncode != 0:
+        return "R is installed but lme4 or jsonlite is missing (apt-get install r-cran-lme4)"
+    return None
+
+
+def r_available() -> bool:
+    """True when ``Rscript`` and the lme4 and jsonlite packages are installed."""
+    return r_unavailable_reason() is None
+
+
+def lme4_fit(df: pd.DataFrame, metric: str, *, baseline: str, **kwargs: Any) -> MixedResult:
+    """Fit one model with lme4 (see :func:`lme4_fit_many` for batching)."""
+    job = RJob(metric=metric, baseline=baseline, **kwargs)
+    return lme4_fit_many(df, [job])[0]
+
+
+def lme4_fit_many(
+    df: pd.DataFrame, jobs: Sequence[RJob], *, timeout: float = 3600.0
+) -> list[MixedResult]:
+    """Run every job in one ``Rscript`` process; results come back in job order.
+
+    The grouping columns each job uses are decided exactly as in :func:`fit_mixed`
+    (missing or single-level factors are dropped with the same reasons), so a comparison
+    is always between the same two models.
+    """
+    reason = r_unavailable_reason()
+    if reason is not None:
+        raise RuntimeError(f"lme4 is unavailable: {reason}")
+    with tempfile.TemporaryDirectory(prefix="ideareview-lme4-") as tmp:
+        tmpdir = Path(tmp)
+        columns: dict[str, pd.Series] = {}
+        specs: list[dict[str, Any]] = []
+        prepared = []
+        for i, job in enumerate(jobs):
+            prep = prepare_mixed_data(
+                df,
+                job.metric,
+                baseline=job.baseline,
+                condition_col=job.condition_col,
+                groups=job.groups,
+            )
+            prepared.append(prep)
+            # R wants syntactic column names; the mapping stays on this side.
+            ycol = f"y{i}"
+            columns[ycol] = pd.Series(np.nan, index=df.index)
+            columns[ycol].loc[prep.rows] = prep.y
+            ccol = f"c{i}"
+            columns[ccol] = pd.Series("", index=df.index)
+            columns[ccol].loc[prep.rows] = prep.condition
+            gcols: list[str] = []
+            for g in prep.groups_used:
+                gname = f"g{i}_{len(gcols)}"
+                columns[gname] = pd.Series("", index=df.index)
+                columns[gname].loc[prep.rows] = prep.group_labels[g]
+                gcols.append(gname)
+            specs.append(
+                {
+                    "id": i,
+                    "metric": ycol,
+                    "condition_col": ccol,
+                    "levels": prep.levels,
+                    "group_cols": gcols,
+                    "reml": bool(job.reml),
+                }
+            )
+        csv_path = tmpdir / "data.csv"
+        pd.DataFrame(columns).to_csv(csv_path, index=False)
+        out_path = tmpdir / "out.json"
+        spec_path = tmpdir / "spec.json"
+        spec_path.write_text(
+            json.dumps({"csv": str(csv_path), "out": str(out_path), "jobs": specs})
+        )
+        script = tmpdir / "fit.R"
+        script.write_text(_R_SCRIPT)
+        env = dict(os.environ)
+        proc = subprocess.run(
+            ["Rscript", "--vanilla", str(script), str(spec_path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env=env,
+        )
+        if proc.returncode != 0 or not out_path.exists():
+            raise RuntimeError(f"Rscript failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+        raw = json.loads(out_path.read_text())
+    return [_to_result(job, prep, r) for job, prep, r in zip(jobs, prepared, raw, strict=True)]
+
+
+def _to_result(job: RJob, prep: Any, r: dict[str, Any]) -> MixedResult:
+    names = prep.fixed_names
+    coef = np.asarray(r["coef"], dtype=float)
+    se = np.asarray(r["se"], dtype=float)
+    if len(coef) != len(names):
+        raise RuntimeError(f"lme4 returned terms {r['terms']} for {names}")
+    z = coef / se
+    p = 2 * stats.norm.sf(np.abs(z))
+    q = stats.norm.ppf(0.975)
+    fixed = [
+        {
+            "term": name,
+            "coef": float(c),
+            "se": float(s),
+            "z": float(zz),
+            "p": float(pp),
+            "ci_low": float(c - q * s),
+            "ci_high": float(c + q * s),
+            "df": None,
+        }
+        for name, c, s, zz, pp in zip(names, coef, se, z, p, strict=True)
+    ]
+    col_to_group = {f"g{r['id']}_{j}": g for j, g in enumerate(prep.groups_used)}
+    variance: dict[str, float] = {}
+    for grp, var in zip(_as_list(r["vc_grp"]), _as_list(r["vc_var"]), strict=True):
+        key = "residual" if grp == "Residual" else col_to_group[grp]
+        variance[key] = float(var)
+    n_levels = {
+        col_to_group[g]: int(v)
+        for g, v in zip(_as_list(r["ngrps_names"]), _as_list(r["ngrps"]), strict=True)
+    }
+    thetas = _as_list(r["theta"])
+    # lme4 orders random-effect terms by decreasing number of levels.
+    order = [col_to_group[g] for g in _as_list(r["ngrps_names"])]
+    boundary = [g for g, t in zip(order, thetas, strict=True) if float(t) < 1e-4]
+    msgs = [str(m) for m in _as_list(r.get("messages", []))]
+    return MixedResult(
+        metric=job.metric,
+        engine="lme4",
+        reml=job.reml,
+        baseline=job.baseline,
+        fixed=fixed,
+        variance=variance,
+        loglik=float(r["loglik"]),
+        n_obs=int(r["n_obs"]),
+        n_levels=n_levels,
+        groups_used=list(prep.groups_used),
+        groups_dropped=dict(prep.groups_dropped),
+        starts=[float(r["loglik"])],
+        starts_agree=True,
+        converged=not msgs,
+        boundary=boundary,
+        warnings=msgs,
+        p_value_method="Wald z (normal)",
+        fit_seconds=float(r["seconds"]),
+    )
+
+
+def _as_list(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else [x]
