@@ -65,6 +65,11 @@ class Study(models.Model):
     min_load = models.PositiveSmallIntegerField(default=2)
     max_load = models.PositiveSmallIntegerField(default=7)
     assignment_seed = models.BigIntegerField(null=True, blank=True)
+    # Screening rule: reviewers need at least this many papers at major venues.
+    screening_min_papers = models.PositiveSmallIntegerField(default=1)
+    reviews_due_at = models.DateTimeField(null=True, blank=True)
+    invitation_days = models.PositiveSmallIntegerField(default=14)
+    closed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -90,6 +95,12 @@ class Study(models.Model):
             first = self.conditions.order_by("key").first()
             return first.key if first else ""
         return human.key
+
+    def is_closed(self) -> bool:
+        return self.status == self.Status.CLOSED
+
+    def load_choices(self) -> list[int]:
+        return list(range(self.min_load, self.max_load + 1))
 
 
 class Topic(models.Model):
@@ -213,15 +224,95 @@ class Reviewer(models.Model):
     screening_reason = models.TextField(blank=True)
     consent_at = models.DateTimeField(null=True, blank=True)
     honor_code_at = models.DateTimeField(null=True, blank=True)
+    name = models.CharField(max_length=200, blank=True)
+    email = models.EmailField(blank=True)
+    profile_completed_at = models.DateTimeField(null=True, blank=True)
+    screened_at = models.DateTimeField(null=True, blank=True)
+    # A reviewer who stopped: their open work is withdrawn and re-solved for others.
+    dropped_at = models.DateTimeField(null=True, blank=True)
+    joined_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["study", "pseudonym"], name="unique_pseudonym")
+            models.UniqueConstraint(fields=["study", "pseudonym"], name="unique_pseudonym"),
+            models.UniqueConstraint(
+                fields=["study", "user"],
+                condition=models.Q(user__isnull=False),
+                name="unique_reviewer_user_per_study",
+            ),
         ]
         ordering = ["pseudonym"]
 
     def __str__(self) -> str:
         return self.pseudonym
+
+    @property
+    def is_approved(self) -> bool:
+        return self.screening == self.Screening.APPROVED and self.dropped_at is None
+
+    def meets_screening_rule(self) -> bool:
+        return (self.major_venue_papers or 0) >= self.study.screening_min_papers
+
+    def next_step(self) -> str:
+        """The sign-up step still open: consent, profile, screening, or "" when done."""
+        if self.consent_at is None or self.honor_code_at is None:
+            return "consent"
+        if self.profile_completed_at is None:
+            return "profile"
+        if self.screening != self.Screening.APPROVED:
+            return "screening"
+        return ""
+
+    @property
+    def status_label(self) -> str:
+        if self.dropped_at:
+            return "dropped"
+        step = self.next_step()
+        if step == "screening":
+            return f"screening {self.screening}"
+        return {"consent": "needs consent", "profile": "needs profile"}.get(step, "approved")
+
+
+class Invitation(models.Model):
+    """A single-use sign-up link. The URL carries `nonce` signed with a timestamp, so a
+    link can be neither guessed nor altered, and it expires by its signature and by
+    `expires_at` (whichever is earlier)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField()
+    name = models.CharField(max_length=200, blank=True)
+    nonce = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    reviewer = models.OneToOneField(
+        Reviewer, null=True, blank=True, on_delete=models.SET_NULL, related_name="invitation"
+    )
+    sent_count = models.PositiveSmallIntegerField(default=0)
+    last_sent_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"invitation to {self.email}"
+
+    def is_expired(self, now: Any = None) -> bool:
+        return (now or timezone.now()) >= self.expires_at
+
+    @property
+    def status_label(self) -> str:
+        if self.used_at:
+            return "used"
+        if self.revoked_at:
+            return "revoked"
+        if self.is_expired():
+            return "expired"
+        return "open"
 
 
 class Assignment(models.Model):
@@ -229,12 +320,19 @@ class Assignment(models.Model):
         PENDING = "pending", "Pending"
         DRAFT = "draft", "Draft"
         SUBMITTED = "submitted", "Submitted"
+        # Taken back from the reviewer (dropped out, or a re-solve moved it); kept so a
+        # draft is not lost if the pair comes back.
+        WITHDRAWN = "withdrawn", "Withdrawn"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")
     reviewer = models.ForeignKey(Reviewer, on_delete=models.CASCADE, related_name="assignments")
     idea = models.ForeignKey(Idea, on_delete=models.CASCADE, related_name="assignments")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     created_at = models.DateTimeField(default=timezone.now)
+    # Server-measured time on task: active seconds between events, each gap capped.
+    opened_at = models.DateTimeField(null=True, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    active_seconds = models.FloatField(default=0.0)
 
     class Meta:
         constraints = [
@@ -243,6 +341,24 @@ class Assignment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reviewer} → idea {self.idea_id}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in {self.Status.PENDING, self.Status.DRAFT}
+
+    def is_overdue(self, now: Any = None) -> bool:
+        due = self.study.reviews_due_at
+        return bool(self.is_open and due and (now or timezone.now()) > due)
+
+    def record_activity(self, now: Any, idle_cap_seconds: float) -> None:
+        """Add the time since the last event, at most `idle_cap_seconds` (an idle tab
+        must not count as work)."""
+        if self.opened_at is None:
+            self.opened_at = now
+        elif self.last_seen_at is not None:
+            gap = (now - self.last_seen_at).total_seconds()
+            self.active_seconds += max(0.0, min(gap, idle_cap_seconds))
+        self.last_seen_at = now
 
 
 class Review(models.Model):
@@ -270,6 +386,10 @@ class Review(models.Model):
     honor_code_raw = models.CharField(max_length=200, blank=True)
     flags = models.JSONField(default=list, blank=True)
     extra = models.JSONField(default=dict, blank=True)
+    # The reviewer's unsaved-to-scores answers, written by autosave; the submitted
+    # answers live in ReviewScore and the fields above.
+    draft = models.JSONField(default=dict, blank=True)
+    draft_saved_at = models.DateTimeField(null=True, blank=True)
     # Identity of an imported review: a hash of its content, so re-imports change nothing.
     source_key = models.CharField(max_length=64, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
@@ -302,6 +422,97 @@ class ReviewScore(models.Model):
 
     def __str__(self) -> str:
         return f"{self.metric}={self.score}"
+
+
+class ReviewRevision(models.Model):
+    """Every submission of a review (the first and each later edit), as submitted."""
+
+    review = models.ForeignKey(Review, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    data = models.JSONField()
+    minutes_measured = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["review", "number"], name="unique_review_revision")
+        ]
+        ordering = ["review", "number"]
+
+    def __str__(self) -> str:
+        return f"revision {self.number} of review {self.review_id}"
+
+
+class PairTask(models.Model):
+    """A reviewer compares two ideas of one topic. `idea_a`/`idea_b` is the order the task
+    was created in (for condition pairs: A from `condition_a`); `a_on_left` is the side
+    drawn at random for display, so position bias can be measured."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        SUBMITTED = "submitted", "Submitted"
+        WITHDRAWN = "withdrawn", "Withdrawn"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="pair_tasks")
+    reviewer = models.ForeignKey(Reviewer, on_delete=models.CASCADE, related_name="pair_tasks")
+    idea_a = models.ForeignKey(Idea, on_delete=models.CASCADE, related_name="+")
+    idea_b = models.ForeignKey(Idea, on_delete=models.CASCADE, related_name="+")
+    condition_a = models.CharField(max_length=64, blank=True)
+    condition_b = models.CharField(max_length=64, blank=True)
+    a_on_left = models.BooleanField()
+    dimensions = models.JSONField(default=list)
+    source = models.CharField(max_length=16, default="random")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    rationale = models.TextField(blank=True)
+    opened_at = models.DateTimeField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["reviewer", "idea_a", "idea_b"], name="unique_pair_task"
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(idea_a=models.F("idea_b")), name="pair_of_two_ideas"
+            ),
+        ]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"pair task {self.pk}"
+
+    @property
+    def left(self) -> Idea:
+        return self.idea_a if self.a_on_left else self.idea_b
+
+    @property
+    def right(self) -> Idea:
+        return self.idea_b if self.a_on_left else self.idea_a
+
+
+class PairJudgment(models.Model):
+    """One dimension of a pair task. `choice` is as the reviewer saw it (first = left);
+    `winner` translates it back to the task's A/B order."""
+
+    class Choice(models.TextChoices):
+        FIRST = "first", "First is better"
+        TIE = "tie", "Tie"
+        SECOND = "second", "Second is better"
+
+    task = models.ForeignKey(PairTask, on_delete=models.CASCADE, related_name="judgments")
+    dimension = models.CharField(max_length=64)
+    choice = models.CharField(max_length=8, choices=Choice.choices)
+    winner = models.CharField(max_length=4)  # "a", "b" or "tie"
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["task", "dimension"], name="unique_pair_judgment")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dimension}: {self.choice}"
 
 
 class ImportBatch(models.Model):

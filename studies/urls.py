@@ -1,10 +1,43 @@
 from django.urls import path
 
-from . import views
+from . import owner_views, reviewer_views, views
 
 app_name = "studies"
 
+# Reviewer pages come first and live under "r/": their second path segments (login,
+# invite, home, …) are words no owner page uses after a study slug, so a study called
+# "r" keeps all its pages.
+reviewer_patterns = [
+    path("r/login/", reviewer_views.reviewer_login, name="reviewer_login"),
+    path("r/invite/<str:token>/", reviewer_views.invitation_open, name="invitation_open"),
+    path("r/home/", reviewer_views.reviewer_home, name="reviewer_home"),
+    path(
+        "r/profile/<int:reviewer_id>/consent/",
+        reviewer_views.reviewer_consent_view,
+        name="reviewer_consent",
+    ),
+    path(
+        "r/profile/<int:reviewer_id>/",
+        reviewer_views.reviewer_profile_view,
+        name="reviewer_profile",
+    ),
+    path("r/assignments/<int:assignment_id>/", reviewer_views.review_page, name="review_page"),
+    path(
+        "r/assignments/<int:assignment_id>/draft/",
+        reviewer_views.review_autosave,
+        name="review_autosave",
+    ),
+    path(
+        "r/assignments/<int:assignment_id>/submit/",
+        reviewer_views.review_submit_view,
+        name="review_submit",
+    ),
+    path("r/pairs/<int:task_id>/", reviewer_views.pair_page, name="pair_page"),
+    path("r/pairs/<int:task_id>/submit/", reviewer_views.pair_submit_view, name="pair_submit"),
+]
+
 urlpatterns = [
+    *reviewer_patterns,
     path("", views.study_list, name="study_list"),
     path("<slug:slug>/", views.study_detail, name="study_detail"),
     path("<slug:slug>/import/", views.study_import, name="study_import"),
@@ -12,4 +45,48 @@ urlpatterns = [
     path("<slug:slug>/report/build/", views.study_report_build, name="study_report_build"),
     path("<slug:slug>/report/files/<str:name>", views.study_report_file, name="study_report_file"),
     path("<slug:slug>/jobs/<int:job_id>/", views.job_status, name="job_status"),
+    # Recruitment, assignment and progress (owner only).
+    path("<slug:slug>/progress/", owner_views.study_progress, name="study_progress"),
+    path("<slug:slug>/progress/remind/", owner_views.study_reminders, name="study_reminders"),
+    path("<slug:slug>/progress/close/", owner_views.study_close_view, name="study_close"),
+    path("<slug:slug>/progress/due/", owner_views.study_due, name="study_due"),
+    path("<slug:slug>/reviewers/", owner_views.study_reviewers, name="study_reviewers"),
+    path(
+        "<slug:slug>/reviewers/approve-by-rule/",
+        owner_views.reviewers_approve_by_rule,
+        name="reviewers_approve_by_rule",
+    ),
+    path(
+        "<slug:slug>/reviewers/<int:reviewer_id>/screen/",
+        owner_views.reviewer_screen_view,
+        name="reviewer_screen",
+    ),
+    path(
+        "<slug:slug>/reviewers/<int:reviewer_id>/drop/",
+        owner_views.reviewer_drop_view,
+        name="reviewer_drop",
+    ),
+    path("<slug:slug>/invitations/", owner_views.study_invitations, name="study_invitations"),
+    path(
+        "<slug:slug>/invitations/upload/",
+        owner_views.invitations_upload,
+        name="invitations_upload",
+    ),
+    path(
+        "<slug:slug>/invitations/<int:invitation_id>/resend/",
+        owner_views.invitation_resend,
+        name="invitation_resend",
+    ),
+    path("<slug:slug>/assignment/", owner_views.assignment_preview_view, name="assignment_preview"),
+    path(
+        "<slug:slug>/assignment/commit/",
+        owner_views.assignment_commit_view,
+        name="assignment_commit",
+    ),
+    path("<slug:slug>/pair-tasks/", owner_views.pair_tasks_view, name="pair_tasks"),
+    path(
+        "<slug:slug>/pair-tasks/upload/",
+        owner_views.pair_tasks_upload_view,
+        name="pair_tasks_upload",
+    ),
 ]

@@ -1,0 +1,446 @@
+"""Owner views for the human half of a study: invitations, screening, the assignment
+preview and commit, pair tasks and progress. Each starts with `get_study_for_owner`."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from .http import is_htmx
+from .models import Invitation, JobRun, PairTask, Reviewer, Study
+from .recruitment import (
+    RecruitmentError,
+    assignment_commit,
+    assignment_plan,
+    assignment_plot,
+    assignment_preview,
+    invitation_create,
+    invitation_link,
+    invitation_send,
+    invitations_create_from_csv,
+    pair_tasks_create,
+    pair_tasks_upload,
+    progress_summary,
+    reminders_send,
+    reviewer_drop,
+    reviewer_screen,
+    reviewers_screen_by_rule,
+    study_close,
+    study_set_due,
+)
+from .review_forms import (
+    AssignmentPreviewForm,
+    DueDateForm,
+    InvitationForm,
+    InvitationUploadForm,
+    PairTaskCreateForm,
+    PairTaskUploadForm,
+    ScreeningForm,
+)
+from .views import get_study_for_owner
+
+
+def _link_for(request: HttpRequest):  # type: ignore[no-untyped-def]
+    return request.build_absolute_uri
+
+
+# --------------------------------------------------------------------------- progress
+
+
+@login_required
+@require_GET
+def study_progress(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    context = {
+        "study": study,
+        "progress": progress_summary(study=study),
+        "due_form": DueDateForm(initial={"reviews_due_at": study.reviews_due_at}),
+    }
+    if is_htmx(request):
+        return render(request, "studies/owner/progress.html#bars", context)
+    return render(request, "studies/owner/progress.html", context)
+
+
+@login_required
+@require_POST
+def study_reminders(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    sent = reminders_send(study=study, link_for=_link_for(request), actor=request.user)
+    messages.success(
+        request,
+        f"Reminders sent to {sent['reviewers']} reviewer(s) and {sent['invitations']} "
+        "open invitation(s).",
+    )
+    return redirect("studies:study_progress", study.slug)
+
+
+@login_required
+@require_POST
+def study_close_view(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    if request.POST.get("confirm") != "close":
+        messages.error(request, "Tick the confirmation to close the study.")
+    elif not study.is_closed():
+        study_close(study=study, actor=request.user)
+        messages.success(request, "The study is closed: reviews can no longer be edited.")
+    return redirect("studies:study_progress", study.slug)
+
+
+@login_required
+@require_POST
+def study_due(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    form = DueDateForm(request.POST)
+    if form.is_valid():
+        study_set_due(study=study, due=form.cleaned_data["reviews_due_at"], actor=request.user)
+        messages.success(request, "Due date saved.")
+    else:
+        messages.error(request, "That is not a date and time.")
+    return redirect("studies:study_progress", study.slug)
+
+
+# --------------------------------------------------------------------------- reviewers
+
+
+def _reviewer_rows(study: Study) -> list[Reviewer]:
+    return list(
+        Reviewer.objects.filter(study=study, user__isnull=False)
+        .select_related("user", "study")
+        .order_by("pseudonym")
+    )
+
+
+@login_required
+@require_GET
+def study_reviewers(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    return render(
+        request,
+        "studies/owner/reviewers.html",
+        {"study": study, "reviewers": _reviewer_rows(study), "form": ScreeningForm()},
+    )
+
+
+@login_required
+@require_POST
+def reviewer_screen_view(request: HttpRequest, slug: str, reviewer_id: int) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    reviewer = get_object_or_404(Reviewer, pk=reviewer_id, study=study)
+    form = ScreeningForm(request.POST)
+    error = ""
+    if form.is_valid():
+        try:
+            reviewer_screen(
+                reviewer=reviewer,
+                approve=form.cleaned_data["decision"] == "approve",
+                reason=form.cleaned_data["reason"],
+                actor=request.user,
+            )
+        except RecruitmentError as exc:
+            error = str(exc)
+    else:
+        error = "; ".join(str(e) for errs in form.errors.values() for e in errs)
+    if is_htmx(request):
+        reviewer.refresh_from_db()
+        return render(
+            request,
+            "studies/owner/reviewers.html#row",
+            {"study": study, "r": reviewer, "row_error": error},
+            status=400 if error else 200,
+        )
+    if error:
+        messages.error(request, f"{reviewer.pseudonym}: {error}")
+    return redirect("studies:study_reviewers", study.slug)
+
+
+@login_required
+@require_POST
+def reviewers_approve_by_rule(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    n = reviewers_screen_by_rule(study=study, actor=request.user)
+    messages.success(request, f"Approved {n} reviewer(s) who meet the rule.")
+    return redirect("studies:study_reviewers", study.slug)
+
+
+@login_required
+@require_POST
+def reviewer_drop_view(request: HttpRequest, slug: str, reviewer_id: int) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    reviewer = get_object_or_404(Reviewer, pk=reviewer_id, study=study, dropped_at__isnull=True)
+    n = reviewer_drop(reviewer=reviewer, actor=request.user)
+    messages.success(
+        request,
+        f"{reviewer.pseudonym} dropped; {n} open task(s) withdrawn. Preview the assignment "
+        "to give their ideas to other reviewers.",
+    )
+    return redirect("studies:assignment_preview", study.slug)
+
+
+# --------------------------------------------------------------------------- invitations
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def study_invitations(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    form = InvitationForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        invitation_create(
+            study=study,
+            email=form.cleaned_data["email"],
+            name=form.cleaned_data["name"],
+            actor=request.user,
+            link_for=_link_for(request),
+        )
+        messages.success(request, f"Invitation sent to {form.cleaned_data['email']}.")
+        return redirect("studies:study_invitations", study.slug)
+    return _invitations_page(request, study, form, InvitationUploadForm(), [])
+
+
+def _invitations_page(
+    request: HttpRequest, study: Study, form: Any, upload: Any, problems: list[str]
+) -> HttpResponse:
+    rows = [
+        {
+            "invitation": inv,
+            "link": invitation_link(inv, _link_for(request)) if inv.status_label == "open" else "",
+        }
+        for inv in study.invitations.select_related("reviewer")
+    ]
+    return render(
+        request,
+        "studies/owner/invitations.html",
+        {"study": study, "form": form, "upload": upload, "rows": rows, "problems": problems},
+        status=400 if problems or form.errors else 200,
+    )
+
+
+@login_required
+@require_POST
+def invitations_upload(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    upload = InvitationUploadForm(request.POST, request.FILES)
+    problems: list[str] = []
+    if upload.is_valid():
+        created, problems = invitations_create_from_csv(
+            study=study,
+            data=upload.cleaned_data["file"].read(),
+            actor=request.user,
+            link_for=_link_for(request),
+        )
+        if not problems:
+            messages.success(request, f"{len(created)} invitation(s) sent.")
+            return redirect("studies:study_invitations", study.slug)
+    else:
+        problems = ["choose a CSV file"]
+    return _invitations_page(request, study, InvitationForm(), upload, problems)
+
+
+@login_required
+@require_POST
+def invitation_resend(request: HttpRequest, slug: str, invitation_id: int) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    invitation = get_object_or_404(Invitation, pk=invitation_id, study=study)
+    if invitation.status_label == "open":
+        invitation_send(invitation=invitation, link_for=_link_for(request), reminder=True)
+        messages.success(request, f"Reminder sent to {invitation.email}.")
+    else:
+        messages.error(
+            request, f"The invitation to {invitation.email} is {invitation.status_label}."
+        )
+    return redirect("studies:study_invitations", study.slug)
+
+
+# --------------------------------------------------------------------------- assignment
+
+
+def _preview_tables(study: Study, job: JobRun) -> dict[str, Any]:
+    """Per-reviewer, per-topic and per-idea tables of a stored preview."""
+    params = job.params
+    plan = assignment_plan(
+        study=study,
+        seed=params.get("seed"),
+        mode=params.get("mode", "keep"),
+        extra_load=params.get("extra_load", False),
+    )
+    stale = plan.fingerprint != params.get("fingerprint")
+    pairs = [tuple(p) for p in params.get("pairs", [])]
+    ideas = {i.id: i for i in plan.inputs.ideas}
+    conds = list(plan.inputs.conditions)
+    loads: Counter[str] = Counter()
+    cond_counts: dict[str, Counter[str]] = defaultdict(Counter)
+    coverage: Counter[str] = Counter({i: 0 for i in ideas})
+    fixed = set(plan.inputs.fixed)
+    for r, i in pairs:
+        loads[r] += 1
+        coverage[i] += 1
+        for c in set(ideas[i].conditions) if i in ideas else ():
+            cond_counts[r][c] += 1
+    reviewers = [
+        {
+            "id": r.id,
+            "topics": ", ".join(r.topics),
+            "wanted": r.load_min if r.load_min == r.load_max else f"{r.load_min}–{r.load_max}",
+            "load": loads[r.id],
+            "conditions": [cond_counts[r.id][c] for c in conds],
+            "fixed": sum(1 for f in fixed if f[0] == r.id),
+        }
+        for r in plan.inputs.reviewers
+    ]
+    topics: dict[str, dict[str, int]] = defaultdict(lambda: {"ideas": 0, "reviews": 0})
+    for iid, idea in ideas.items():
+        topics[idea.topic]["ideas"] += 1
+        topics[idea.topic]["reviews"] += coverage[iid]
+    idea_rows = [
+        {
+            "id": iid,
+            "topic": ideas[iid].topic,
+            "conditions": ", ".join(ideas[iid].conditions),
+            "reviews": n,
+        }
+        for iid, n in sorted(coverage.items(), key=lambda kv: (ideas[kv[0]].topic, kv[0]))
+    ]
+    plot = ""
+    if pairs:
+        plot = assignment_plot(
+            wanted_loads=[r.load_min for r in plan.inputs.reviewers],
+            assigned_loads=[loads[r.id] for r in plan.inputs.reviewers],
+            reviews_per_idea=list(coverage.values()),
+        )
+    return {
+        "stale": stale,
+        "conditions": conds,
+        "reviewer_rows": reviewers,
+        "topic_rows": sorted(topics.items()),
+        "idea_rows": idea_rows,
+        "plot": plot,
+    }
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def assignment_preview_view(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    form = AssignmentPreviewForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        created, _result, _plan = assignment_preview(
+            study=study,
+            seed=form.cleaned_data["seed"],
+            mode=form.cleaned_data["mode"],
+            extra_load=form.cleaned_data["extra_load"],
+            actor=request.user,
+        )
+        return redirect(f"{request.path}?job={created.pk}")
+    job: JobRun | None = None
+    job_id = request.GET.get("job", "")
+    if job_id.isdigit():
+        job = get_object_or_404(JobRun, pk=int(job_id), study=study, kind="assignment")
+    context: dict[str, Any] = {
+        "study": study,
+        "form": form,
+        "job": job,
+        "n_live": study.assignments.exclude(status="withdrawn").count(),
+        "n_submitted": study.assignments.filter(status="submitted").count(),
+        "n_approved": study.reviewers.filter(screening="approved", dropped_at__isnull=True).count(),
+    }
+    if job is not None:
+        context.update(_preview_tables(study, job))
+    return render(request, "studies/owner/assignment.html", context)
+
+
+@login_required
+@require_POST
+def assignment_commit_view(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    job_id = request.POST.get("job", "")
+    job = get_object_or_404(
+        JobRun, pk=int(job_id) if job_id.isdigit() else 0, study=study, kind="assignment"
+    )
+    try:
+        summary = assignment_commit(
+            study=study, job=job, actor=request.user, link_for=_link_for(request)
+        )
+    except RecruitmentError as exc:
+        messages.error(request, str(exc))
+        return redirect(reverse("studies:assignment_preview", args=[study.slug]) + f"?job={job.pk}")
+    messages.success(
+        request,
+        f"Assignment committed: {summary['created']} new, {summary['restored']} restored, "
+        f"{summary['withdrawn']} withdrawn.",
+    )
+    return redirect("studies:study_progress", study.slug)
+
+
+# --------------------------------------------------------------------------- pair tasks
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def pair_tasks_view(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    form = PairTaskCreateForm(request.POST or None, study=study)
+    problems: list[str] = []
+    if request.method == "POST" and form.is_valid():
+        n, problems = pair_tasks_create(
+            study=study,
+            per_reviewer=form.cleaned_data["per_reviewer"],
+            condition_a=form.cleaned_data["condition_a"],
+            condition_b=form.cleaned_data["condition_b"],
+            seed=form.cleaned_data["seed"],
+            actor=request.user,
+        )
+        messages.success(request, f"Created {n} pair task(s).")
+        if not problems:
+            return redirect("studies:pair_tasks", study.slug)
+    return _pair_tasks_page(request, study, form, PairTaskUploadForm(), problems)
+
+
+def _pair_tasks_page(
+    request: HttpRequest, study: Study, form: Any, upload: Any, problems: list[str]
+) -> HttpResponse:
+    tasks = (
+        PairTask.objects.filter(study=study)
+        .select_related("reviewer", "idea_a__topic", "idea_b")
+        .prefetch_related("idea_a__memberships", "idea_b__memberships", "judgments")
+        .order_by("reviewer__pseudonym", "pk")
+    )
+    rows = [
+        {
+            "task": t,
+            "a": next((m.external_id for m in t.idea_a.memberships.all()), t.idea_a_id),
+            "b": next((m.external_id for m in t.idea_b.memberships.all()), t.idea_b_id),
+            "judgments": {j.dimension: j.winner for j in t.judgments.all()},
+        }
+        for t in tasks
+    ]
+    return render(
+        request,
+        "studies/owner/pair_tasks.html",
+        {"study": study, "form": form, "upload": upload, "rows": rows, "problems": problems},
+        status=400 if form.errors else 200,
+    )
+
+
+@login_required
+@require_POST
+def pair_tasks_upload_view(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    upload = PairTaskUploadForm(request.POST, request.FILES)
+    problems = ["choose a CSV file"]
+    if upload.is_valid():
+        n, problems = pair_tasks_upload(
+            study=study, data=upload.cleaned_data["file"].read(), actor=request.user
+        )
+        if not problems:
+            messages.success(request, f"Created {n} pair task(s) from the file.")
+            return redirect("studies:pair_tasks", study.slug)
+    response = _pair_tasks_page(request, study, PairTaskCreateForm(study=study), upload, problems)
+    response.status_code = 400
+    return response

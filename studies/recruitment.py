@@ -1,0 +1,1216 @@
+"""The human half of a study: invitations, sign-up, screening, assignment, reviews, pairs.
+
+Keyword-only workflows named `<entity>_<action>` (DESIGN.md rule 3). They take model
+instances and plain values, never a request; links in mails are built by the caller
+(`link_for`) because only the caller knows the site's address.
+
+Blinding: nothing here hands a reviewer an idea's condition, author, institution,
+external id or import position. Reviewer-facing URLs carry assignment and pair-task ids
+(created in shuffled order) or signed random tokens, never an idea's primary key.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import logging
+import random
+import secrets
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core import signing
+from django.core.cache import cache
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from .models import (
+    Assignment,
+    Idea,
+    IdeaCondition,
+    Invitation,
+    JobRun,
+    PairJudgment,
+    PairTask,
+    Review,
+    Reviewer,
+    ReviewRevision,
+    ReviewScore,
+    Study,
+)
+from .protocol import assignment as solver
+from .services import audit
+
+log = logging.getLogger(__name__)
+
+INVITATION_SALT = "ideareview.invitation.v1"
+# Gaps between a reviewer's events longer than this count as this long: a tab left open
+# over lunch is not time on task.
+IDLE_CAP_SECONDS = float(getattr(settings, "IDEAREVIEW_IDLE_CAP_SECONDS", 300))
+PAIR_DIMENSIONS = ["overall", "novelty", "feasibility", "excitement", "effectiveness"]
+MAX_TEXT = 20_000
+
+LinkFor = Callable[[str], str]
+
+
+class RecruitmentError(Exception):
+    """A request that cannot be honoured; the message is safe to show to its sender."""
+
+
+class InvitationError(RecruitmentError):
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind  # invalid, expired, used, revoked
+
+
+def _base_url() -> str:
+    return str(getattr(settings, "IDEAREVIEW_BASE_URL", "http://localhost:8000")).rstrip("/")
+
+
+def default_link_for(path: str) -> str:
+    return _base_url() + path
+
+
+# --------------------------------------------------------------------------- rate limits
+
+
+def rate_limit_hit(key: str, *, limit: int, window: int) -> bool:
+    """Count one attempt under `key`; True when the caller is over `limit` per `window` s.
+
+    Fixed windows in the default cache: good enough to slow password guessing and token
+    probing from one address; not a substitute for a proxy's limits at scale.
+    """
+    bucket = f"ratelimit:{hashlib.sha256(key.encode()).hexdigest()}:{int(timezone.now().timestamp()) // window}"
+    if cache.add(bucket, 1, timeout=window + 5):
+        return False
+    try:
+        count = cache.incr(bucket)
+    except ValueError:  # expired between add and incr
+        cache.set(bucket, 1, timeout=window + 5)
+        return False
+    return count > limit
+
+
+def rate_limited(key: str, *, limit: int, window: int) -> bool:
+    """True if `key` is already over its limit, without counting an attempt."""
+    bucket = f"ratelimit:{hashlib.sha256(key.encode()).hexdigest()}:{int(timezone.now().timestamp()) // window}"
+    return (cache.get(bucket) or 0) >= limit
+
+
+# --------------------------------------------------------------------------- invitations
+
+
+def invitation_token(invitation: Invitation) -> str:
+    return signing.TimestampSigner(salt=INVITATION_SALT).sign(invitation.nonce)
+
+
+def invitation_link(invitation: Invitation, link_for: LinkFor | None = None) -> str:
+    from django.urls import reverse
+
+    path = reverse("studies:invitation_open", args=[invitation_token(invitation)])
+    return (link_for or default_link_for)(path)
+
+
+def invitation_create(
+    *,
+    study: Study,
+    email: str,
+    name: str = "",
+    actor: Any = None,
+    link_for: LinkFor | None = None,
+    send: bool = True,
+) -> Invitation:
+    email = email.strip().lower()
+    invitation = Invitation.objects.create(
+        study=study,
+        email=email,
+        name=name.strip(),
+        nonce=secrets.token_urlsafe(24),
+        expires_at=timezone.now() + timedelta(days=study.invitation_days),
+        created_by=actor if getattr(actor, "pk", None) else None,
+    )
+    audit(study=study, actor=actor, verb="invitation_created", invitation=invitation.pk)
+    if send:
+        invitation_send(invitation=invitation, link_for=link_for)
+    return invitation
+
+
+def invitations_create_from_csv(
+    *, study: Study, data: bytes, actor: Any = None, link_for: LinkFor | None = None
+) -> tuple[list[Invitation], list[str]]:
+    """Rows of name,email (a header row is optional). Returns invitations and problems;
+    nothing is created when any row is bad, so a corrected file can simply be re-sent."""
+    from django.core.exceptions import ValidationError
+    from django.core.validators import validate_email
+
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return [], ["the file is not UTF-8 text"]
+    rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    parsed: list[tuple[str, str]]
+    if rows and [c.strip().lower() for c in rows[0]][:2] in (["name", "email"], ["email", "name"]):
+        header = [c.strip().lower() for c in rows[0]]
+        records = [dict(zip(header, r, strict=False)) for r in rows[1:]]
+        parsed = [(r.get("name", ""), r.get("email", "")) for r in records]
+    else:
+        parsed = [(r[0], r[1]) if len(r) > 1 else ("", r[0]) for r in rows]
+    problems: list[str] = []
+    seen: set[str] = set()
+    clean: list[tuple[str, str]] = []
+    for n, (name, email) in enumerate(parsed, start=1):
+        email = (email or "").strip().lower()
+        try:
+            validate_email(email)
+        except ValidationError:
+            problems.append(f"row {n}: {email or '(empty)'} is not an email address")
+            continue
+        if email in seen:
+            problems.append(f"row {n}: {email} appears twice")
+            continue
+        seen.add(email)
+        clean.append(((name or "").strip(), email))
+    if not clean and not problems:
+        problems.append("the file holds no rows")
+    if problems:
+        return [], problems
+    with transaction.atomic():
+        created = [
+            invitation_create(
+                study=study, email=email, name=name, actor=actor, link_for=link_for, send=False
+            )
+            for name, email in clean
+        ]
+    for inv in created:
+        invitation_send(invitation=inv, link_for=link_for)
+    return created, []
+
+
+def invitation_send(
+    *, invitation: Invitation, link_for: LinkFor | None = None, reminder: bool = False
+) -> None:
+    study = invitation.study
+    link = invitation_link(invitation, link_for)
+    greeting = f"Dear {invitation.name}," if invitation.name else "Hello,"
+    subject = (
+        "Reminder: " if reminder else ""
+    ) + f"Invitation to review research ideas: {study.title}"
+    body = (
+        f"{greeting}\n\n"
+        f"You are invited to take part as an expert reviewer in the study “{study.title}”.\n"
+        "Reviewers read research ideas written to one template and rate them on an "
+        "anchored form. You choose your topics and how many ideas you review.\n\n"
+        f"Sign up here (the link works once and expires on "
+        f"{invitation.expires_at:%Y-%m-%d}):\n{link}\n\n"
+        "If you did not expect this message you can ignore it.\n"
+    )
+    send_mail(subject, body, None, [invitation.email])
+    Invitation.objects.filter(pk=invitation.pk).update(
+        sent_count=invitation.sent_count + 1, last_sent_at=timezone.now()
+    )
+    invitation.sent_count += 1
+
+
+def invitation_check(token: str) -> Invitation:
+    """The invitation a token names, or InvitationError saying why it cannot be used."""
+    signer = signing.TimestampSigner(salt=INVITATION_SALT)
+    max_age = timedelta(days=int(getattr(settings, "IDEAREVIEW_INVITATION_MAX_DAYS", 90)))
+    try:
+        nonce = signer.unsign(token, max_age=max_age)
+    except signing.SignatureExpired:
+        raise InvitationError(
+            "expired", "This invitation link has expired. Ask the study team for a new one."
+        ) from None
+    except signing.BadSignature:
+        raise InvitationError(
+            "invalid",
+            "This invitation link is not valid. Check that you copied the whole link from "
+            "the email, or ask the study team for a new one.",
+        ) from None
+    invitation = Invitation.objects.select_related("study").filter(nonce=nonce).first()
+    if invitation is None or invitation.revoked_at:
+        raise InvitationError(
+            "revoked", "This invitation was withdrawn. Ask the study team for a new one."
+        )
+    if invitation.used_at:
+        raise InvitationError(
+            "used",
+            "This invitation link has already been used. Log in with the account you "
+            "created to continue.",
+        )
+    if invitation.is_expired():
+        raise InvitationError(
+            "expired", "This invitation link has expired. Ask the study team for a new one."
+        )
+    if invitation.study.is_closed():
+        raise InvitationError("expired", "This study is closed and takes no new reviewers.")
+    return invitation
+
+
+def _next_pseudonym(study: Study) -> str:
+    numbers = [
+        int(p[1:])
+        for p in Reviewer.objects.filter(study=study, pseudonym__regex=r"^R\d+$").values_list(
+            "pseudonym", flat=True
+        )
+    ]
+    return f"R{max(numbers, default=0) + 1:03d}"
+
+
+def invitation_accept(*, token: str, user: Any) -> Reviewer:
+    """Turn a valid invitation into the user's reviewer profile for its study, once."""
+    with transaction.atomic():
+        invitation = invitation_check(token)
+        # Locks the row: two tabs accepting the same link create one reviewer.
+        invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
+        if invitation.used_at:
+            raise InvitationError("used", "This invitation link has already been used.")
+        study = invitation.study
+        reviewer = Reviewer.objects.filter(study=study, user=user).first()
+        if reviewer is None:
+            for _ in range(5):
+                try:
+                    with transaction.atomic():
+                        reviewer = Reviewer.objects.create(
+                            study=study,
+                            user=user,
+                            pseudonym=_next_pseudonym(study),
+                            name=invitation.name,
+                            email=invitation.email,
+                            joined_at=timezone.now(),
+                        )
+                    break
+                except IntegrityError:
+                    continue
+            if reviewer is None:
+                raise RecruitmentError("Could not create your reviewer profile; try again.")
+        invitation.used_at = timezone.now()
+        invitation.reviewer = reviewer
+        invitation.save(update_fields=["used_at", "reviewer"])
+        audit(study=study, actor=user, verb="invitation_accepted", reviewer=reviewer.pseudonym)
+    return reviewer
+
+
+def reviewer_sign_up(*, token: str, email: str, password: str) -> tuple[Any, Reviewer]:
+    """Create the account and accept the invitation in one transaction."""
+    User = get_user_model()
+    email = email.strip().lower()
+    with transaction.atomic():
+        invitation_check(token)
+        if User.objects.filter(Q(username__iexact=email) | Q(email__iexact=email)).exists():
+            raise RecruitmentError(
+                "An account with this email address exists already: log in instead."
+            )
+        user = User.objects.create_user(username=email, email=email, password=password)
+        reviewer = invitation_accept(token=token, user=user)
+    return user, reviewer
+
+
+# --------------------------------------------------------------------------- reviewer profile
+
+
+def reviewer_consent(*, reviewer: Reviewer) -> None:
+    now = timezone.now()
+    reviewer.consent_at = reviewer.consent_at or now
+    reviewer.honor_code_at = reviewer.honor_code_at or now
+    reviewer.save(update_fields=["consent_at", "honor_code_at"])
+    audit(study=reviewer.study, actor=reviewer.user, verb="reviewer_consented")
+
+
+def reviewer_profile_save(*, reviewer: Reviewer, data: dict[str, Any]) -> None:
+    if reviewer.next_step() == "consent":
+        raise RecruitmentError("Give your consent and accept the honour code first.")
+    reviewer.institution = data["institution"]
+    reviewer.position = data["position"]
+    reviewer.major_venue_papers = data["major_venue_papers"]
+    reviewer.scholar_url = data.get("scholar_url", "")
+    reviewer.reviewing_experience = data.get("reviewing_experience", "")
+    reviewer.topic_preferences = [t for t in [data["topic_first"], data.get("topic_second")] if t]
+    reviewer.preferred_load = data["preferred_load"]
+    reviewer.profile_completed_at = reviewer.profile_completed_at or timezone.now()
+    reviewer.save()
+    audit(study=reviewer.study, actor=reviewer.user, verb="reviewer_profile_saved")
+
+
+def reviewer_screen(*, reviewer: Reviewer, approve: bool, reason: str = "", actor: Any) -> None:
+    if reviewer.profile_completed_at is None:
+        raise RecruitmentError(f"{reviewer.pseudonym} has not completed the profile yet.")
+    if not approve and not reason.strip():
+        raise RecruitmentError("Give a reason for the rejection.")
+    reviewer.screening = Reviewer.Screening.APPROVED if approve else Reviewer.Screening.REJECTED
+    reviewer.screening_reason = reason.strip()
+    reviewer.screened_at = timezone.now()
+    reviewer.save(update_fields=["screening", "screening_reason", "screened_at"])
+    audit(
+        study=reviewer.study,
+        actor=actor,
+        verb="reviewer_screened",
+        reviewer=reviewer.pseudonym,
+        decision=reviewer.screening,
+    )
+
+
+def reviewers_screen_by_rule(*, study: Study, actor: Any) -> int:
+    """Approve every pending, complete profile that meets the study's rule."""
+    n = 0
+    for reviewer in Reviewer.objects.filter(
+        study=study, screening=Reviewer.Screening.PENDING, profile_completed_at__isnull=False
+    ).select_related("study"):
+        if reviewer.meets_screening_rule():
+            reviewer_screen(reviewer=reviewer, approve=True, actor=actor, reason="meets the rule")
+            n += 1
+    return n
+
+
+def reviewer_drop(*, reviewer: Reviewer, actor: Any) -> int:
+    """Mark a reviewer as dropped out; their open work is withdrawn (returns how much)."""
+    with transaction.atomic():
+        reviewer.dropped_at = timezone.now()
+        reviewer.save(update_fields=["dropped_at"])
+        n = Assignment.objects.filter(
+            reviewer=reviewer, status__in=[Assignment.Status.PENDING, Assignment.Status.DRAFT]
+        ).update(status=Assignment.Status.WITHDRAWN)
+        n += PairTask.objects.filter(reviewer=reviewer, status=PairTask.Status.PENDING).update(
+            status=PairTask.Status.WITHDRAWN
+        )
+        audit(
+            study=reviewer.study,
+            actor=actor,
+            verb="reviewer_dropped",
+            reviewer=reviewer.pseudonym,
+            withdrawn=n,
+        )
+    return n
+
+
+# --------------------------------------------------------------------------- assignment
+
+
+def idea_label(idea: Idea, memberships: list[IdeaCondition] | None = None) -> str:
+    """The owner-side name of an idea (its external id); reviewers never see it."""
+    rows = memberships if memberships is not None else list(idea.memberships.all())
+    if rows:
+        rows = sorted(rows, key=lambda m: (m.condition.kind != "human", m.condition.key))
+        return rows[0].external_id
+    return f"idea-{idea.pk}"
+
+
+@dataclass
+class AssignmentPlan:
+    """Solver inputs built from rows, with the maps back from solver ids to rows."""
+
+    inputs: solver.AssignmentInputs
+    reviewer_by_id: dict[str, Reviewer]
+    idea_by_id: dict[str, Idea]
+    fingerprint: str
+    skipped_ideas: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def assignment_plan(
+    *, study: Study, seed: int | None = None, mode: str = "keep", extra_load: bool = False
+) -> AssignmentPlan:
+    """`mode="keep"` keeps every live assignment and fills the gap (reviewers who joined
+    or dropped); `mode="resolve"` keeps only submitted reviews and re-draws the rest."""
+    if mode not in ("keep", "resolve"):
+        raise ValueError("mode must be 'keep' or 'resolve'")
+    reviewable = {
+        Idea.NormalizationStatus.APPROVED,
+        Idea.NormalizationStatus.EDITED,
+    }
+    memberships: dict[int, list[IdeaCondition]] = defaultdict(list)
+    for m in IdeaCondition.objects.filter(study=study).select_related("condition"):
+        memberships[m.idea_id].append(m)
+    live = list(
+        Assignment.objects.filter(study=study)
+        .exclude(status=Assignment.Status.WITHDRAWN)
+        .select_related("reviewer", "idea")
+    )
+    fixed_rows = [
+        a
+        for a in live
+        if a.status == Assignment.Status.SUBMITTED
+        or (mode == "keep" and a.reviewer.dropped_at is None)
+    ]
+    fixed_idea_ids = {a.idea_id for a in fixed_rows}
+    ideas = [
+        i
+        for i in study.ideas.select_related("topic").order_by("pk")
+        if i.normalization_status in reviewable or i.pk in fixed_idea_ids
+    ]
+    skipped = study.ideas.count() - len(ideas)
+    idea_by_id: dict[str, Idea] = {}
+    solver_ideas = []
+    for idea in ideas:
+        rows = memberships.get(idea.pk, [])
+        if not rows:
+            continue
+        iid = idea_label(idea, rows)
+        idea_by_id[iid] = idea
+        solver_ideas.append(
+            solver.Idea(
+                id=iid,
+                topic=idea.topic.name,
+                conditions=tuple(sorted({m.condition.key for m in rows})),
+                institutions=(idea.author_institution,) if idea.author_institution else (),
+            )
+        )
+    label_of = {idea.pk: iid for iid, idea in idea_by_id.items()}
+    fixed_by_reviewer: Counter[int] = Counter(a.reviewer_id for a in fixed_rows)
+    reviewer_by_id: dict[str, Reviewer] = {}
+    solver_reviewers = []
+    notes: list[str] = []
+    candidates = Reviewer.objects.filter(study=study).select_related("user").order_by("pk")
+    for rev in candidates:
+        n_fixed = fixed_by_reviewer.get(rev.pk, 0)
+        active = (
+            rev.screening == Reviewer.Screening.APPROVED
+            and rev.dropped_at is None
+            and rev.profile_completed_at is not None
+            and rev.topic_preferences
+        )
+        if active:
+            preferred = min(
+                max(rev.preferred_load or study.min_load, study.min_load), study.max_load
+            )
+            lo = max(preferred, n_fixed)
+            hi = max(lo, study.max_load) if extra_load else lo
+        else:
+            continue
+        reviewer_by_id[rev.pseudonym] = rev
+        solver_reviewers.append(
+            solver.Reviewer(
+                id=rev.pseudonym,
+                topics=tuple(rev.topic_preferences or ()),
+                load_min=lo,
+                load_max=hi,
+                institution=rev.institution,
+                email=(rev.user.email if rev.user else "") or rev.email,
+            )
+        )
+    fixed = [
+        (a.reviewer.pseudonym, label_of[a.idea_id])
+        for a in fixed_rows
+        if a.idea_id in label_of and a.reviewer.pseudonym in reviewer_by_id
+    ]
+    conditions = {c.key: c.kind for c in study.conditions.all()}
+    params = solver.Parameters(
+        min_reviews=study.min_reviews_per_idea,
+        max_reviews=study.max_reviews_per_idea,
+        seed=seed,
+        time_limit=float(getattr(settings, "IDEAREVIEW_ASSIGNMENT_TIME_LIMIT", 120)),
+    )
+    inputs = solver.AssignmentInputs(
+        ideas=tuple(solver_ideas),
+        conditions=conditions,
+        reviewers=tuple(solver_reviewers),
+        fixed=tuple(sorted(fixed)),
+        params=params,
+    )
+    fingerprint = hashlib.sha256(
+        json.dumps(
+            {
+                "ideas": [(i.id, i.topic, i.conditions, i.institutions) for i in solver_ideas],
+                "reviewers": [
+                    (r.id, r.topics, r.load_min, r.load_max, r.institution, r.email)
+                    for r in solver_reviewers
+                ],
+                "fixed": sorted(fixed),
+                "conditions": conditions,
+                "reviews": [params.min_reviews, params.max_reviews],
+            },
+            sort_keys=True,
+            default=list,
+        ).encode()
+    ).hexdigest()
+    if skipped:
+        notes.append(f"{skipped} idea(s) have no approved text yet and are left out")
+    # Reviews submitted by reviewers who dropped out stay in the study but not in the
+    # program (the solver would hold a dropped reviewer to the per-reviewer rules).
+    outside = Counter(
+        a.idea_id
+        for a in fixed_rows
+        if a.reviewer.pseudonym not in reviewer_by_id and a.idea_id in label_of
+    )
+    if outside:
+        notes.append(
+            f"{sum(outside.values())} submitted review(s) from dropped reviewers on "
+            f"{len(outside)} idea(s) come on top of the counts below"
+        )
+    return AssignmentPlan(inputs, reviewer_by_id, idea_by_id, fingerprint, skipped, notes)
+
+
+def assignment_preview(
+    *,
+    study: Study,
+    seed: int | None = None,
+    mode: str = "keep",
+    extra_load: bool = False,
+    actor: Any = None,
+) -> tuple[JobRun, solver.AssignmentResult, AssignmentPlan]:
+    """Solve and keep the result in a JobRun row, so the owner commits what they saw."""
+    plan = assignment_plan(study=study, seed=seed, mode=mode, extra_load=extra_load)
+    result = solver.solve_assignment(plan.inputs)
+    job = JobRun.objects.create(
+        study=study,
+        kind="assignment",
+        status=JobRun.Status.DONE,
+        done=1,
+        total=1,
+        message=f"{result.status}: {len(result.pairs)} assignments",
+        params={
+            "seed": result.seed,
+            "mode": mode,
+            "extra_load": extra_load,
+            "fingerprint": plan.fingerprint,
+            "status": result.status,
+            "pairs": [list(p) for p in result.pairs],
+            "problems": [str(p) for p in result.problems],
+            "notes": [*plan.notes, *result.notes],
+            "objective": result.objective,
+            "solve_seconds": round(result.solve_seconds, 3),
+        },
+        created_by=actor if getattr(actor, "pk", None) else None,
+        started_at=timezone.now(),
+        finished_at=timezone.now(),
+    )
+    return job, result, plan
+
+
+def assignment_commit(
+    *, study: Study, job: JobRun, actor: Any = None, link_for: LinkFor | None = None
+) -> dict[str, int]:
+    """Write a previewed solution: new pairs are created (in shuffled order, so ids say
+    nothing about ideas), open pairs no longer wanted are withdrawn, submitted ones stay."""
+    params = job.params
+    if job.kind != "assignment" or params.get("status") == "infeasible":
+        raise RecruitmentError("This preview has no assignment to commit.")
+    if params.get("committed_at"):
+        raise RecruitmentError("This preview was committed already.")
+    with transaction.atomic():
+        Study.objects.select_for_update().get(pk=study.pk)
+        plan = assignment_plan(
+            study=study,
+            seed=params["seed"],
+            mode=params["mode"],
+            extra_load=params.get("extra_load", False),
+        )
+        if plan.fingerprint != params["fingerprint"]:
+            raise RecruitmentError(
+                "Reviewers, ideas or reviews changed since this preview; preview again."
+            )
+        wanted = {(plan.reviewer_by_id[r].pk, plan.idea_by_id[i].pk) for r, i in params["pairs"]}
+        existing = {(a.reviewer_id, a.idea_id): a for a in Assignment.objects.filter(study=study)}
+        withdrawn = 0
+        for key, a in existing.items():
+            if a.is_open and key not in wanted:
+                a.status = Assignment.Status.WITHDRAWN
+                a.save(update_fields=["status"])
+                withdrawn += 1
+        restored = 0
+        new_keys: list[tuple[int, int]] = []
+        for key in sorted(wanted):
+            found = existing.get(key)
+            if found is None:
+                new_keys.append(key)
+            elif found.status == Assignment.Status.WITHDRAWN:
+                has_draft = Review.objects.filter(assignment=found).exists()
+                found.status = Assignment.Status.DRAFT if has_draft else Assignment.Status.PENDING
+                found.save(update_fields=["status"])
+                restored += 1
+        random.Random(params["seed"]).shuffle(new_keys)
+        Assignment.objects.bulk_create(
+            [Assignment(study=study, reviewer_id=r, idea_id=i) for r, i in new_keys]
+        )
+        study.assignment_seed = params["seed"]
+        if study.status in (Study.Status.DRAFT, Study.Status.PREPARING):
+            study.status = Study.Status.REVIEWING
+        study.save(update_fields=["assignment_seed", "status", "updated_at"])
+        job.params = {**params, "committed_at": timezone.now().isoformat()}
+        job.save(update_fields=["params"])
+        summary = {"created": len(new_keys), "withdrawn": withdrawn, "restored": restored}
+        audit(study=study, actor=actor, verb="assignment_committed", seed=params["seed"], **summary)
+        notify = sorted({r for r, _ in new_keys})
+        transaction.on_commit(
+            lambda: reviewers_notify_new_work(study=study, reviewer_ids=notify, link_for=link_for)
+        )
+    return summary
+
+
+def reviewers_notify_new_work(
+    *, study: Study, reviewer_ids: list[int], link_for: LinkFor | None = None
+) -> int:
+    from django.urls import reverse
+
+    link = (link_for or default_link_for)(reverse("studies:reviewer_home"))
+    sent = 0
+    for rev in Reviewer.objects.filter(pk__in=reviewer_ids).select_related("user"):
+        email = (rev.user.email if rev.user else "") or rev.email
+        if not email:
+            continue
+        send_mail(
+            f"Your ideas to review are ready: {study.title}",
+            f"Hello,\n\nThe ideas you will review in “{study.title}” are ready.\n"
+            f"Start here: {link}\n\nThank you for your help!\n",
+            None,
+            [email],
+        )
+        sent += 1
+    return sent
+
+
+def assignment_plot(
+    *, wanted_loads: list[int], assigned_loads: list[int], reviews_per_idea: list[int]
+) -> str:
+    """Two small panels: wanted vs assigned load per reviewer, and reviews per idea."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .analysis.plots import _svg
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.5, 2.4))
+    wanted = Counter(wanted_loads)
+    got = Counter(assigned_loads)
+    levels = sorted(set(wanted) | set(got)) or [0]
+    ax1.bar([x - 0.2 for x in levels], [wanted[x] for x in levels], 0.4, label="wanted")
+    ax1.bar([x + 0.2 for x in levels], [got[x] for x in levels], 0.4, label="assigned")
+    ax1.set_xticks(levels)
+    ax1.set_xlabel("ideas per reviewer")
+    ax1.set_ylabel("reviewers")
+    ax1.legend(frameon=False, fontsize=8)
+    coverage = Counter(reviews_per_idea)
+    levels2 = sorted(coverage) or [0]
+    ax2.bar(levels2, [coverage[x] for x in levels2], 0.6, color="#55A868")
+    ax2.set_xticks(levels2)
+    ax2.set_xlabel("reviews per idea")
+    ax2.set_ylabel("ideas")
+    fig.tight_layout()
+    return _svg(fig, "Assignment loads and coverage")
+
+
+# --------------------------------------------------------------------------- reviews
+
+
+def assignment_touch(*, assignment: Assignment, now: Any = None) -> None:
+    """Record reviewer activity on an assignment (page open, autosave, heartbeat)."""
+    now = now or timezone.now()
+    assignment.record_activity(now, IDLE_CAP_SECONDS)
+    Assignment.objects.filter(pk=assignment.pk).update(
+        opened_at=assignment.opened_at,
+        last_seen_at=assignment.last_seen_at,
+        active_seconds=assignment.active_seconds,
+    )
+
+
+def _review_for(assignment: Assignment) -> Review:
+    review = Review.objects.filter(assignment=assignment).first()
+    if review is None:
+        try:
+            with transaction.atomic():
+                review = Review.objects.create(
+                    study=assignment.study,
+                    idea=assignment.idea,
+                    reviewer=assignment.reviewer,
+                    assignment=assignment,
+                    status=Review.Status.DRAFT,
+                )
+        except IntegrityError:  # another tab created it first
+            review = Review.objects.get(assignment=assignment)
+    return review
+
+
+def review_draft_save(*, assignment: Assignment, draft: dict[str, str]) -> Review:
+    if assignment.study.is_closed():
+        raise RecruitmentError("The study is closed; reviews can no longer be changed.")
+    with transaction.atomic():
+        assignment = Assignment.objects.select_for_update().get(pk=assignment.pk)
+        review = _review_for(assignment)
+        review.draft = {k: str(v)[:MAX_TEXT] for k, v in draft.items()}
+        review.draft_saved_at = timezone.now()
+        review.save(update_fields=["draft", "draft_saved_at"])
+        assignment_touch(assignment=assignment)
+        if assignment.status == Assignment.Status.PENDING:
+            assignment.status = Assignment.Status.DRAFT
+            assignment.save(update_fields=["status"])
+    return review
+
+
+def review_current_values(review: Review | None) -> dict[str, str]:
+    """What the form shows: the draft over the submitted answers."""
+    if review is None:
+        return {}
+    values: dict[str, str] = {}
+    if review.status == Review.Status.SUBMITTED:
+        for s in review.scores.all():
+            values[s.metric] = str(int(s.score)) if float(s.score).is_integer() else str(s.score)
+            values[f"{s.metric}_rationale"] = s.rationale
+        if review.familiarity is not None:
+            values["familiarity"] = str(review.familiarity)
+        if review.confidence is not None:
+            values["confidence"] = str(review.confidence)
+        if review.minutes is not None:
+            values["minutes"] = f"{review.minutes:g}"
+    values.update({k: v for k, v in (review.draft or {}).items()})
+    return values
+
+
+def review_submit(*, assignment: Assignment, cleaned: dict[str, Any]) -> tuple[Review, bool]:
+    """Store the validated answers as the assignment's one review; returns (review,
+    changed). A repeated submit of the same answers (double click, second tab) changes
+    nothing; a different one after submission is an edit and gets a new revision."""
+    study = assignment.study
+    if study.is_closed():
+        raise RecruitmentError("The study is closed; reviews can no longer be changed.")
+    metrics = study.form_definition().metric_keys
+    data: dict[str, Any] = {
+        "scores": {m: int(cleaned[m]) for m in metrics},
+        "rationales": {m: cleaned[f"{m}_rationale"].strip() for m in metrics},
+        "familiarity": int(cleaned["familiarity"]),
+        "confidence": int(cleaned["confidence"]),
+        "minutes": cleaned.get("minutes"),
+    }
+    with transaction.atomic():
+        assignment = (
+            Assignment.objects.select_for_update().select_related("study").get(pk=assignment.pk)
+        )
+        if assignment.status == Assignment.Status.WITHDRAWN:
+            raise RecruitmentError("This idea is no longer assigned to you.")
+        review = Review.objects.select_for_update().filter(assignment=assignment).first()
+        if review is None:
+            review = _review_for(assignment)
+        last = review.revisions.order_by("-number").first()
+        if review.status == Review.Status.SUBMITTED and last is not None and last.data == data:
+            if review.draft:
+                review.draft = {}
+                review.save(update_fields=["draft"])
+            return review, False
+        assignment_touch(assignment=assignment)
+        now = timezone.now()
+        review.status = Review.Status.SUBMITTED
+        review.familiarity = data["familiarity"]
+        review.confidence = data["confidence"]
+        review.minutes = data["minutes"]
+        review.minutes_raw = "" if data["minutes"] is None else f"{data['minutes']:g}"
+        review.minutes_measured = round(assignment.active_seconds / 60.0, 2)
+        review.honor_code_raw = "accepted" if assignment.reviewer.honor_code_at else ""
+        review.consent_raw = "given" if assignment.reviewer.consent_at else ""
+        review.submitted_at = review.submitted_at or now
+        review.draft = {}
+        review.save()
+        review.scores.all().delete()
+        ReviewScore.objects.bulk_create(
+            [
+                ReviewScore(
+                    review=review,
+                    metric=m,
+                    score=data["scores"][m],
+                    rationale=data["rationales"][m],
+                )
+                for m in metrics
+            ]
+        )
+        ReviewRevision.objects.create(
+            review=review,
+            number=(last.number + 1) if last else 1,
+            data=data,
+            minutes_measured=review.minutes_measured,
+        )
+        assignment.status = Assignment.Status.SUBMITTED
+        assignment.save(update_fields=["status"])
+        audit(
+            study=study,
+            actor=assignment.reviewer.user,
+            verb="review_submitted" if last is None else "review_edited",
+            assignment=assignment.pk,
+        )
+    return review, True
+
+
+# --------------------------------------------------------------------------- pair tasks
+
+
+def _reviewer_may_see(reviewer: Reviewer, idea: Idea, keys: frozenset[str]) -> bool:
+    from .protocol.institutions import institution_keys
+
+    return not (institution_keys([idea.author_institution]) & keys)
+
+
+def pair_tasks_create(
+    *,
+    study: Study,
+    per_reviewer: int,
+    condition_a: str = "",
+    condition_b: str = "",
+    seed: int | None = None,
+    actor: Any = None,
+) -> tuple[int, list[str]]:
+    """Give each approved reviewer up to `per_reviewer` new pairs of same-topic ideas from
+    their own topics (never from their institution, never an idea pair they already
+    have). With `condition_a`/`condition_b`, A comes from the first and B from the
+    second; otherwise both are drawn at random. Sides are drawn per task."""
+    from .protocol.institutions import institution_keys
+
+    seed = seed if seed is not None else secrets.randbits(32)
+    rng = random.Random(seed)
+    reviewable = [Idea.NormalizationStatus.APPROVED, Idea.NormalizationStatus.EDITED]
+    ideas = list(
+        study.ideas.filter(normalization_status__in=reviewable)
+        .select_related("topic")
+        .prefetch_related("memberships__condition")
+    )
+    conds_of = {i.pk: {m.condition.key for m in i.memberships.all()} for i in ideas}
+    by_topic: dict[str, list[Idea]] = defaultdict(list)
+    for i in ideas:
+        by_topic[i.topic.name].append(i)
+    problems: list[str] = []
+    created: list[PairTask] = []
+    dims = [d for d in PAIR_DIMENSIONS if d in study.form_definition().metric_keys] or ["overall"]
+    reviewers = Reviewer.objects.filter(
+        study=study, screening=Reviewer.Screening.APPROVED, dropped_at__isnull=True
+    ).select_related("user")
+    for rev in reviewers:
+        keys = institution_keys(
+            [rev.institution], [(rev.user.email if rev.user else "") or rev.email]
+        )
+        have = {
+            frozenset((a, b))
+            for a, b in PairTask.objects.filter(reviewer=rev).values_list("idea_a", "idea_b")
+        }
+        options: list[tuple[Idea, Idea]] = []
+        for topic in rev.topic_preferences or []:
+            pool = [i for i in by_topic.get(topic, []) if _reviewer_may_see(rev, i, keys)]
+            for x in pool:
+                for y in pool:
+                    if x.pk >= y.pk and not (condition_a and condition_b):
+                        continue
+                    if x.pk == y.pk:
+                        continue
+                    if condition_a and condition_b:
+                        if condition_a not in conds_of[x.pk] or condition_b not in conds_of[y.pk]:
+                            continue
+                        # An idea in both conditions compares nothing.
+                        if conds_of[x.pk] == conds_of[y.pk]:
+                            continue
+                    if frozenset((x.pk, y.pk)) in have:
+                        continue
+                    options.append((x, y))
+        rng.shuffle(options)
+        chosen: list[tuple[Idea, Idea]] = []
+        used: set[frozenset[int]] = set()
+        for x, y in options:
+            key = frozenset((x.pk, y.pk))
+            if key in used:
+                continue
+            used.add(key)
+            chosen.append((x, y))
+            if len(chosen) >= per_reviewer:
+                break
+        if len(chosen) < per_reviewer:
+            problems.append(
+                f"{rev.pseudonym}: only {len(chosen)} of {per_reviewer} pairs available in "
+                f"their topics"
+            )
+        for x, y in chosen:
+            created.append(
+                PairTask(
+                    study=study,
+                    reviewer=rev,
+                    idea_a=x,
+                    idea_b=y,
+                    condition_a=condition_a if condition_a and condition_b else "",
+                    condition_b=condition_b if condition_a and condition_b else "",
+                    a_on_left=rng.random() < 0.5,
+                    dimensions=dims,
+                    source="conditions" if condition_a and condition_b else "random",
+                )
+            )
+    rng.shuffle(created)
+    PairTask.objects.bulk_create(created)
+    audit(study=study, actor=actor, verb="pair_tasks_created", n=len(created), seed=seed)
+    return len(created), problems
+
+
+def pair_tasks_upload(
+    *, study: Study, data: bytes, seed: int | None = None, actor: Any = None
+) -> tuple[int, list[str]]:
+    """CSV rows reviewer,idea_a,idea_b (pseudonym and external ids). All or nothing."""
+    from .protocol.institutions import institution_keys
+
+    rng = random.Random(seed if seed is not None else secrets.randbits(32))
+    try:
+        rows = list(csv.reader(io.StringIO(data.decode("utf-8-sig"))))
+    except UnicodeDecodeError:
+        return 0, ["the file is not UTF-8 text"]
+    rows = [r for r in rows if any(c.strip() for c in r)]
+    if rows and rows[0][0].strip().lower() == "reviewer":
+        rows = rows[1:]
+    reviewers = {r.pseudonym: r for r in study.reviewers.select_related("user")}
+    by_ext = {
+        m.external_id: m.idea
+        for m in IdeaCondition.objects.filter(study=study).select_related("idea__topic")
+    }
+    dims = [d for d in PAIR_DIMENSIONS if d in study.form_definition().metric_keys] or ["overall"]
+    problems: list[str] = []
+    tasks: list[PairTask] = []
+    for n, row in enumerate(rows, start=1):
+        if len(row) < 3:
+            problems.append(f"row {n}: needs reviewer,idea_a,idea_b")
+            continue
+        rp, ea, eb = (c.strip() for c in row[:3])
+        rev, a, b = reviewers.get(rp), by_ext.get(ea), by_ext.get(eb)
+        if rev is None or not rev.is_approved:
+            problems.append(f"row {n}: {rp} is not an approved reviewer of this study")
+            continue
+        if a is None or b is None or a.pk == b.pk:
+            problems.append(f"row {n}: {ea} and {eb} must be two ideas of this study")
+            continue
+        if a.topic_id != b.topic_id:
+            problems.append(f"row {n}: {ea} and {eb} are from different topics")
+            continue
+        keys = institution_keys(
+            [rev.institution], [(rev.user.email if rev.user else "") or rev.email]
+        )
+        if not (_reviewer_may_see(rev, a, keys) and _reviewer_may_see(rev, b, keys)):
+            problems.append(f"row {n}: {rp} shares an institution with an author")
+            continue
+        tasks.append(
+            PairTask(
+                study=study,
+                reviewer=rev,
+                idea_a=a,
+                idea_b=b,
+                a_on_left=rng.random() < 0.5,
+                dimensions=dims,
+                source="upload",
+            )
+        )
+    if problems:
+        return 0, problems
+    try:
+        with transaction.atomic():
+            rng.shuffle(tasks)
+            PairTask.objects.bulk_create(tasks)
+    except IntegrityError:
+        return 0, ["some pairs are already assigned to the same reviewer"]
+    audit(study=study, actor=actor, verb="pair_tasks_uploaded", n=len(tasks))
+    return len(tasks), []
+
+
+def pair_task_submit(*, task: PairTask, choices: dict[str, str], rationale: str = "") -> bool:
+    """Store one judgment per dimension; repeating the same submit changes nothing."""
+    if task.study.is_closed():
+        raise RecruitmentError("The study is closed; ratings can no longer be changed.")
+    with transaction.atomic():
+        task = PairTask.objects.select_for_update().select_related("study").get(pk=task.pk)
+        if task.status == PairTask.Status.WITHDRAWN:
+            raise RecruitmentError("This pair is no longer assigned to you.")
+        current = dict(task.judgments.values_list("dimension", "choice"))
+        if (
+            task.status == PairTask.Status.SUBMITTED
+            and current == choices
+            and task.rationale == rationale.strip()
+        ):
+            return False
+        task.judgments.all().delete()
+        flip = {"first": "a", "second": "b", "tie": "tie"}
+        if not task.a_on_left:
+            flip = {"first": "b", "second": "a", "tie": "tie"}
+        PairJudgment.objects.bulk_create(
+            [
+                PairJudgment(task=task, dimension=d, choice=choices[d], winner=flip[choices[d]])
+                for d in task.dimensions
+            ]
+        )
+        task.rationale = rationale.strip()[:MAX_TEXT]
+        task.status = PairTask.Status.SUBMITTED
+        task.submitted_at = timezone.now()
+        task.save(update_fields=["rationale", "status", "submitted_at"])
+        audit(study=task.study, actor=task.reviewer.user, verb="pair_task_submitted", task=task.pk)
+    return True
+
+
+# --------------------------------------------------------------------------- progress, mail
+
+
+def progress_summary(*, study: Study) -> dict[str, Any]:
+    now = timezone.now()
+    due = study.reviews_due_at
+    reviewers = list(study.reviewers.filter(user__isnull=False).select_related("study"))
+    status_counts = Counter(r.status_label for r in reviewers)
+    invitations = Counter(i.status_label for i in study.invitations.all())
+    live = list(
+        Assignment.objects.filter(study=study)
+        .exclude(status=Assignment.Status.WITHDRAWN)
+        .select_related("reviewer", "idea__topic")
+    )
+    tasks = list(PairTask.objects.filter(study=study).exclude(status=PairTask.Status.WITHDRAWN))
+
+    def bar(done: int, total: int, overdue: int = 0) -> dict[str, Any]:
+        return {
+            "done": done,
+            "total": total,
+            "pending": total - done,
+            "overdue": overdue,
+            "percent": round(100 * done / total) if total else 0,
+        }
+
+    per_reviewer: dict[int, dict[str, int]] = defaultdict(Counter)  # type: ignore[arg-type]
+    for a in live:
+        c = per_reviewer[a.reviewer_id]
+        c["total"] += 1
+        c["done"] += a.status == Assignment.Status.SUBMITTED
+        c["overdue"] += bool(a.is_open and due and now > due)
+    pair_counts: dict[int, Counter[str]] = defaultdict(Counter)
+    for t in tasks:
+        pair_counts[t.reviewer_id]["total"] += 1
+        pair_counts[t.reviewer_id]["done"] += t.status == PairTask.Status.SUBMITTED
+    reviewer_rows: list[dict[str, Any]] = [
+        {
+            "reviewer": r,
+            "bar": bar(
+                per_reviewer[r.pk]["done"],
+                per_reviewer[r.pk]["total"],
+                per_reviewer[r.pk]["overdue"],
+            ),
+            "pairs": bar(pair_counts[r.pk]["done"], pair_counts[r.pk]["total"]),
+        }
+        for r in sorted(reviewers, key=lambda r: r.pseudonym)
+    ]
+    memberships: dict[int, list[IdeaCondition]] = defaultdict(list)
+    for m in IdeaCondition.objects.filter(study=study).select_related("condition"):
+        memberships[m.idea_id].append(m)
+    per_idea: dict[int, Counter[str]] = defaultdict(Counter)
+    idea_obj: dict[int, Idea] = {}
+    for a in live:
+        per_idea[a.idea_id]["total"] += 1
+        per_idea[a.idea_id]["done"] += a.status == Assignment.Status.SUBMITTED
+        idea_obj[a.idea_id] = a.idea
+    idea_rows = sorted(
+        (
+            {
+                "label": idea_label(idea_obj[pk], memberships.get(pk, [])),
+                "topic": idea_obj[pk].topic.name,
+                "bar": bar(c["done"], c["total"]),
+            }
+            for pk, c in per_idea.items()
+        ),
+        key=lambda row: (row["topic"], row["label"]),
+    )
+    per_condition: dict[str, Counter[str]] = defaultdict(Counter)
+    for a in live:
+        for m in memberships.get(a.idea_id, []):
+            per_condition[m.condition.key]["total"] += 1
+            per_condition[m.condition.key]["done"] += a.status == Assignment.Status.SUBMITTED
+    done = sum(1 for a in live if a.status == Assignment.Status.SUBMITTED)
+    return {
+        "reviewer_status": dict(sorted(status_counts.items())),
+        "invitations": dict(sorted(invitations.items())),
+        "overall": bar(done, len(live), sum(r["bar"]["overdue"] for r in reviewer_rows)),
+        "pairs": bar(sum(1 for t in tasks if t.status == PairTask.Status.SUBMITTED), len(tasks)),
+        "reviewers": reviewer_rows,
+        "ideas": idea_rows,
+        "conditions": [
+            {"key": k, "bar": bar(c["done"], c["total"])} for k, c in sorted(per_condition.items())
+        ],
+    }
+
+
+def reminders_send(
+    *, study: Study, link_for: LinkFor | None = None, actor: Any = None
+) -> dict[str, int]:
+    """Mail reviewers with open work, and re-send open invitations (with a fresh link)."""
+    from django.urls import reverse
+
+    if study.is_closed():
+        return {"reviewers": 0, "invitations": 0}
+    link = (link_for or default_link_for)(reverse("studies:reviewer_home"))
+    reviewers = 0
+    open_work = (
+        Reviewer.objects.filter(study=study, dropped_at__isnull=True, user__isnull=False)
+        .filter(
+            Q(assignments__status__in=[Assignment.Status.PENDING, Assignment.Status.DRAFT])
+            | Q(pair_tasks__status=PairTask.Status.PENDING)
+        )
+        .select_related("user")
+        .distinct()
+    )
+    for rev in open_work:
+        n_open = rev.assignments.filter(
+            status__in=[Assignment.Status.PENDING, Assignment.Status.DRAFT]
+        ).count()
+        n_pairs = rev.pair_tasks.filter(status=PairTask.Status.PENDING).count()
+        email = (rev.user.email if rev.user else "") or rev.email
+        if not email:
+            continue
+        due = (
+            f"\nReviews are due by {study.reviews_due_at:%Y-%m-%d %H:%M} UTC.\n"
+            if study.reviews_due_at
+            else ""
+        )
+        send_mail(
+            f"Reminder: your reviews for {study.title}",
+            f"Hello,\n\nYou have {n_open} idea review(s) and {n_pairs} pair rating(s) still "
+            f"open in “{study.title}”.{due}\nContinue here: {link}\n\nThank you!\n",
+            None,
+            [email],
+        )
+        reviewers += 1
+    invitations = 0
+    for inv in study.invitations.filter(
+        used_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now()
+    ):
+        invitation_send(invitation=inv, link_for=link_for, reminder=True)
+        invitations += 1
+    audit(
+        study=study,
+        actor=actor,
+        verb="reminders_sent",
+        reviewers=reviewers,
+        invitations=invitations,
+    )
+    return {"reviewers": reviewers, "invitations": invitations}
+
+
+def study_close(*, study: Study, actor: Any = None) -> None:
+    study.status = Study.Status.CLOSED
+    study.closed_at = timezone.now()
+    study.save(update_fields=["status", "closed_at", "updated_at"])
+    audit(study=study, actor=actor, verb="study_closed")
+
+
+def study_set_due(*, study: Study, due: Any, actor: Any = None) -> None:
+    study.reviews_due_at = due
+    study.save(update_fields=["reviews_due_at", "updated_at"])
+    audit(study=study, actor=actor, verb="study_due_set", due=str(due))
+
+
+# --------------------------------------------------------------------------- blind text
+
+
+def idea_sections(text: str) -> list[tuple[str, str]]:
+    """Approved text split into the template's sections (heading, body), in template
+    order, by the project's one proposal parser; empty sections are left out."""
+    from .protocol.template import SECTIONS, parse_sections
+
+    if not text.strip():
+        return []
+    parsed = parse_sections(text)
+    headings = {s.key: s.heading for s in SECTIONS}
+    out = [("", parsed.preamble)] if parsed.preamble.strip() else []
+    out += [(headings.get(k, k), body) for k, body in parsed.sections.items() if body.strip()]
+    return out
+
+
+def words(text: str) -> int:
+    return len(text.split())

@@ -1,0 +1,260 @@
+"""Forms for reviewers and for the owner's recruitment pages. They validate; services
+save (DESIGN.md rule 4). Error messages name form fields only, never an idea."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django import forms
+from django.contrib.auth import password_validation
+
+from .models import PairJudgment, PairTask, Study
+from .protocol.forms import FormDefinition, Scale
+from .recruitment import words
+
+
+class SignUpForm(forms.Form):
+    email = forms.EmailField()
+    password1 = forms.CharField(label="Password", widget=forms.PasswordInput, strip=False)
+    password2 = forms.CharField(label="Password again", widget=forms.PasswordInput, strip=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        p1, p2 = data.get("password1"), data.get("password2")
+        if p1 and p2 and p1 != p2:
+            self.add_error("password2", "The two passwords differ.")
+        elif p1:
+            try:
+                password_validation.validate_password(p1)
+            except forms.ValidationError as exc:
+                self.add_error("password1", exc)
+        return data
+
+
+class ConsentForm(forms.Form):
+    consent = forms.BooleanField(
+        label="I agree to take part and to the use of my anonymised reviews for research."
+    )
+    honor_code = forms.BooleanField()
+
+    def __init__(self, *args: Any, honor_code: str, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.fields["honor_code"].label = honor_code or "I will write my reviews myself."
+
+
+class ProfileForm(forms.Form):
+    institution = forms.CharField(max_length=300)
+    position = forms.ChoiceField(
+        choices=[
+            ("", "—"),
+            ("PhD student", "PhD student"),
+            ("Master's student", "Master's student"),
+            ("Postdoc", "Postdoc"),
+            ("Research scientist", "Research scientist / engineer"),
+            ("Professor", "Professor / faculty"),
+            ("Other", "Other"),
+        ]
+    )
+    major_venue_papers = forms.IntegerField(
+        min_value=0,
+        max_value=1000,
+        label="Papers at major AI venues",
+        help_text="For example ACL, EMNLP, NAACL, NeurIPS, ICLR, ICML, AAAI.",
+    )
+    scholar_url = forms.URLField(
+        required=False, assume_scheme="https", label="Google Scholar (or similar) profile"
+    )
+    reviewing_experience = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Prior reviewing experience",
+        help_text="Venues you have reviewed for, roughly how often.",
+    )
+    topic_first = forms.ChoiceField(label="First-choice topic")
+    topic_second = forms.ChoiceField(label="Second-choice topic", required=False)
+    preferred_load = forms.TypedChoiceField(coerce=int, label="How many ideas will you review?")
+
+    def __init__(self, *args: Any, study: Study, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        topics = [(t.name, t.name) for t in study.topics.all()]
+        cast(forms.ChoiceField, self.fields["topic_first"]).choices = [("", "—"), *topics]
+        cast(forms.ChoiceField, self.fields["topic_second"]).choices = [("", "— (none)"), *topics]
+        cast(forms.ChoiceField, self.fields["preferred_load"]).choices = [
+            (n, str(n)) for n in study.load_choices()
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("topic_first") and data.get("topic_first") == data.get("topic_second"):
+            self.add_error("topic_second", "Choose a different second topic, or none.")
+        return data
+
+
+def scale_choices(scale: Scale) -> list[tuple[str, str]]:
+    return [(str(v), f"{v} — {scale.anchors[v]}") for v in range(scale.minimum, scale.maximum + 1)]
+
+
+class ReviewForm(forms.Form):
+    """The study's review form, built from its definition."""
+
+    minutes = forms.FloatField(
+        required=False,
+        min_value=1,
+        max_value=24 * 60,
+        label="How many minutes did this review take you?",
+    )
+
+    def __init__(self, *args: Any, definition: FormDefinition, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.definition = definition
+        for m in definition.metrics:
+            self.fields[m.key] = forms.ChoiceField(
+                choices=scale_choices(m), label=m.label, widget=forms.RadioSelect
+            )
+            self.fields[f"{m.key}_rationale"] = forms.CharField(
+                label=f"{m.label} rationale", widget=forms.Textarea, max_length=20_000
+            )
+        for s in (definition.familiarity, definition.confidence):
+            self.fields[s.key] = forms.ChoiceField(
+                choices=scale_choices(s), label=s.label, widget=forms.RadioSelect
+            )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        need = self.definition.min_rationale_words
+        for m in self.definition.metrics:
+            key = f"{m.key}_rationale"
+            text = data.get(key)
+            if text and words(text) < need:
+                self.add_error(
+                    key,
+                    f"{m.label} rationale has {words(text)} words; write at least {need}.",
+                )
+        return data
+
+    def missing(self) -> list[str]:
+        """One line per problem, in the order the fields appear on the page."""
+        lines = []
+        for name, field in self.fields.items():
+            for error in map(str, self.errors.get(name, [])):
+                if error == field.error_messages.get("required"):
+                    what = "a score" if not name.endswith("_rationale") else "a rationale"
+                    if name == "minutes":
+                        what = "a number"
+                    lines.append(f"{field.label}: {what} is missing.")
+                elif str(field.label) in error:
+                    lines.append(error)
+                else:
+                    lines.append(f"{field.label}: {error}")
+        return lines
+
+    def draft_keys(self) -> list[str]:
+        return list(self.fields)
+
+
+def draft_from_post(definition: FormDefinition, post: Any) -> dict[str, str]:
+    keys = ["minutes", "familiarity", "confidence"]
+    for m in definition.metrics:
+        keys += [m.key, f"{m.key}_rationale"]
+    return {k: post.get(k, "") for k in keys if post.get(k, "") != ""}
+
+
+class PairForm(forms.Form):
+    rationale = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        label="Why? (optional)",
+        max_length=20_000,
+    )
+
+    def __init__(self, *args: Any, task: PairTask, labels: dict[str, str], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.dimension_keys = list(task.dimensions)
+        for d in self.dimension_keys:
+            self.fields[d] = forms.ChoiceField(
+                choices=PairJudgment.Choice.choices,
+                label=labels.get(d, d.title()),
+                widget=forms.RadioSelect,
+            )
+        self.order_fields([*self.dimension_keys, "rationale"])
+
+    def missing(self) -> list[str]:
+        return [
+            f"{self.fields[d].label}: choose one." for d in self.dimension_keys if d in self.errors
+        ]
+
+
+# --------------------------------------------------------------------------- owner forms
+
+
+class InvitationForm(forms.Form):
+    name = forms.CharField(max_length=200, required=False)
+    email = forms.EmailField()
+
+
+class InvitationUploadForm(forms.Form):
+    file = forms.FileField(help_text="CSV with columns name,email (a header row is optional).")
+
+
+class ScreeningForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    reason = forms.CharField(max_length=1000, required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("decision") == "reject" and not (data.get("reason") or "").strip():
+            self.add_error("reason", "Give a reason for the rejection.")
+        return data
+
+
+class AssignmentPreviewForm(forms.Form):
+    mode = forms.ChoiceField(
+        choices=[
+            ("keep", "Keep every current assignment; fill the gaps (new or dropped reviewers)"),
+            ("resolve", "Keep only submitted reviews; re-draw all open work"),
+        ],
+        initial="keep",
+        widget=forms.RadioSelect,
+    )
+    extra_load = forms.BooleanField(
+        required=False,
+        label="Allow current reviewers more ideas than they asked for (up to the study's maximum)",
+    )
+    seed = forms.IntegerField(required=False, min_value=0, max_value=2**32 - 1)
+
+
+class PairTaskCreateForm(forms.Form):
+    per_reviewer = forms.IntegerField(min_value=1, max_value=20, initial=2)
+    condition_a = forms.ChoiceField(required=False, label="First condition (optional)")
+    condition_b = forms.ChoiceField(required=False, label="Second condition (optional)")
+    seed = forms.IntegerField(required=False, min_value=0, max_value=2**32 - 1)
+
+    def __init__(self, *args: Any, study: Study, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        choices = [("", "any (random same-topic pairs)")] + [
+            (c.key, c.key) for c in study.conditions.all()
+        ]
+        cast(forms.ChoiceField, self.fields["condition_a"]).choices = choices
+        cast(forms.ChoiceField, self.fields["condition_b"]).choices = choices
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        a, b = data.get("condition_a"), data.get("condition_b")
+        if bool(a) != bool(b):
+            raise forms.ValidationError("Choose both conditions of the pair, or neither.")
+        if a and a == b:
+            raise forms.ValidationError("Choose two different conditions.")
+        return data
+
+
+class PairTaskUploadForm(forms.Form):
+    file = forms.FileField(help_text="CSV rows reviewer,idea_a,idea_b (pseudonym, external ids).")
+
+
+class DueDateForm(forms.Form):
+    reviews_due_at = forms.DateTimeField(
+        required=False,
+        label="Reviews due (UTC)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"],
+    )

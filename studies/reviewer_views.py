@@ -1,0 +1,493 @@
+"""Reviewer-facing views: sign-up from an invitation, consent, profile, the blind review
+page and pair ratings.
+
+Every view that shows study material starts with a getter that 404s for anything not
+the requesting reviewer's own. Templates here receive idea text and topic only: never a
+condition, author, institution, external id, import position or idea primary key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
+from django.db.models import Prefetch
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from .http import is_htmx
+from .models import Assignment, PairTask, Review, Reviewer
+from .recruitment import (
+    InvitationError,
+    RecruitmentError,
+    assignment_touch,
+    idea_sections,
+    invitation_accept,
+    invitation_check,
+    pair_task_submit,
+    rate_limit_hit,
+    rate_limited,
+    review_current_values,
+    review_draft_save,
+    review_submit,
+    reviewer_consent,
+    reviewer_profile_save,
+    reviewer_sign_up,
+)
+from .review_forms import (
+    ConsentForm,
+    PairForm,
+    ProfileForm,
+    ReviewForm,
+    SignUpForm,
+    draft_from_post,
+)
+
+reviewer_login_required = login_required(login_url="studies:reviewer_login")
+LOGIN_LIMIT = (10, 300)  # attempts per window (s), per address and username
+LOGIN_ADDRESS_LIMIT = (50, 300)
+TOKEN_LIMIT = (20, 600)  # failed invitation tokens per address
+
+
+def _client_address(request: HttpRequest) -> str:
+    return request.META.get("REMOTE_ADDR", "")
+
+
+def _too_many(request: HttpRequest, what: str) -> HttpResponse:
+    return render(request, "studies/reviewer/rate_limited.html", {"what": what}, status=429)
+
+
+# --------------------------------------------------------------------------- getters
+
+
+def get_reviewer_for_user(request: HttpRequest, reviewer_id: int) -> Reviewer:
+    return get_object_or_404(
+        Reviewer.objects.select_related("study__review_form"),
+        pk=reviewer_id,
+        user=request.user,
+        dropped_at__isnull=True,
+    )
+
+
+def get_assignment_for_reviewer(request: HttpRequest, assignment_id: int) -> Assignment:
+    """404 unless the assignment is the requesting, approved reviewer's, and live."""
+    return get_object_or_404(
+        Assignment.objects.select_related("study__review_form", "idea", "reviewer").exclude(
+            status=Assignment.Status.WITHDRAWN
+        ),
+        pk=assignment_id,
+        reviewer__user=request.user,
+        reviewer__screening=Reviewer.Screening.APPROVED,
+        reviewer__dropped_at__isnull=True,
+    )
+
+
+def get_pair_task_for_reviewer(request: HttpRequest, task_id: int) -> PairTask:
+    return get_object_or_404(
+        PairTask.objects.select_related("study__review_form", "idea_a", "idea_b", "reviewer")
+        .exclude(status=PairTask.Status.WITHDRAWN)
+        .prefetch_related("judgments"),
+        pk=task_id,
+        reviewer__user=request.user,
+        reviewer__screening=Reviewer.Screening.APPROVED,
+        reviewer__dropped_at__isnull=True,
+    )
+
+
+# --------------------------------------------------------------------------- log in, invitation
+
+
+@require_http_methods(["GET", "POST"])
+def reviewer_login(request: HttpRequest) -> HttpResponse:
+    """Log in with a per-address and per-username attempt limit."""
+    next_url = request.POST.get("next") or request.GET.get("next") or ""
+    if not url_has_allowed_host_and_scheme(
+        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        next_url = ""
+    form = AuthenticationForm(request, data=request.POST or None)
+    if request.method == "POST":
+        address = _client_address(request)
+        username = (request.POST.get("username") or "").strip().lower()
+        if rate_limited(
+            f"login:{address}:{username}", limit=LOGIN_LIMIT[0], window=LOGIN_LIMIT[1]
+        ) or rate_limited(
+            f"login:{address}", limit=LOGIN_ADDRESS_LIMIT[0], window=LOGIN_ADDRESS_LIMIT[1]
+        ):
+            return _too_many(request, "log-in attempts")
+        if form.is_valid():
+            user = form.get_user()
+            login(request, user)
+            if next_url:
+                return redirect(next_url)
+            # Researchers may log in here too (it is the rate-limited form).
+            owns = user.owned_studies.exists()  # type: ignore[attr-defined]
+            return redirect("studies:study_list" if owns else "studies:reviewer_home")
+        rate_limit_hit(f"login:{address}:{username}", limit=LOGIN_LIMIT[0], window=LOGIN_LIMIT[1])
+        rate_limit_hit(
+            f"login:{address}", limit=LOGIN_ADDRESS_LIMIT[0], window=LOGIN_ADDRESS_LIMIT[1]
+        )
+    return render(
+        request,
+        "studies/reviewer/login.html",
+        {"form": form, "next": next_url},
+        status=400 if request.method == "POST" else 200,
+    )
+
+
+def _next_step_url(reviewer: Reviewer) -> str:
+    step = reviewer.next_step()
+    if step == "consent":
+        return reverse("studies:reviewer_consent", args=[reviewer.pk])
+    if step == "profile":
+        return reverse("studies:reviewer_profile", args=[reviewer.pk])
+    return reverse("studies:reviewer_home")
+
+
+@require_http_methods(["GET", "POST"])
+def invitation_open(request: HttpRequest, token: str) -> HttpResponse:
+    address = _client_address(request)
+    if rate_limited(f"token:{address}", limit=TOKEN_LIMIT[0], window=TOKEN_LIMIT[1]):
+        return _too_many(request, "invitation links")
+    try:
+        invitation = invitation_check(token)
+    except InvitationError as exc:
+        # Failed look-ups are counted so links cannot be probed in bulk.
+        rate_limit_hit(f"token:{address}", limit=TOKEN_LIMIT[0], window=TOKEN_LIMIT[1])
+        return render(
+            request,
+            "studies/reviewer/invitation_error.html",
+            {"message": str(exc), "kind": exc.kind},
+            status=400 if exc.kind == "invalid" else 410,
+        )
+    study = invitation.study
+    form = SignUpForm(initial={"email": invitation.email})
+    error = ""
+    if request.method == "POST":
+        try:
+            if request.user.is_authenticated:
+                reviewer = invitation_accept(token=token, user=request.user)
+            else:
+                form = SignUpForm(request.POST)
+                if not form.is_valid():
+                    raise RecruitmentError("")
+                user, reviewer = reviewer_sign_up(
+                    token=token,
+                    email=form.cleaned_data["email"],
+                    password=form.cleaned_data["password1"],
+                )
+                login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        except InvitationError as exc:
+            return render(
+                request,
+                "studies/reviewer/invitation_error.html",
+                {"message": str(exc), "kind": exc.kind},
+                status=410,
+            )
+        except RecruitmentError as exc:
+            error = str(exc)
+        else:
+            return redirect(_next_step_url(reviewer))
+    return render(
+        request,
+        "studies/reviewer/invitation.html",
+        {"study": study, "invitation": invitation, "form": form, "error": error, "token": token},
+        status=400 if request.method == "POST" else 200,
+    )
+
+
+# --------------------------------------------------------------------------- dashboard, profile
+
+
+@reviewer_login_required
+@require_GET
+def reviewer_home(request: HttpRequest) -> HttpResponse:
+    profiles = (
+        Reviewer.objects.filter(user=request.user)  # type: ignore[misc]
+        .select_related("study")
+        .prefetch_related(
+            Prefetch(
+                "assignments",
+                queryset=Assignment.objects.exclude(status=Assignment.Status.WITHDRAWN)
+                .select_related("idea__topic")
+                .order_by("pk"),
+            ),
+            Prefetch(
+                "pair_tasks",
+                queryset=PairTask.objects.exclude(status=PairTask.Status.WITHDRAWN).order_by("pk"),
+            ),
+        )
+        .order_by("-pk")
+    )
+    cards = []
+    for rev in profiles:
+        approved = rev.is_approved
+        items = []
+        if approved:
+            for n, a in enumerate(rev.assignments.all(), start=1):
+                title = next(
+                    (
+                        body
+                        for head, body in idea_sections(a.idea.reviewable_text())
+                        if head == "Title"
+                    ),
+                    "",
+                )
+                items.append(
+                    {
+                        "number": n,
+                        "title": title[:200],
+                        "topic": a.idea.topic.name,
+                        "status": a.get_status_display(),
+                        "url": reverse("studies:review_page", args=[a.pk]),
+                    }
+                )
+        pairs = [
+            {
+                "number": n,
+                "status": t.get_status_display(),
+                "url": reverse("studies:pair_page", args=[t.pk]),
+            }
+            for n, t in enumerate(rev.pair_tasks.all() if approved else [], start=1)
+        ]
+        cards.append(
+            {
+                "reviewer": rev,
+                "study": rev.study,
+                "step": rev.next_step() if rev.dropped_at is None else "dropped",
+                "next_url": _next_step_url(rev),
+                "assignments": items,
+                "pairs": pairs,
+            }
+        )
+    return render(request, "studies/reviewer/home.html", {"cards": cards})
+
+
+@reviewer_login_required
+@require_http_methods(["GET", "POST"])
+def reviewer_consent_view(request: HttpRequest, reviewer_id: int) -> HttpResponse:
+    reviewer = get_reviewer_for_user(request, reviewer_id)
+    definition = reviewer.study.form_definition()
+    form = ConsentForm(request.POST or None, honor_code=definition.honor_code)
+    if request.method == "POST" and form.is_valid():
+        reviewer_consent(reviewer=reviewer)
+        return redirect(_next_step_url(reviewer))
+    return render(
+        request,
+        "studies/reviewer/consent.html",
+        {"reviewer": reviewer, "study": reviewer.study, "form": form},
+        status=400 if request.method == "POST" else 200,
+    )
+
+
+@reviewer_login_required
+@require_http_methods(["GET", "POST"])
+def reviewer_profile_view(request: HttpRequest, reviewer_id: int) -> HttpResponse:
+    reviewer = get_reviewer_for_user(request, reviewer_id)
+    study = reviewer.study
+    if reviewer.next_step() == "consent":
+        return redirect("studies:reviewer_consent", reviewer.pk)
+    # Topics and load feed the assignment: once approved, changes go through the owner.
+    locked = reviewer.screening != Reviewer.Screening.PENDING
+    prefs = list(reviewer.topic_preferences or [])
+    initial = {
+        "institution": reviewer.institution,
+        "position": reviewer.position,
+        "major_venue_papers": reviewer.major_venue_papers,
+        "scholar_url": reviewer.scholar_url,
+        "reviewing_experience": reviewer.reviewing_experience,
+        "topic_first": prefs[0] if prefs else "",
+        "topic_second": prefs[1] if len(prefs) > 1 else "",
+        "preferred_load": reviewer.preferred_load,
+    }
+    form = ProfileForm(request.POST or None, initial=initial, study=study)
+    if request.method == "POST":
+        if locked:
+            messages.error(
+                request, "Your profile was screened already; ask the study team to change it."
+            )
+            return redirect("studies:reviewer_profile", reviewer.pk)
+        if form.is_valid():
+            reviewer_profile_save(reviewer=reviewer, data=form.cleaned_data)
+            messages.success(request, "Profile saved. The study team will screen it shortly.")
+            return redirect("studies:reviewer_home")
+    return render(
+        request,
+        "studies/reviewer/profile.html",
+        {"reviewer": reviewer, "study": study, "form": form, "locked": locked},
+        status=400 if request.method == "POST" else 200,
+    )
+
+
+# --------------------------------------------------------------------------- review page
+
+
+def _review_context(
+    assignment: Assignment, values: dict[str, str], form: ReviewForm | None
+) -> dict[str, Any]:
+    study = assignment.study
+    definition = study.form_definition()
+    errors = form.errors if form is not None else {}
+
+    def scale(s: Any, with_rationale: bool) -> dict[str, Any]:
+        return {
+            "key": s.key,
+            "label": s.label,
+            "question": s.question,
+            "levels": [(str(v), s.anchors[v]) for v in range(s.minimum, s.maximum + 1)],
+            "value": values.get(s.key, ""),
+            "rationale": values.get(f"{s.key}_rationale", "") if with_rationale else None,
+            "errors": list(errors.get(s.key, [])) + list(errors.get(f"{s.key}_rationale", [])),
+        }
+
+    review = Review.objects.filter(assignment=assignment).first()
+    return {
+        "study": study,
+        "assignment": assignment,
+        "sections": idea_sections(assignment.idea.reviewable_text()),
+        "metrics": [scale(m, m.rationale) for m in definition.metrics],
+        "extras": [scale(definition.familiarity, False), scale(definition.confidence, False)],
+        "minutes": values.get("minutes", ""),
+        "minutes_errors": list(errors.get("minutes", [])),
+        "min_words": definition.min_rationale_words,
+        "missing": form.missing() if form is not None else [],
+        "review": review,
+        "submitted": review is not None and review.status == Review.Status.SUBMITTED,
+        "revisions": list(review.revisions.all()) if review else [],
+        "closed": study.is_closed(),
+        "topic": assignment.idea.topic.name,
+    }
+
+
+@reviewer_login_required
+@require_GET
+def review_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    assignment = get_assignment_for_reviewer(request, assignment_id)
+    if not assignment.study.is_closed():
+        assignment_touch(assignment=assignment)
+    review = Review.objects.filter(assignment=assignment).first()
+    context = _review_context(assignment, review_current_values(review), None)
+    return render(request, "studies/reviewer/review.html", context)
+
+
+@reviewer_login_required
+@require_POST
+def review_autosave(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    assignment = get_assignment_for_reviewer(request, assignment_id)
+    definition = assignment.study.form_definition()
+    error = ""
+    try:
+        review_draft_save(assignment=assignment, draft=draft_from_post(definition, request.POST))
+    except RecruitmentError as exc:
+        error = str(exc)
+    if is_htmx(request):
+        review = Review.objects.filter(assignment=assignment).first()
+        return render(
+            request,
+            "studies/reviewer/review.html#save_status",
+            {
+                "assignment": assignment,
+                "review": review,
+                "save_error": error,
+                "closed": assignment.study.is_closed(),
+            },
+            status=409 if error else 200,
+        )
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, "Draft saved.")
+    return redirect("studies:review_page", assignment.pk)
+
+
+@reviewer_login_required
+@require_POST
+def review_submit_view(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    assignment = get_assignment_for_reviewer(request, assignment_id)
+    definition = assignment.study.form_definition()
+    form = ReviewForm(request.POST, definition=definition)
+    if assignment.study.is_closed():
+        messages.error(request, "The study is closed; reviews can no longer be changed.")
+        return redirect("studies:review_page", assignment.pk)
+    if not form.is_valid():
+        # Keep what was typed, so a failed submit loses nothing either.
+        with contextlib.suppress(RecruitmentError):
+            review_draft_save(
+                assignment=assignment, draft=draft_from_post(definition, request.POST)
+            )
+        values = draft_from_post(definition, request.POST)
+        context = _review_context(assignment, values, form)
+        return render(request, "studies/reviewer/review.html", context, status=400)
+    try:
+        _, changed = review_submit(assignment=assignment, cleaned=form.cleaned_data)
+    except RecruitmentError as exc:
+        messages.error(request, str(exc))
+        return redirect("studies:review_page", assignment.pk)
+    messages.success(
+        request, "Review submitted. Thank you!" if changed else "Your review was already saved."
+    )
+    return redirect("studies:reviewer_home")
+
+
+# --------------------------------------------------------------------------- pair tasks
+
+
+def _pair_labels(task: PairTask) -> dict[str, str]:
+    definition = task.study.form_definition()
+    return {m.key: m.label for m in definition.metrics}
+
+
+def _pair_context(task: PairTask, form: PairForm) -> dict[str, Any]:
+    return {
+        "study": task.study,
+        "task": task,
+        "form": form,
+        "first": idea_sections(task.left.reviewable_text()),
+        "second": idea_sections(task.right.reviewable_text()),
+        "dimensions": [form[d] for d in form.dimension_keys],
+        "missing": form.missing() if form.is_bound else [],
+        "submitted": task.status == PairTask.Status.SUBMITTED,
+        "closed": task.study.is_closed(),
+    }
+
+
+@reviewer_login_required
+@require_GET
+def pair_page(request: HttpRequest, task_id: int) -> HttpResponse:
+    task = get_pair_task_for_reviewer(request, task_id)
+    if task.opened_at is None:
+        PairTask.objects.filter(pk=task.pk).update(opened_at=timezone.now())
+    initial: dict[str, Any] = {j.dimension: j.choice for j in task.judgments.all()}
+    initial["rationale"] = task.rationale
+    form = PairForm(initial=initial, task=task, labels=_pair_labels(task))
+    return render(request, "studies/reviewer/pair.html", _pair_context(task, form))
+
+
+@reviewer_login_required
+@require_POST
+def pair_submit_view(request: HttpRequest, task_id: int) -> HttpResponse:
+    task = get_pair_task_for_reviewer(request, task_id)
+    form = PairForm(request.POST, task=task, labels=_pair_labels(task))
+    if not form.is_valid():
+        return render(request, "studies/reviewer/pair.html", _pair_context(task, form), status=400)
+    try:
+        changed = pair_task_submit(
+            task=task,
+            choices={d: form.cleaned_data[d] for d in form.dimension_keys},
+            rationale=form.cleaned_data.get("rationale") or "",
+        )
+    except RecruitmentError as exc:
+        messages.error(request, str(exc))
+        return redirect("studies:pair_page", task.pk)
+    messages.success(
+        request, "Rating saved. Thank you!" if changed else "Your rating was already saved."
+    )
+    return redirect("studies:reviewer_home")

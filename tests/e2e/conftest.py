@@ -1,0 +1,61 @@
+"""Browser fixtures: Debian's chromium driven by Playwright (never `playwright install`).
+
+Without chromium or the playwright package the e2e tests skip, saying why, unless
+IDEAREVIEW_REQUIRE_BROWSER=1 (as CI sets), where they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("IDEAREVIEW_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+# Playwright's sync API keeps an event loop in the test thread; the ORM calls the tests
+# make between browser steps are still plain synchronous code.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+def _missing() -> str:
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        return f"chromium not found at {CHROMIUM} (apt-get install -y chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is missing (pip install playwright)"
+    return ""
+
+
+@pytest.fixture(scope="session")
+def browser():
+    reason = _missing()
+    if reason:
+        if os.environ.get("IDEAREVIEW_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"IDEAREVIEW_REQUIRE_BROWSER=1 but {reason}")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS

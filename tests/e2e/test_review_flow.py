@@ -1,0 +1,188 @@
+"""End to end in a real browser: recruitment to submitted review, and a pair task."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.core import mail
+
+from studies.models import Assignment, PairTask, Review, Reviewer
+from tests.test_recruitment import _fast_and_clean, make_review_study, rationale  # noqa: F401
+
+pytestmark = pytest.mark.e2e
+
+TIMEOUT = 15_000
+
+
+def new_page(browser, base: str, width: int = 1280, height: int = 900):
+    context = browser.new_context(base_url=base, viewport={"width": width, "height": height})
+    context.set_default_timeout(TIMEOUT)
+    return context, context.new_page()
+
+
+def owner_login(page, username: str = "owner", password: str = "owner-pass-123") -> None:
+    page.goto("/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/studies/$"))
+
+
+def fill_metric(page, key: str, score: int, words: int = 30) -> None:
+    page.check(f"input[name={key}][value='{score}']")
+    page.fill(f"textarea[name={key}_rationale]", rationale(words, "clear"))
+
+
+def test_invite_sign_up_screen_assign_review_in_two_visits_and_progress(
+    browser, live_server, owner, artifacts
+):
+    seeded = make_review_study(owner, commit=False, n_reviewers=5)
+    study = seeded.study
+    base = live_server.url
+    owner_ctx, op = new_page(browser, base)
+    owner_login(op)
+
+    # Invite.
+    op.goto(f"/studies/{study.slug}/invitations/")
+    op.fill("input[name=name]", "Nia Expert")
+    op.fill("input[name=email]", "nia@example.org")
+    op.click("text=Send the invitation")
+    op.wait_for_selector("text=Invitation sent to nia@example.org")
+    link = re.search(r"(http://\S+/studies/r/invite/\S+/)", mail.outbox[-1].body).group(1)
+
+    # Sign up, consent, profile.
+    rev_ctx, rp = new_page(browser, base)
+    rp.goto(link)
+    assert rp.input_value("input[name=email]") == "nia@example.org"
+    rp.fill("input[name=password1]", "Str0ng-pass-9")
+    rp.fill("input[name=password2]", "Str0ng-pass-9")
+    rp.click("text=Create my account")
+    rp.wait_for_url(re.compile(r"/consent/$"))
+    rp.check("input[name=consent]")
+    rp.check("input[name=honor_code]")
+    rp.click("text=Continue")
+    rp.wait_for_url(re.compile(r"/studies/r/profile/\d+/$"))
+    rp.fill("input[name=institution]", "Independent Lab")
+    rp.select_option("select[name=position]", "Postdoc")
+    rp.fill("input[name=major_venue_papers]", "2")
+    rp.select_option("select[name=topic_first]", "Bias")
+    rp.select_option("select[name=topic_second]", "Coding")
+    rp.select_option("select[name=preferred_load]", "2")
+    rp.click("text=Save my profile")
+    rp.wait_for_selector("text=with the study team for screening")
+
+    # The owner approves (an htmx row swap) and commits an assignment.
+    nia = Reviewer.objects.get(study=study, email="nia@example.org")
+    op.goto(f"/studies/{study.slug}/reviewers/")
+    row = op.locator(f"#reviewer-{nia.pk}")
+    row.locator("button[value=approve]").click()
+    op.wait_for_function(
+        f"document.querySelector('#reviewer-{nia.pk}').textContent.includes('approved')"
+    )
+    op.goto(f"/studies/{study.slug}/assignment/")
+    op.fill("input[name=seed]", "3")
+    op.click("text=Preview the assignment")
+    op.wait_for_selector("#preview svg")
+    op.click("text=Commit this assignment")
+    op.wait_for_url(re.compile(r"/progress/$"))
+    assert Assignment.objects.filter(reviewer=nia).count() == 2
+
+    # First visit: part of the review, saved by autosave; a reload shows it.
+    rp.goto("/studies/r/home/")
+    rp.locator("a", has_text="Start").first.click()
+    rp.wait_for_url(re.compile(r"/studies/r/assignments/\d+/$"))
+    assignment_url = rp.url
+    assert "Fallback Plan" in rp.inner_text(".idea")
+    fill_metric(rp, "novelty", 7)
+    fill_metric(rp, "excitement", 6)
+    rp.wait_for_selector("#save-status:has-text('Draft saved')")
+    rp.reload()
+    assert rp.is_checked("input[name=novelty][value='7']")
+    assert rp.input_value("textarea[name=excitement_rationale]").startswith("clear clear")
+    rp.close()
+
+    # Second visit, in a fresh tab: finish, see what is missing, fix, submit.
+    rp = rev_ctx.new_page()
+    rp.goto(assignment_url)
+    assert rp.is_checked("input[name=novelty][value='7']")
+    fill_metric(rp, "feasibility", 5)
+    fill_metric(rp, "effectiveness", 6)
+    fill_metric(rp, "overall", 6, words=5)  # too short
+    rp.check("input[name=familiarity][value='4']")
+    rp.check("input[name=confidence][value='3']")
+    rp.fill("input[name=minutes]", "35")
+    rp.click("#submit-review")
+    rp.wait_for_selector("#missing")
+    assert "Overall rationale has 5 words" in rp.inner_text("#missing")
+    rp.fill("textarea[name=overall_rationale]", rationale(30, "fine"))
+    rp.evaluate("window.scrollTo(0, 0)")
+    rp.screenshot(path=str(artifacts / "review-page.png"), full_page=True)
+    rp.click("#submit-review")
+    rp.wait_for_selector("text=Review submitted")
+    review = Review.objects.get(assignment__reviewer=nia, status="submitted")
+    assert review.minutes == 35 and review.minutes_measured is not None
+    assert review.scores.get(metric="novelty").score == 7
+
+    # The owner sees it on the progress page.
+    op.goto(f"/studies/{study.slug}/progress/")
+    assert re.search(r"\b1\s+of\s+\d+ submitted", op.inner_text("#progress"))
+    owner_ctx.close()
+    rev_ctx.close()
+
+
+def test_pair_task_from_creation_to_judgment(browser, live_server, owner, artifacts):
+    seeded = make_review_study(owner, n_reviewers=6)
+    study = seeded.study
+    base = live_server.url
+    owner_ctx, op = new_page(browser, base)
+    owner_login(op)
+    op.goto(f"/studies/{study.slug}/pair-tasks/")
+    op.fill("input[name=per_reviewer]", "1")
+    op.select_option("select[name=condition_a]", "Human_Experts")
+    op.select_option("select[name=condition_b]", "AI_Ideas")
+    op.click("text=Create pair tasks")
+    op.wait_for_selector("text=Created 6 pair task(s)")
+
+    reviewer = seeded.reviewers[0]
+    task = PairTask.objects.get(reviewer=reviewer)
+    rev_ctx, rp = new_page(browser, base)
+    rp.goto("/studies/r/login/")
+    rp.fill("input[name=username]", seeded.users[0].username)
+    rp.fill("input[name=password]", "pw-Rev-12345")
+    rp.click("button[type=submit]")
+    rp.wait_for_url(re.compile(r"/studies/r/home/$"))
+    rp.locator("a", has_text="Rate").first.click()
+    rp.wait_for_url(re.compile(rf"/studies/r/pairs/{task.pk}/$"))
+    first, second = (
+        rp.locator("#first-idea").bounding_box(),
+        rp.locator("#second-idea").bounding_box(),
+    )
+    assert abs(first["y"] - second["y"]) < 2 and second["x"] > first["x"]  # side by side
+    rp.screenshot(path=str(artifacts / "pair-page.png"), full_page=True)
+    rp.set_viewport_size({"width": 420, "height": 900})
+    first, second = (
+        rp.locator("#first-idea").bounding_box(),
+        rp.locator("#second-idea").bounding_box(),
+    )
+    assert second["y"] > first["y"] + first["height"] - 2  # stacked
+    rp.screenshot(path=str(artifacts / "pair-page-narrow.png"), full_page=True)
+    rp.set_viewport_size({"width": 1280, "height": 900})
+    for n, d in enumerate(task.dimensions):
+        choice = ["first", "tie", "second"][n % 3]
+        rp.check(f"input[name={d}][value={choice}]")
+    rp.fill("textarea[name=rationale]", "The first plan is more concrete.")
+    rp.click("#submit-pair")
+    rp.wait_for_selector("text=Rating saved")
+    task.refresh_from_db()
+    assert task.status == "submitted"
+    winners = dict(task.judgments.values_list("dimension", "winner"))
+    first_letter, second_letter = ("a", "b") if task.a_on_left else ("b", "a")
+    assert winners[task.dimensions[0]] == first_letter
+    assert winners[task.dimensions[1]] == "tie"
+    assert winners[task.dimensions[2]] == second_letter
+
+    op.goto(f"/studies/{study.slug}/pair-tasks/")
+    assert "Submitted" in op.inner_text("table")
+    owner_ctx.close()
+    rev_ctx.close()

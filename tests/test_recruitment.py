@@ -1,0 +1,465 @@
+"""Recruitment, assignment, review and pair-task services (no HTTP).
+
+`make_review_study` seeds the small study the view, blinding and browser tests share:
+two topics, three conditions (one idea in two), distinctive author institutions and
+external ids, and approved reviewers with committed assignments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core import mail, signing
+from django.core.cache import cache
+from django.core.management import call_command
+from django.utils import timezone
+
+from studies.models import (
+    Assignment,
+    Condition,
+    Idea,
+    IdeaCondition,
+    Invitation,
+    PairTask,
+    Review,
+    Reviewer,
+    Study,
+    Topic,
+)
+from studies.recruitment import (
+    IDLE_CAP_SECONDS,
+    InvitationError,
+    RecruitmentError,
+    assignment_commit,
+    assignment_preview,
+    idea_sections,
+    invitation_accept,
+    invitation_check,
+    invitation_create,
+    invitation_token,
+    invitations_create_from_csv,
+    pair_task_submit,
+    pair_tasks_create,
+    rate_limit_hit,
+    reminders_send,
+    review_draft_save,
+    review_submit,
+    reviewer_drop,
+    reviewer_screen,
+    reviewers_screen_by_rule,
+    study_close,
+)
+from studies.services import study_create
+
+CONDITIONS = {"Human_Experts": "human", "AI_Ideas": "ai", "AI_Rerank": "ai"}
+CONDITION_LABELS = ["Human experts", "AI ideas", "AI ideas reranked"]
+INSTITUTIONS = ["Quillfeather Institute", "Marlowe University"]
+TOPICS = ["Bias", "Coding"]
+# Titles carry no number, so nothing on a reviewer's page hints at the import order.
+TITLE_WORDS = [
+    "dates",
+    "units",
+    "names",
+    "maps",
+    "tables",
+    "clocks",
+    "prices",
+    "rivers",
+    "songs",
+    "tools",
+    "trees",
+]
+
+IDEA_TEXT = """Title: {title}
+Problem Statement: Language models often give answers that sound right but are not. {filler}
+Motivation: Prior prompting methods ignore how confident the model is about each step.
+Proposed Method: Ask the model to critique its own draft, then revise with the critique.
+Step-by-Step Experiment Plan: 1. Gather benchmark questions. 2. Run the baseline. 3. Run the method.
+Test Case Examples: A question about dates where the baseline fails and the method succeeds.
+Fallback Plan: If it fails, analyse the critiques to see which errors they miss."""
+
+
+@dataclass
+class SeededStudy:
+    study: Study
+    owner: object
+    reviewers: list[Reviewer]
+    users: list[object]
+    ideas: list[Idea]
+    unassigned: Reviewer | None = None
+    secrets: list[str] = field(default_factory=list)
+
+
+def rationale(n: int = 30, word: str = "solid") -> str:
+    return " ".join([word] * n)
+
+
+def full_answers(study: Study, score: int = 6) -> dict[str, str]:
+    data: dict[str, str] = {}
+    for m in study.form_definition().metrics:
+        data[m.key] = str(score)
+        data[f"{m.key}_rationale"] = rationale()
+    data.update(familiarity="3", confidence="4", minutes="25")
+    return data
+
+
+def cleaned(study: Study, score: int = 6) -> dict:
+    from studies.review_forms import ReviewForm
+
+    form = ReviewForm(full_answers(study, score), definition=study.form_definition())
+    assert form.is_valid(), form.errors
+    return form.cleaned_data
+
+
+def make_review_study(owner, *, slug: str = "blind", n_reviewers: int = 6, commit: bool = True):
+    """A small study with approved reviewers and (optionally) a committed assignment."""
+    study = study_create(owner=owner, slug=slug, title="Blind study", baseline_condition="")
+    study.min_reviews_per_idea = 1
+    study.max_reviews_per_idea = 3
+    study.min_load = 2
+    study.max_load = 4
+    study.save()
+    conds = {
+        key: Condition.objects.create(study=study, key=key, label=label, kind=kind)
+        for (key, kind), label in zip(CONDITIONS.items(), CONDITION_LABELS, strict=True)
+    }
+    topics = {name: Topic.objects.create(study=study, name=name) for name in TOPICS}
+    ideas: list[Idea] = []
+    n = 0
+    for t, topic in enumerate(TOPICS):
+        plan = [
+            ("Human_Experts",),
+            ("Human_Experts",),
+            ("AI_Ideas",),
+            ("AI_Ideas", "AI_Rerank"),
+            ("AI_Rerank",),
+        ]
+        for k, memberships in enumerate(plan):
+            n += 1
+            human = memberships == ("Human_Experts",)
+            idea = Idea.objects.create(
+                study=study,
+                topic=topics[topic],
+                title=f"Raw title {n}",
+                normalized_text=IDEA_TEXT.format(
+                    title=f"Self-critique for {topic.lower()}: {TITLE_WORDS[(3 * n) % len(TITLE_WORDS)]}",
+                    filler="We study this carefully.",
+                ),
+                normalization_status=Idea.NormalizationStatus.APPROVED,
+                author_institution=INSTITUTIONS[(t + k) % 2] if human else "",
+            )
+            for c in memberships:
+                IdeaCondition.objects.create(
+                    idea=idea, condition=conds[c], study=study, external_id=f"XID-{c}-{n:02d}"
+                )
+            ideas.append(idea)
+    User = get_user_model()
+    reviewers, users = [], []
+    for j in range(n_reviewers):
+        user = User.objects.create_user(
+            f"rev{slug}{j}@example.org", email=f"rev{slug}{j}@example.org", password="pw-Rev-12345"
+        )
+        reviewer = Reviewer.objects.create(
+            study=study,
+            user=user,
+            pseudonym=f"R{j + 1:03d}",
+            email=user.email,
+            institution=INSTITUTIONS[j % 2] if j < 2 else f"Other Lab {j}",
+            position="Postdoc",
+            major_venue_papers=2,
+            topic_preferences=[TOPICS[j % 2], TOPICS[(j + 1) % 2]] if j % 3 else [TOPICS[j % 2]],
+            preferred_load=3,
+            consent_at=timezone.now(),
+            honor_code_at=timezone.now(),
+            profile_completed_at=timezone.now(),
+            screening=Reviewer.Screening.APPROVED,
+        )
+        reviewers.append(reviewer)
+        users.append(user)
+    if commit:
+        job, result, _ = assignment_preview(study=study, seed=7)
+        assert result.feasible, result.explanation()
+        assignment_commit(study=study, job=job)
+    study.refresh_from_db()
+    secrets = [*CONDITIONS, *CONDITION_LABELS, *INSTITUTIONS]
+    secrets += list(IdeaCondition.objects.filter(study=study).values_list("external_id", flat=True))
+    secrets += [i.title for i in ideas]
+    return SeededStudy(study, owner, reviewers, users, ideas, secrets=secrets)
+
+
+@pytest.fixture(autouse=True)
+def _fast_and_clean(settings):
+    # The default hasher costs ~0.3 s per user on a small machine; tests make dozens.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def seeded(db, owner):
+    return make_review_study(owner)
+
+
+# --------------------------------------------------------------------------- invitations
+
+
+@pytest.mark.django_db
+def test_invitation_link_is_signed_mailed_and_single_use(owner):
+    study = study_create(owner=owner, slug="inv")
+    inv = invitation_create(study=study, email="Expert@Example.org", name="Ada", actor=owner)
+    assert len(mail.outbox) == 1 and mail.outbox[0].to == ["expert@example.org"]
+    token = invitation_token(inv)
+    assert token in mail.outbox[0].body
+    assert invitation_check(token).pk == inv.pk
+    user = get_user_model().objects.create_user("ada", password="x-Pass-1234")
+    reviewer = invitation_accept(token=token, user=user)
+    assert reviewer.pseudonym == "R001" and reviewer.email == "expert@example.org"
+    with pytest.raises(InvitationError) as exc:
+        invitation_accept(token=token, user=user)
+    assert exc.value.kind == "used"
+    assert Reviewer.objects.filter(study=study).count() == 1
+
+
+@pytest.mark.django_db
+def test_tampered_and_expired_invitation_links_say_why(owner, settings):
+    study = study_create(owner=owner, slug="inv2")
+    inv = invitation_create(study=study, email="a@example.org", send=False)
+    token = invitation_token(inv)
+    for bad in [token[:-2] + "xx", token.replace(":", "::", 1), "nonsense", signing.dumps("x")]:
+        with pytest.raises(InvitationError) as exc:
+            invitation_check(bad)
+        assert exc.value.kind == "invalid"
+    Invitation.objects.filter(pk=inv.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    with pytest.raises(InvitationError) as exc:
+        invitation_check(token)
+    assert exc.value.kind == "expired"
+    Invitation.objects.filter(pk=inv.pk).update(expires_at=timezone.now() + timedelta(days=1))
+    settings.IDEAREVIEW_INVITATION_MAX_DAYS = -1  # the signature's own age limit
+    with pytest.raises(InvitationError) as exc:
+        invitation_check(token)
+    assert exc.value.kind == "expired"
+
+
+@pytest.mark.django_db
+def test_invitations_from_csv_are_all_or_nothing(owner):
+    study = study_create(owner=owner, slug="csv")
+    good = b"name,email\nAda,ada@example.org\nBob,bob@example.org\n"
+    created, problems = invitations_create_from_csv(study=study, data=good)
+    assert len(created) == 2 and not problems and len(mail.outbox) == 2
+    bad = b"Cy,cy@example.org\nDee,not-an-email\n"
+    created, problems = invitations_create_from_csv(study=study, data=bad)
+    assert created == [] and problems == ["row 2: not-an-email is not an email address"]
+    assert study.invitations.count() == 2
+
+
+# --------------------------------------------------------------------------- screening
+
+
+@pytest.mark.django_db
+def test_screening_rule_approves_only_reviewers_with_a_major_venue_paper(owner):
+    seeded = make_review_study(owner, commit=False)
+    a, b = seeded.reviewers[:2]
+    Reviewer.objects.filter(pk__in=[a.pk, b.pk]).update(screening="pending")
+    Reviewer.objects.filter(pk=b.pk).update(major_venue_papers=0)
+    assert reviewers_screen_by_rule(study=seeded.study, actor=owner) == 1
+    a.refresh_from_db(), b.refresh_from_db()
+    assert a.screening == "approved" and b.screening == "pending"
+    with pytest.raises(RecruitmentError):
+        reviewer_screen(reviewer=b, approve=False, reason=" ", actor=owner)
+    reviewer_screen(reviewer=b, approve=False, reason="no publications yet", actor=owner)
+    b.refresh_from_db()
+    assert b.screening == "rejected" and b.screening_reason == "no publications yet"
+
+
+# --------------------------------------------------------------------------- assignment
+
+
+@pytest.mark.django_db
+def test_committed_assignment_follows_the_rules(seeded):
+    study = seeded.study
+    live = Assignment.objects.filter(study=study)
+    assert study.status == "reviewing" and study.assignment_seed == 7
+    for rev in seeded.reviewers:
+        mine = live.filter(reviewer=rev).select_related("idea__topic")
+        assert mine.count() == 3
+        kinds = set()
+        for a in mine:
+            assert a.idea.topic.name in rev.topic_preferences
+            assert a.idea.author_institution != rev.institution
+            kinds |= {m.condition.kind for m in a.idea.memberships.select_related("condition")}
+        assert kinds == {"human", "ai"}
+
+
+@pytest.mark.django_db
+def test_resolve_after_a_dropout_keeps_submitted_reviews_and_fills_the_gap(owner):
+    seeded = make_review_study(owner, n_reviewers=6)
+    study = seeded.study
+    leaver = seeded.reviewers[2]
+    done = Assignment.objects.filter(reviewer=leaver).first()
+    review_submit(assignment=done, cleaned=cleaned(study))
+    newcomer_user = get_user_model().objects.create_user("new@example.org", email="new@example.org")
+    Reviewer.objects.create(
+        study=study,
+        user=newcomer_user,
+        pseudonym="R099",
+        institution="Elsewhere",
+        major_venue_papers=1,
+        topic_preferences=leaver.topic_preferences,
+        preferred_load=3,
+        consent_at=timezone.now(),
+        honor_code_at=timezone.now(),
+        profile_completed_at=timezone.now(),
+        screening="approved",
+    )
+    assert reviewer_drop(reviewer=leaver, actor=owner) == 2
+    before = set(
+        Assignment.objects.filter(study=study)
+        .exclude(status="withdrawn")
+        .values_list("pk", flat=True)
+    )
+    job, result, _ = assignment_preview(study=study, seed=3, mode="keep")
+    assert result.feasible, result.explanation()
+    summary = assignment_commit(study=study, job=job)
+    assert summary["created"] == 3 and summary["withdrawn"] == 0
+    after = set(
+        Assignment.objects.filter(study=study)
+        .exclude(status="withdrawn")
+        .values_list("pk", flat=True)
+    )
+    assert before <= after
+    done.refresh_from_db()
+    assert done.status == "submitted"
+    with pytest.raises(RecruitmentError):
+        assignment_commit(study=study, job=job)  # committed already
+
+
+@pytest.mark.django_db
+def test_infeasible_assignment_names_the_rule(owner):
+    seeded = make_review_study(owner, commit=False)
+    Reviewer.objects.filter(study=seeded.study).update(
+        topic_preferences=["Coding"], preferred_load=2
+    )
+    Reviewer.objects.filter(pk__in=[r.pk for r in seeded.reviewers[1:]]).update(
+        screening="rejected"
+    )
+    job, result, _ = assignment_preview(study=seeded.study, seed=1)
+    assert not result.feasible
+    assert job.params["problems"] and all(p != "infeasible" for p in job.params["problems"])
+    with pytest.raises(RecruitmentError):
+        assignment_commit(study=seeded.study, job=job)
+
+
+@pytest.mark.django_db
+def test_assign_command_dry_run_writes_nothing(owner, capsys):
+    seeded = make_review_study(owner, commit=False)
+    call_command("assign", seeded.study.slug, "--dry-run", "--seed", "5")
+    out = capsys.readouterr().out
+    assert "dry run: nothing written" in out and "seed 5" in out
+    assert not Assignment.objects.filter(study=seeded.study).exists()
+    call_command("assign", seeded.study.slug, "--seed", "5")
+    assert Assignment.objects.filter(study=seeded.study).count() == 18
+
+
+# --------------------------------------------------------------------------- reviews
+
+
+@pytest.mark.django_db
+def test_repeated_submits_store_one_review_and_edits_keep_history(seeded):
+    a = Assignment.objects.filter(reviewer=seeded.reviewers[0]).first()
+    review_draft_save(assignment=a, draft={"novelty": "4"})
+    review, changed = review_submit(assignment=a, cleaned=cleaned(seeded.study))
+    assert changed
+    _, changed = review_submit(assignment=a, cleaned=cleaned(seeded.study))
+    assert not changed
+    assert Review.objects.filter(assignment=a).count() == 1
+    assert review.revisions.count() == 1
+    review, changed = review_submit(assignment=a, cleaned=cleaned(seeded.study, score=8))
+    assert changed and review.revisions.count() == 2
+    assert {s.score for s in review.scores.all()} == {8}
+    assert review.status == "submitted" and review.minutes == 25
+    study_close(study=seeded.study)
+    a.refresh_from_db()
+    with pytest.raises(RecruitmentError):
+        review_submit(assignment=a, cleaned=cleaned(seeded.study, score=2))
+
+
+def test_time_on_task_caps_idle_gaps():
+    a = Assignment()
+    t0 = timezone.now()
+    a.record_activity(t0, IDLE_CAP_SECONDS)
+    a.record_activity(t0 + timedelta(seconds=90), IDLE_CAP_SECONDS)
+    a.record_activity(t0 + timedelta(hours=3), IDLE_CAP_SECONDS)
+    assert a.opened_at == t0
+    assert a.active_seconds == 90 + IDLE_CAP_SECONDS
+
+
+def test_idea_text_splits_into_template_sections():
+    text = IDEA_TEXT.format(title="A title", filler="More.")
+    sections = idea_sections(text)
+    assert [h for h, _ in sections] == [
+        "Title",
+        "Problem Statement",
+        "Motivation",
+        "Proposed Method",
+        "Step-by-Step Experiment Plan",
+        "Test Case Examples",
+        "Fallback Plan",
+    ]
+    assert sections[0][1] == "A title"
+    assert idea_sections("") == []
+    assert [h for h, _ in idea_sections("## 1. Title\nX\n**Motivation:** Y")] == [
+        "Title",
+        "Motivation",
+    ]
+
+
+# --------------------------------------------------------------------------- pairs, reminders
+
+
+@pytest.mark.django_db
+def test_pair_tasks_pair_same_topic_ideas_from_chosen_conditions(seeded):
+    n, problems = pair_tasks_create(
+        study=seeded.study,
+        per_reviewer=1,
+        condition_a="Human_Experts",
+        condition_b="AI_Ideas",
+        seed=1,
+    )
+    assert n == len(seeded.reviewers) and not problems
+    sides = set()
+    for task in PairTask.objects.filter(study=seeded.study).select_related(
+        "reviewer", "idea_a", "idea_b"
+    ):
+        assert task.idea_a.topic_id == task.idea_b.topic_id
+        assert task.idea_a.topic.name in task.reviewer.topic_preferences
+        assert task.idea_a.author_institution != task.reviewer.institution
+        assert "Human_Experts" in {m.condition.key for m in task.idea_a.memberships.all()}
+        assert "AI_Ideas" in {m.condition.key for m in task.idea_b.memberships.all()}
+        sides.add(task.a_on_left)
+    assert sides == {True, False}
+    task = PairTask.objects.filter(study=seeded.study, a_on_left=False).first()
+    choices = dict.fromkeys(task.dimensions, "first")
+    assert pair_task_submit(task=task, choices=choices, rationale="left one is better")
+    assert not pair_task_submit(task=task, choices=choices, rationale="left one is better")
+    assert set(task.judgments.values_list("winner", flat=True)) == {"b"}
+
+
+@pytest.mark.django_db
+def test_reminders_go_to_reviewers_with_open_work_and_open_invitations(seeded):
+    invitation_create(study=seeded.study, email="late@example.org", send=False)
+    mail.outbox.clear()
+    sent = reminders_send(study=seeded.study)
+    assert sent == {"reviewers": len(seeded.reviewers), "invitations": 1}
+    assert len(mail.outbox) == len(seeded.reviewers) + 1
+    call_command("send_reminders", seeded.study.slug)
+
+
+def test_rate_limiter_counts_per_key(db):
+    cache.clear()
+    assert not any(rate_limit_hit("k", limit=3, window=60) for _ in range(3))
+    assert rate_limit_hit("k", limit=3, window=60)
+    assert not rate_limit_hit("other", limit=3, window=60)
