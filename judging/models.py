@@ -1,0 +1,341 @@
+"""LLM judges: endpoint configs, runs, every call made, and what the calls decided.
+
+Workflows (creating, executing, resuming, cancelling runs) live in `services.py`; the
+HTTP side in `client.py`; the pure methods in `methods/`. The rows here are the single
+source of truth for a run's progress: a crashed run is resumed from them, so counters on
+`JudgeRun` are always recomputable from `LLMCall` and the outcome tables.
+"""
+
+from __future__ import annotations
+
+import os
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class JudgeConfig(models.Model):
+    """One judge: an OpenAI-compatible endpoint, a model and its sampling parameters.
+
+    The API key is never stored: `api_key_env` names the environment variable holding it,
+    so rows can be exported and shown without leaking secrets.
+    """
+
+    name = models.CharField(max_length=120, unique=True)
+    base_url = models.CharField(
+        max_length=500, blank=True, help_text="Empty: settings.OPENAI_BASE_URL."
+    )
+    model = models.CharField(max_length=200, blank=True, help_text="Empty: settings.OPENAI_MODEL.")
+    api_key_env = models.CharField(
+        max_length=100,
+        default="OPENAI_API_KEY",
+        help_text="Name of the environment variable that holds the key (never the key).",
+    )
+    parameters = models.JSONField(
+        default=dict, blank=True, help_text="Sent with every call: temperature, max_tokens, seed…"
+    )
+    price_input_per_million = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    price_output_per_million = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    concurrency = models.PositiveSmallIntegerField(
+        default=4, help_text="Calls in flight at once to this endpoint, per worker process."
+    )
+    timeout_seconds = models.FloatField(default=120.0)
+    max_attempts = models.PositiveSmallIntegerField(
+        default=5, help_text="Attempts per call, counting the first, on 429/5xx/timeouts."
+    )
+    backoff_seconds = models.FloatField(
+        default=1.0, help_text="First retry delay; doubles each attempt, with jitter."
+    )
+    is_baseline = models.BooleanField(
+        default=False, help_text="A no-LLM baseline judge (random, longer text)."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def resolved_base_url(self) -> str:
+        return (self.base_url or settings.OPENAI_BASE_URL or "").rstrip("/")
+
+    def resolved_model(self) -> str:
+        return self.model or settings.OPENAI_MODEL or ""
+
+    def api_key(self) -> str:
+        # Local servers (vLLM, Ollama, llama.cpp, our test server) accept any key, but the
+        # openai client refuses an empty one.
+        key = os.environ.get(self.api_key_env or "", "")
+        if not key and self.api_key_env == "OPENAI_API_KEY":
+            key = settings.OPENAI_API_KEY
+        return key or "not-needed"
+
+    def is_configured(self) -> bool:
+        return bool(self.resolved_base_url() and self.resolved_model())
+
+    def cost(self, input_tokens: int, output_tokens: int) -> Decimal:
+        return (
+            Decimal(input_tokens) * self.price_input_per_million
+            + Decimal(output_tokens) * self.price_output_per_million
+        ) / Decimal(1_000_000)
+
+
+class JudgeRun(models.Model):
+    class Method(models.TextChoices):
+        DIRECT = "direct", "Direct scoring (review form)"
+        ABSOLUTE = "absolute", "Absolute 1–5"
+        PAIRWISE = "pairwise", "Pairwise round robin (both orders)"
+        SWISS = "swiss", "Swiss tournament"
+        LIGBENCH = "ligbench", "LigBench formalisation + Elo"
+        BASELINE_RANDOM = "baseline_random", "Baseline: random"
+        BASELINE_LONGER = "baseline_longer", "Baseline: longer text wins"
+
+    BASELINES = frozenset({Method.BASELINE_RANDOM, Method.BASELINE_LONGER})
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+        BUDGET = "budget", "Stopped: budget reached"
+
+    ACTIVE = frozenset({Status.QUEUED, Status.RUNNING})
+
+    study = models.ForeignKey("studies.Study", on_delete=models.CASCADE, related_name="judge_runs")
+    config = models.ForeignKey(
+        JudgeConfig, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
+    method = models.CharField(max_length=32, choices=Method.choices)
+    params = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    message = models.CharField(max_length=500, blank=True)
+    error = models.TextField(blank=True)
+    # Progress: units are calls to make (or outcomes to decide, for baselines).
+    done_calls = models.PositiveIntegerField(default=0)
+    total_calls = models.PositiveIntegerField(default=0)
+    http_calls = models.PositiveIntegerField(default=0, help_text="Calls this run paid for.")
+    cache_hits = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0, help_text="Calls that failed for good.")
+    unparseable = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal("0"))
+    budget_calls = models.PositiveIntegerField(null=True, blank=True)
+    budget_cost = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    summary = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.get_method_display()} run {self.pk} ({self.status})"
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.method in self.BASELINES
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE
+
+    @property
+    def can_resume(self) -> bool:
+        return self.status in {
+            self.Status.FAILED,
+            self.Status.CANCELLED,
+            self.Status.BUDGET,
+            self.Status.RUNNING,  # a worker that died leaves its run "running"
+        } or (self.status == self.Status.DONE and self.done_calls < self.total_calls)
+
+    @property
+    def percent(self) -> int:
+        if self.total_calls == 0:
+            return 100 if self.status == self.Status.DONE else 0
+        return min(100, int(100 * self.done_calls / self.total_calls))
+
+
+class LLMCall(models.Model):
+    """One chat completion, successful or not. The cache key makes it reusable.
+
+    A row with `error` set is a failed call: the cache ignores it and a retry overwrites
+    it. `run` is the run that paid for the call; other runs may reuse it from the cache.
+    """
+
+    cache_key = models.CharField(max_length=64, unique=True)
+    config = models.ForeignKey(
+        JudgeConfig, null=True, blank=True, on_delete=models.SET_NULL, related_name="calls"
+    )
+    run = models.ForeignKey(
+        JudgeRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="calls"
+    )
+    base_url = models.CharField(max_length=500)
+    model = models.CharField(max_length=200)
+    request = models.JSONField(help_text="model, messages and parameters as sent.")
+    response_text = models.TextField(blank=True, help_text="The answer exactly as returned.")
+    response = models.JSONField(null=True, blank=True, help_text="The whole response body.")
+    parsed = models.JSONField(null=True, blank=True)
+    parse_error = models.TextField(blank=True)
+    prompt_version = models.CharField(max_length=100, blank=True)
+    prompt_hash = models.CharField(max_length=64, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    latency_ms = models.FloatField(default=0.0, help_text="Of the attempt that answered.")
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal("0"))
+    error = models.TextField(blank=True)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["run", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"call {self.pk} ({'error' if self.error else 'ok'})"
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+class Judgment(models.Model):
+    """An absolute score (direct or 1–5 mode). `score` None means the answer was unparseable."""
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="judgments")
+    idea = models.ForeignKey("studies.Idea", on_delete=models.CASCADE, related_name="judgments")
+    metric = models.CharField(max_length=64)
+    score = models.FloatField(null=True, blank=True)
+    rationale = models.TextField(blank=True)
+    call = models.ForeignKey(
+        LLMCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="judgments"
+    )
+    sample = models.PositiveSmallIntegerField(default=0)
+    parse_error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "idea", "metric", "sample"], name="unique_judgment"
+            )
+        ]
+        ordering = ["run", "idea", "metric", "sample"]
+
+    def __str__(self) -> str:
+        return f"{self.metric}={self.score} for idea {self.idea_id}"
+
+    @property
+    def unparseable(self) -> bool:
+        return self.score is None
+
+
+class PairwiseOutcome(models.Model):
+    """One judged comparison of two ideas on one dimension.
+
+    `idea_a`/`idea_b` are the pair in schedule order; `first_shown` is whichever of them
+    the judge saw as "A". `verdict` is stated in terms of the fields, not of the display:
+    "A" means `idea_a` won whichever side it was shown on. "unparseable" is its own
+    verdict, never a win, a loss or a tie.
+    """
+
+    class Verdict(models.TextChoices):
+        A = "A", "idea A won"
+        B = "B", "idea B won"
+        TIE = "tie", "Tie"
+        UNPARSEABLE = "unparseable", "Unparseable"
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="outcomes")
+    idea_a = models.ForeignKey("studies.Idea", on_delete=models.CASCADE, related_name="+")
+    idea_b = models.ForeignKey("studies.Idea", on_delete=models.CASCADE, related_name="+")
+    first_shown = models.ForeignKey("studies.Idea", on_delete=models.CASCADE, related_name="+")
+    dimension = models.CharField(max_length=64, default="overall")
+    verdict = models.CharField(max_length=16, choices=Verdict.choices)
+    round = models.PositiveSmallIntegerField(default=0, help_text="Swiss round; 0 otherwise.")
+    call = models.ForeignKey(
+        LLMCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="outcomes"
+    )
+    parse_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "round", "dimension", "idea_a", "idea_b", "first_shown"],
+                name="unique_pairwise_outcome",
+            )
+        ]
+        ordering = ["run", "round", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.idea_a_id} vs {self.idea_b_id}: {self.verdict}"
+
+    @property
+    def second_shown_id(self) -> int:
+        return self.idea_b_id if self.first_shown_id == self.idea_a_id else self.idea_a_id
+
+    def shown_winner(self) -> str | None:
+        """The verdict as the judge gave it ("A" = shown first); None when unparseable."""
+        if self.verdict == self.Verdict.UNPARSEABLE:
+            return None
+        if self.verdict == self.Verdict.TIE or self.first_shown_id == self.idea_a_id:
+            return self.verdict
+        return {"A": "B", "B": "A"}[self.verdict]
+
+    def winner_id(self) -> int | None:
+        return {"A": self.idea_a_id, "B": self.idea_b_id}.get(self.verdict)
+
+
+class IdeaRating(models.Model):
+    """A per-idea score from a run (pairwise 1–5, Swiss wins, Elo, Bradley–Terry, mean score)."""
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="ratings")
+    idea = models.ForeignKey("studies.Idea", on_delete=models.CASCADE, related_name="ratings")
+    dimension = models.CharField(max_length=64)
+    score = models.FloatField(null=True, blank=True)
+    ci_low = models.FloatField(null=True, blank=True)
+    ci_high = models.FloatField(null=True, blank=True)
+    history = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "idea", "dimension"], name="unique_rating")
+        ]
+        ordering = ["run", "dimension", "-score"]
+
+    def __str__(self) -> str:
+        return f"{self.dimension}={self.score} for idea {self.idea_id}"
+
+
+class Formalisation(models.Model):
+    """LigBench's four-part restatement of an idea, shown to the owner next to the idea."""
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="formalisations")
+    idea = models.ForeignKey(
+        "studies.Idea", on_delete=models.CASCADE, related_name="formalisations"
+    )
+    parts = models.JSONField(null=True, blank=True, help_text="None when unparseable.")
+    call = models.ForeignKey(LLMCall, null=True, blank=True, on_delete=models.SET_NULL)
+    parse_error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "idea"], name="unique_formalisation")]
+
+    def __str__(self) -> str:
+        return f"formalisation of idea {self.idea_id}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.parts or {})

@@ -34,6 +34,7 @@ from judging.methods.pairwise import PairCall
 __all__ = [
     "RIDGE",
     "BTFit",
+    "bootstrap_intervals",
     "comparisons_from_calls",
     "fit_bradley_terry",
 ]
@@ -212,3 +213,35 @@ def fit_bradley_terry(
         iterations=iterations,
         log_likelihood=loglik(theta),
     )
+
+
+def bootstrap_intervals(
+    comparisons: Sequence[tuple[Id, Id, float]],
+    ideas: Sequence[Id] = (),
+    *,
+    n_boot: int = 200,
+    level: float = 0.95,
+    seed: int = 0,
+    ridge: float = RIDGE,
+) -> dict[Id, tuple[float, float]]:
+    """Percentile intervals of each idea's centred θ over fits to resampled comparisons.
+
+    Comparisons are resampled with replacement as whole games; θ is centred (mean 0) in
+    every fit so the intervals do not wander with the arbitrary origin. Needs ridge > 0:
+    a resample can easily leave an idea undefeated.
+    """
+    if ridge <= 0:
+        raise ValueError("bootstrap needs ridge > 0")
+    games = list(comparisons)
+    base = fit_bradley_terry(games, ideas, ridge=ridge)
+    if not games or n_boot < 1:
+        return {}
+    rng = np.random.default_rng(seed)
+    draws = np.empty((n_boot, len(base.ideas)))
+    for b in range(n_boot):
+        sample = [games[k] for k in rng.integers(0, len(games), len(games))]
+        theta = fit_bradley_terry(sample, base.ideas, ridge=ridge).theta
+        draws[b] = theta - theta.mean()
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(draws, [tail, 100 - tail], axis=0)
+    return {i: (float(lo), float(hi)) for i, lo, hi in zip(base.ideas, low, high, strict=True)}

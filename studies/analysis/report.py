@@ -43,6 +43,8 @@ class ReportOptions:
     mixed_starts: int = 5
     mixed_engine: str = "auto"
     mixed_reml: bool = True
+    # Refit every main model with R's lme4 (needs Rscript + lme4) and report the gaps.
+    crosscheck_lme4: bool = False
 
 
 def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
@@ -183,6 +185,10 @@ def build_report(
         if shared_ideas:
             mixed["sensitivity"][metric] = fit(metric, "idea_id")
     mixed["available"] = True
+    if options.crosscheck_lme4:
+        mixed["lme4_crosscheck"] = lme4_crosscheck(
+            df, mixed["fits"], baseline=baseline, idea_unit=idea_unit, reml=options.mixed_reml
+        )
     mixed["idea_unit"] = idea_unit
     mixed["model"] = (
         f"score ~ condition ({baseline} baseline) + crossed random intercepts for the "
@@ -309,6 +315,39 @@ def build_report(
         "progress_total": steps,
     }
     return report
+
+
+def lme4_crosscheck(
+    df: pd.DataFrame, fits: dict[str, Any], *, baseline: str, idea_unit: str, reml: bool
+) -> dict[str, Any]:
+    """Refit the report's models through R's lmer and give the largest differences."""
+    from .rcheck import RJob, lme4_fit_many, r_unavailable_reason
+
+    reason = r_unavailable_reason()
+    if reason is not None:
+        return {"available": False, "reason": f"lme4 cross-check skipped: {reason}"}
+    metrics = [m for m, f in fits.items() if "error" not in f]
+    jobs = [
+        RJob(metric=m, baseline=baseline, reml=reml, groups=("topic", "reviewer_id", idea_unit))
+        for m in metrics
+    ]
+    out: dict[str, Any] = {"available": True, "by_metric": {}}
+    for metric, r in zip(metrics, lme4_fit_many(df, jobs), strict=True):
+        ours = fits[metric]
+        theirs = r.to_dict()
+        ours_fixed = {row["term"]: row for row in ours["fixed"]}
+        coef = max(abs(ours_fixed[t["term"]]["coef"] - t["coef"]) for t in theirs["fixed"])
+        se = max(abs(ours_fixed[t["term"]]["se"] - t["se"]) for t in theirs["fixed"])
+        var = max(abs(ours["variance"][k] - v) for k, v in theirs["variance"].items())
+        out["by_metric"][metric] = {
+            "max_abs_diff_coef": coef,
+            "max_abs_diff_se": se,
+            "max_abs_diff_variance": var,
+            "loglik_lme4": theirs["loglik"],
+            "abs_diff_loglik": abs(ours["loglik"] - theirs["loglik"]),
+            "lme4_seconds": theirs.get("fit_seconds"),
+        }
+    return out
 
 
 def tidy_tables(report: dict[str, Any], df: pd.DataFrame) -> dict[str, pd.DataFrame]:

@@ -116,3 +116,32 @@ def test_canonical_idea_ids_give_a_different_lme4_fit(batch, si2024_frame) -> No
     assert ref.loglik == pytest.approx(-676.0070, abs=1e-4)
     ours = fit_mixed(si2024_frame, "excitement", baseline="Human", engine="sparse", n_starts=1)
     _assert_close(ours, ref, tol=1e-4, ll_tol=1e-4)
+
+
+@pytest.mark.r
+def test_report_lme4_crosscheck_agrees_on_si2024(si2024_frame) -> None:
+    from studies.analysis.rcheck import r_unavailable_reason
+    from studies.analysis.report import ReportOptions, build_report
+
+    reason = r_unavailable_reason()
+    if reason is not None:
+        if os.environ.get("IDEAREVIEW_REQUIRE_R") == "1":
+            pytest.fail(f"R/lme4 required: {reason}")
+        pytest.skip(f"R/lme4 unavailable: {reason}")
+    options = ReportOptions(
+        consistency_splits=20, consistency_bootstrap=0, consistency_permutations=0,
+        mixed_starts=2, crosscheck_lme4=True,
+    )  # fmt: skip
+    report = build_report(
+        si2024_frame,
+        metrics=["novelty", "overall"],
+        baseline="Human",
+        conditions=["Human", "AI", "AI_Rerank"],
+        options=options,
+    )
+    check = report["mixed_effects"]["lme4_crosscheck"]
+    assert check["available"] is True
+    for metric in ["novelty", "overall"]:
+        c = check["by_metric"][metric]
+        assert c["max_abs_diff_coef"] < 1e-3 and c["max_abs_diff_variance"] < 1e-3
+        assert c["abs_diff_loglik"] < 1e-2

@@ -26,6 +26,11 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=20240906)
         parser.add_argument("--starts", type=int, default=5, help="mixed-model starts per fit")
         parser.add_argument("--engine", choices=["auto", "statsmodels", "sparse"], default="auto")
+        parser.add_argument(
+            "--crosscheck-lme4",
+            action="store_true",
+            help="refit every mixed model with R's lme4 and report the differences",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         study = Study.objects.filter(slug=opts["study"]).first()
@@ -36,6 +41,7 @@ class Command(BaseCommand):
             seed=opts["seed"],
             mixed_starts=opts["starts"],
             mixed_engine=opts["engine"],
+            crosscheck_lme4=opts["crosscheck_lme4"],
         )
         try:
             snap = report_build(

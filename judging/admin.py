@@ -1,0 +1,67 @@
+from django.contrib import admin
+
+from .models import (
+    Formalisation,
+    IdeaRating,
+    JudgeConfig,
+    JudgeRun,
+    Judgment,
+    LLMCall,
+    PairwiseOutcome,
+)
+
+
+@admin.register(JudgeConfig)
+class JudgeConfigAdmin(admin.ModelAdmin):
+    list_display = ["name", "base_url", "model", "concurrency", "is_baseline"]
+    search_fields = ["name", "model"]
+
+
+@admin.register(JudgeRun)
+class JudgeRunAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "study",
+        "method",
+        "config",
+        "status",
+        "done_calls",
+        "total_calls",
+        "cost",
+    ]
+    list_filter = ["method", "status"]
+    raw_id_fields = ["study", "config", "created_by"]
+
+
+@admin.register(LLMCall)
+class LLMCallAdmin(admin.ModelAdmin):
+    list_display = ["id", "model", "prompt_version", "attempts", "latency_ms", "cost", "error"]
+    list_filter = ["model", "prompt_version"]
+    search_fields = ["cache_key"]
+    raw_id_fields = ["run", "config"]
+
+
+@admin.register(Judgment)
+class JudgmentAdmin(admin.ModelAdmin):
+    list_display = ["run", "idea", "metric", "score", "sample"]
+    raw_id_fields = ["run", "idea", "call"]
+
+
+@admin.register(PairwiseOutcome)
+class PairwiseOutcomeAdmin(admin.ModelAdmin):
+    list_display = ["run", "round", "dimension", "idea_a", "idea_b", "first_shown", "verdict"]
+    list_filter = ["verdict", "dimension"]
+    raw_id_fields = ["run", "idea_a", "idea_b", "first_shown", "call"]
+
+
+@admin.register(IdeaRating)
+class IdeaRatingAdmin(admin.ModelAdmin):
+    list_display = ["run", "idea", "dimension", "score"]
+    list_filter = ["dimension"]
+    raw_id_fields = ["run", "idea"]
+
+
+@admin.register(Formalisation)
+class FormalisationAdmin(admin.ModelAdmin):
+    list_display = ["run", "idea", "parse_error"]
+    raw_id_fields = ["run", "idea", "call"]

@@ -1,0 +1,415 @@
+"""The judge client: any OpenAI-compatible endpoint through the `openai` package.
+
+`complete(config, messages, run=...)` is the whole story for one call: look the call up
+in the cache, check the run's budget, send it with retries, store it as an `LLMCall`.
+The run engine (`services.py`) uses the same three steps separately so that only the
+HTTP part runs in worker threads and every database write stays on the calling thread:
+
+    prepared = prepare(config, messages, ...)   # cache key and request, no I/O
+    call = lookup(prepared)                     # database: a hit makes no HTTP call
+    attempt = send(prepared)                    # HTTP only, thread-safe, retries inside
+    call = record(prepared, attempt, run=run)   # database
+
+Cache key: SHA-256 over the base URL, the model, the messages and the parameters (and an
+optional salt, used to tell k samples of the same prompt apart). Errored calls are
+stored too but never answer from the cache; the next attempt overwrites them.
+
+Retries: 429, 408, 409, 5xx, timeouts and connection errors are retried up to
+`config.max_attempts` attempts in all, with exponential backoff (`backoff_seconds`
+doubled per attempt, capped at 60 s) and jitter (×0.5–1.0), or the server's
+Retry-After when it asks for longer. Other 4xx errors are not retried: they will not
+get better by themselves.
+
+Concurrency: at most `config.concurrency` requests are in flight to one base URL **per
+worker process** (a semaphore shared by every run and thread in the process, held only
+while a request is on the wire, not while backing off). N Celery worker processes can
+therefore have N × limit requests in flight; size the limit, or the worker count, for
+that. No Redis is needed, which matters because the default broker is the filesystem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import openai
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Sum
+
+from .models import JudgeConfig, JudgeRun, LLMCall
+
+__all__ = [
+    "BudgetExhausted",
+    "JudgeNotConfigured",
+    "Attempt",
+    "Prepared",
+    "budget_problem",
+    "cache_key",
+    "complete",
+    "lookup",
+    "prepare",
+    "record",
+    "send",
+]
+
+RETRY_STATUSES = frozenset({408, 409, 429})
+MAX_BACKOFF = 60.0
+
+
+class BudgetExhausted(Exception):
+    """The run may not make another paid call. The run stops cleanly, resumable later."""
+
+
+class JudgeNotConfigured(Exception):
+    """No endpoint or model: LLM judges are off until one is configured."""
+
+
+def cache_key(
+    base_url: str,
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    parameters: Mapping[str, Any],
+    salt: str = "",
+) -> str:
+    material = {
+        "base_url": base_url.rstrip("/"),
+        "model": model,
+        "messages": [dict(m) for m in messages],
+        "parameters": dict(parameters),
+    }
+    if salt:
+        material["salt"] = salt
+    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything `send` needs, copied out of the config so threads never touch the ORM."""
+
+    config_id: int | None
+    base_url: str
+    model: str
+    api_key: str
+    parameters: dict[str, Any]
+    messages: list[dict[str, str]]
+    cache_key: str
+    prompt_version: str
+    prompt_hash: str
+    timeout: float
+    max_attempts: int
+    backoff: float
+    concurrency: int
+    price_in: Decimal
+    price_out: Decimal
+
+    @property
+    def request(self) -> dict[str, Any]:
+        return {"model": self.model, "messages": self.messages, **self.parameters}
+
+    def cost(self, input_tokens: int, output_tokens: int) -> Decimal:
+        return (
+            Decimal(input_tokens) * self.price_in + Decimal(output_tokens) * self.price_out
+        ) / Decimal(1_000_000)
+
+
+@dataclass
+class Attempt:
+    """What came back from the endpoint after all attempts."""
+
+    text: str = ""
+    response: dict[str, Any] | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    error: str = ""
+    status_code: int | None = None
+    attempts: int = 0
+    delays: list[float] = field(default_factory=list)
+
+
+def _prompt_hash(messages: Sequence[Mapping[str, Any]]) -> str:
+    from .methods.prompts import prompt_hash
+
+    return prompt_hash(messages)
+
+
+def prepare(
+    config: JudgeConfig,
+    messages: Sequence[Mapping[str, str]],
+    *,
+    prompt_version: str = "",
+    salt: str = "",
+    parameters: Mapping[str, Any] | None = None,
+) -> Prepared:
+    """`parameters` are merged over the config's (e.g. a per-sample seed)."""
+    base_url, model = config.resolved_base_url(), config.resolved_model()
+    if not base_url or not model:
+        raise JudgeNotConfigured(
+            f"judge {config.name!r} has no endpoint or model; set base_url and model on the "
+            "config, or OPENAI_BASE_URL and OPENAI_MODEL"
+        )
+    params = {**(config.parameters or {}), **(parameters or {})}
+    msgs = [dict(m) for m in messages]
+    return Prepared(
+        config_id=config.pk,
+        base_url=base_url,
+        model=model,
+        api_key=config.api_key(),
+        parameters=params,
+        messages=msgs,
+        cache_key=cache_key(base_url, model, msgs, params, salt),
+        prompt_version=prompt_version,
+        prompt_hash=_prompt_hash(msgs),
+        timeout=float(config.timeout_seconds),
+        max_attempts=max(1, int(config.max_attempts)),
+        backoff=max(0.0, float(config.backoff_seconds)),
+        concurrency=max(1, int(config.concurrency)),
+        price_in=Decimal(config.price_input_per_million),
+        price_out=Decimal(config.price_output_per_million),
+    )
+
+
+def lookup(prepared: Prepared) -> LLMCall | None:
+    """The stored successful call with this key, if any."""
+    # Most lookups miss; a bare indexed query costs a tenth of the ORM's on that path.
+    with connection.cursor() as cursor:
+        cursor.execute(_HIT_SQL.format(table=LLMCall._meta.db_table), [prepared.cache_key])
+        row = cursor.fetchone()
+    return LLMCall.objects.get(pk=row[0]) if row else None
+
+
+_HIT_SQL = "SELECT id FROM {table} WHERE cache_key = %s AND error = ''"
+
+
+# --- HTTP, thread-safe ---------------------------------------------------------------
+
+_lock = threading.Lock()
+_clients: dict[tuple[str, str, float], openai.OpenAI] = {}
+_semaphores: dict[str, tuple[int, threading.BoundedSemaphore]] = {}
+
+
+def _client(prepared: Prepared) -> openai.OpenAI:
+    key = (prepared.base_url, prepared.api_key, prepared.timeout)
+    with _lock:
+        client = _clients.get(key)
+        if client is None:
+            # Retries are ours (they must be counted and bounded per config).
+            client = openai.OpenAI(
+                base_url=prepared.base_url,
+                api_key=prepared.api_key,
+                timeout=prepared.timeout,
+                max_retries=0,
+            )
+            _clients[key] = client
+        return client
+
+
+def endpoint_semaphore(base_url: str, limit: int) -> threading.BoundedSemaphore:
+    """The process-wide in-flight limit for one endpoint; a changed limit replaces it."""
+    with _lock:
+        current = _semaphores.get(base_url)
+        if current is None or current[0] != limit:
+            current = (limit, threading.BoundedSemaphore(limit))
+            _semaphores[base_url] = current
+        return current[1]
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    try:
+        value = exc.response.headers.get("retry-after")
+        return float(value) if value is not None else None
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _backoff(prepared: Prepared, attempt: int, retry_after: float | None) -> float:
+    delay = min(MAX_BACKOFF, prepared.backoff * 2 ** (attempt - 1))
+    delay *= 0.5 + random.random() / 2  # jitter: spread out clients that failed together
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, MAX_BACKOFF))
+    return delay
+
+
+def send(prepared: Prepared, *, sleep: Callable[[float], None] = time.sleep) -> Attempt:
+    """Make the call with retries. Never raises for API errors: they end up in `error`."""
+    client = _client(prepared)
+    semaphore = endpoint_semaphore(prepared.base_url, prepared.concurrency)
+    result = Attempt()
+    for attempt in range(1, prepared.max_attempts + 1):
+        result.attempts = attempt
+        retry_after: float | None = None
+        retryable = False
+        with semaphore:
+            started = time.perf_counter()
+            try:
+                messages: Any = prepared.messages  # plain dicts; the SDK's TypedDicts agree
+                completion = client.chat.completions.create(
+                    model=prepared.model, messages=messages, **prepared.parameters
+                )
+            except openai.APIStatusError as exc:
+                result.status_code = exc.status_code
+                result.error = f"HTTP {exc.status_code}: {_short(exc.message)}"
+                retryable = exc.status_code in RETRY_STATUSES or exc.status_code >= 500
+                retry_after = _retry_after(exc)
+            except openai.APITimeoutError:
+                result.status_code = None
+                result.error = f"timed out after {prepared.timeout:g} s"
+                retryable = True
+            except openai.APIConnectionError as exc:
+                result.status_code = None
+                result.error = f"connection error: {_short(str(exc))}"
+                retryable = True
+            except openai.OpenAIError as exc:  # e.g. a body that is not a completion
+                result.error = f"{type(exc).__name__}: {_short(str(exc))}"
+            else:
+                result.latency_ms = (time.perf_counter() - started) * 1000
+                return _success(result, completion)
+            finally:
+                result.latency_ms = (time.perf_counter() - started) * 1000
+        if not retryable or attempt == prepared.max_attempts:
+            break
+        delay = _backoff(prepared, attempt, retry_after)
+        result.delays.append(delay)
+        sleep(delay)
+    return result
+
+
+def _short(text: str, limit: int = 500) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _success(result: Attempt, completion: Any) -> Attempt:
+    result.error = ""
+    result.status_code = 200
+    try:
+        choices = completion.choices or []
+        message = choices[0].message if choices else None
+        result.text = (message.content if message is not None else None) or ""
+        usage = completion.usage
+        result.input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0
+        result.output_tokens = int(getattr(usage, "completion_tokens", 0) or 0) if usage else 0
+        result.response = completion.model_dump(mode="json", exclude_none=True)
+        if not choices:
+            result.error = "the response has no choices"
+    except (AttributeError, TypeError, ValueError) as exc:
+        result.error = f"malformed completion: {exc}"
+    return result
+
+
+# --- Database ------------------------------------------------------------------------
+
+
+def record(
+    prepared: Prepared,
+    attempt: Attempt,
+    *,
+    run: JudgeRun | None = None,
+    parsed: Any = None,
+    parse_error: str = "",
+) -> LLMCall:
+    """Store the call (a failed one replaces an earlier failure with the same key)."""
+    values = {
+        "config_id": prepared.config_id,
+        "run": run,
+        "base_url": prepared.base_url,
+        "model": prepared.model,
+        "request": prepared.request,
+        "response_text": attempt.text,
+        "response": attempt.response,
+        "parsed": parsed,
+        "parse_error": parse_error,
+        "prompt_version": prepared.prompt_version,
+        "prompt_hash": prepared.prompt_hash,
+        "input_tokens": attempt.input_tokens,
+        "output_tokens": attempt.output_tokens,
+        "latency_ms": attempt.latency_ms,
+        # A failed call is paid for only when the server reported usage.
+        "cost": prepared.cost(attempt.input_tokens, attempt.output_tokens),
+        "error": attempt.error,
+        "status_code": attempt.status_code,
+        "attempts": attempt.attempts,
+    }
+    try:
+        with transaction.atomic():
+            return LLMCall.objects.create(cache_key=prepared.cache_key, **values)
+    except IntegrityError:
+        pass
+    existing = LLMCall.objects.get(cache_key=prepared.cache_key)
+    if existing.ok:
+        # Another run stored the same call while ours was in flight; keep the first.
+        return existing
+    values["attempts"] = existing.attempts + attempt.attempts
+    for k, v in values.items():
+        setattr(existing, k, v)
+    existing.save()
+    return existing
+
+
+def budget_problem(
+    run: JudgeRun | None,
+    *,
+    calls: int,
+    cost: Decimal,
+    in_flight: int = 0,
+    cost_per_call: Decimal | None = None,
+) -> str | None:
+    """Why one more paid call would break the run's budget, or None if it may go ahead.
+
+    `calls`/`cost` are what the run has spent; calls in flight count as spent, at the
+    average cost per call so far, so a concurrent run stops before it overshoots.
+    """
+    if run is None:
+        return None
+    if run.budget_calls is not None and calls + in_flight >= run.budget_calls:
+        return f"budget reached: {calls + in_flight} of {run.budget_calls} calls made"
+    if run.budget_cost is not None:
+        pending = (cost_per_call or Decimal(0)) * in_flight
+        next_call = cost_per_call or Decimal(0)
+        if cost >= run.budget_cost or cost + pending + next_call > run.budget_cost:
+            return f"budget reached: {cost:.4f} of {run.budget_cost:.4f} spent"
+    return None
+
+
+def run_spend(run: JudgeRun) -> tuple[int, Decimal]:
+    """Calls this run paid for and their cost, from the rows (never from counters)."""
+    agg = LLMCall.objects.filter(run=run).aggregate(cost=Sum("cost"))
+    return LLMCall.objects.filter(run=run).count(), Decimal(agg["cost"] or 0)
+
+
+def complete(
+    config: JudgeConfig,
+    messages: Sequence[Mapping[str, str]],
+    *,
+    run: JudgeRun | None = None,
+    prompt_version: str = "",
+    salt: str = "",
+    parse: Callable[[str], Any] | None = None,
+) -> LLMCall:
+    """One call, from the cache when possible. Raises BudgetExhausted before a paid call
+    that the run's budget does not allow. API failures are returned as an LLMCall with
+    `error` set, not raised."""
+    prepared = prepare(config, messages, prompt_version=prompt_version, salt=salt)
+    cached = lookup(prepared)
+    if cached is not None:
+        return cached
+    if run is not None:
+        calls, cost = run_spend(run)
+        problem = budget_problem(
+            run, calls=calls, cost=cost, cost_per_call=(cost / calls) if calls else None
+        )
+        if problem:
+            raise BudgetExhausted(problem)
+    attempt = send(prepared)
+    parsed, parse_error = None, ""
+    if parse is not None and not attempt.error:
+        parsed, parse_error = parse(attempt.text)
+    return record(prepared, attempt, run=run, parsed=parsed, parse_error=parse_error)

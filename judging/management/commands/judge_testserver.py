@@ -1,0 +1,66 @@
+"""Serve the scripted OpenAI-compatible test endpoint, so the demo can run LLM judges."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from judging.models import JudgeConfig
+from judging.testserver import Rules, TestServer
+
+
+class Command(BaseCommand):
+    help = (
+        "Run a local OpenAI-compatible server with deterministic scripted answers "
+        "(judging.testserver) until interrupted; optionally point a judge config at it."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8765)
+        parser.add_argument("--latency", type=float, default=0.0, help="seconds per answer")
+        parser.add_argument("--error-rate", type=float, default=0.0, help="share of 500s")
+        parser.add_argument("--garbage-rate", type=float, default=0.0, help="unparseable share")
+        parser.add_argument("--position-bias", type=float, default=0.0)
+        parser.add_argument("--rule", choices=["longer", "hash"], default="longer")
+        parser.add_argument(
+            "--config",
+            default="",
+            help="create or update a JudgeConfig with this name pointing at the server",
+        )
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        rules = Rules(
+            latency=opts["latency"],
+            error_rate=opts["error_rate"],
+            garbage_rate=opts["garbage_rate"],
+            position_bias=opts["position_bias"],
+            pairwise_rule=opts["rule"],
+        )
+        server = TestServer(rules, host=opts["host"], port=opts["port"]).start()
+        self.stdout.write(f"scripted judge endpoint at {server.base_url} (model 'scripted')")
+        if opts["config"]:
+            config, created = JudgeConfig.objects.update_or_create(
+                name=opts["config"],
+                defaults={
+                    "base_url": server.base_url,
+                    "model": "scripted",
+                    "api_key_env": "IDEAREVIEW_TESTSERVER_KEY",
+                    "parameters": {"temperature": 0},
+                    "concurrency": 8,
+                    "max_attempts": 4,
+                    "backoff_seconds": 0.2,
+                },
+            )
+            verb = "created" if created else "updated"
+            self.stdout.write(f"judge config {config.name!r} {verb}")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.stop()
+            self.stdout.write(f"served {server.requests} requests")
