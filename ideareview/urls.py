@@ -12,5 +12,6 @@ urlpatterns = [
     path("login/", reviewer_views.reviewer_login, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("studies/", include("studies.urls")),
+    path("judging/", include("judging.urls")),
     path("healthz", include("studies.health_urls")),
 ]
