@@ -127,7 +127,7 @@ def build_report(
         )
         + ". Per-condition tables and tests count every row (as the published tables do); "
         "pooled statistics (correlations, consistency, reliability) are given on unique reviews too.",
-        "SD is the sample SD (ddof = 1); `sd_pop` (ddof = 0) is what the released Si et al. "
+        "SD is the sample SD (ddof = 1); SD (pop.), with ddof = 0, is what the released Si et al. "
         "scripts print.",
     ]
     if not reviewers:

@@ -47,6 +47,21 @@ def stars(value: Any) -> str:
     return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
 
 
+FACTOR_LABELS = {
+    "source_idea_id": "idea (one id per condition)",
+    "idea_id": "idea",
+    "reviewer_id": "reviewer",
+    "topic": "topic",
+    "residual": "residual",
+}
+
+
+@register.filter
+def factor(name: str) -> str:
+    """A readable label for a grouping column of the analysis frame."""
+    return FACTOR_LABELS.get(name, name)
+
+
 @register.filter
 def get(mapping: Any, key: Any) -> Any:
     try:
