@@ -1,0 +1,1125 @@
+"""How far an LLM judge agrees with the human reviewers, with the humans' own agreement
+beside every figure as the ceiling.
+
+Pure pandas / numpy / scipy: the callers turn ORM rows into the plain frames below.
+
+Input frames
+------------
+``frame`` (the review frame, see `frame.py`)
+    One row per review x condition: review_id, idea_id, condition, topic, reviewer_id and
+    one numeric column per metric (1-10, NaN allowed). Per-idea human means count each
+    review once (`unique_reviews`), so an idea that sits in two conditions is not
+    double-weighted.
+
+``judge_scores`` (one judge run's absolute scores)
+    idea_id, metric, score; optional sample (several samples of one idea are averaged),
+    optional cost (money spent on that row's call). score NaN means the answer could not be
+    parsed: it counts towards the unparseable rate and is otherwise ignored. Per-idea
+    ratings of a pairwise, Swiss, Elo or Bradley-Terry run (IdeaRating) fit the same frame
+    with metric = the rated dimension. `idea_id` must use the frame's idea ids.
+
+``judge_pairs`` (one judge run's pairwise outcomes)
+    idea_a, idea_b, first_shown (equal to idea_a or idea_b), verdict in {"A", "B", "tie",
+    "unparseable"} stated in field terms ("A": idea_a won, whichever side it was shown on),
+    dimension; optional round, len_a / len_b (text lengths of idea_a / idea_b, any unit),
+    cost.
+
+``human_pairs`` (reviewers' pair ratings, one row per task x dimension)
+    reviewer_id, idea_a, idea_b, shown_first (the idea shown first), dimension, choice in
+    {"first", "second", "tie"} as the reviewer saw it.
+
+Conventions
+-----------
+Every function returns a JSON-ready dict (plain floats; NaN, inf and undefined values become
+None). Every block states its n and which rows it used; a statistic that cannot be computed
+is None with a `reason` string beside it rather than an exception. Malformed inputs (missing
+columns, unknown verdicts) raise ValueError naming the problem. Everything random takes a
+`seed` and is reproducible.
+
+A pair of ideas is oriented canonically (x = the id that sorts first as a string, y = the
+other) so that a judge's and a reviewer's verdicts on the same two ideas can be matched.
+Labels are then "x", "y" or "tie".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .consistency import (
+    Rows,
+    inter_reviewer_consistency,
+    krippendorff_alpha,
+    score_matrix,
+)
+from .frame import json_float, require_columns, unique_reviews, validate_frame
+
+JUDGE_SCORE_COLUMNS: tuple[str, ...] = ("idea_id", "metric", "score")
+JUDGE_PAIR_COLUMNS: tuple[str, ...] = ("idea_a", "idea_b", "first_shown", "verdict", "dimension")
+HUMAN_PAIR_COLUMNS: tuple[str, ...] = (
+    "reviewer_id",
+    "idea_a",
+    "idea_b",
+    "shown_first",
+    "dimension",
+    "choice",
+)
+VERDICTS: tuple[str, ...] = ("A", "B", "tie", "unparseable")
+CHOICES: tuple[str, ...] = ("first", "second", "tie")
+LABELS: tuple[str, ...] = ("x", "y", "tie")
+
+NO_LENGTHS = "cannot compute: no text lengths"
+NO_COSTS = "cannot compute: no costs"
+
+# Same tie grid as consistency.py: means of 1-10 scores never differ by less.
+_TIE_DECIMALS = 9
+# Cells (replicates x units) of one batch of splits, to bound memory on large studies.
+_CELLS = 1_000_000
+# Above this many ideas the Kendall bootstrap loops over scipy (O(n log n)) instead of
+# building n x n sign matrices.
+_KENDALL_VECTOR_MAX = 300
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _py(x: Any) -> Any:
+    """A plain Python scalar (ids come out of pandas as numpy scalars)."""
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def _na(reason: str, **extra: Any) -> dict[str, Any]:
+    return {**extra, "estimate": None, "reason": reason}
+
+
+def _interval(values: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
+    v = values[np.isfinite(values)]
+    if v.size < 2:
+        return None, None
+    tail = (1 - confidence) / 2
+    lo, hi = np.quantile(v, [tail, 1 - tail])
+    return json_float(lo), json_float(hi)
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must be in (0, 1)")
+
+
+def _validate_judge_scores(judge_scores: pd.DataFrame) -> None:
+    require_columns(judge_scores, JUDGE_SCORE_COLUMNS)
+    if not pd.api.types.is_numeric_dtype(judge_scores["score"]):
+        raise ValueError("judge score column 'score' must be numeric (NaN = unparseable)")
+
+
+def judge_idea_scores(judge_scores: pd.DataFrame, metric: str) -> pd.Series:
+    """The judge's score per idea for one metric: the mean of its parseable samples."""
+    _validate_judge_scores(judge_scores)
+    rows = judge_scores[(judge_scores["metric"] == metric) & judge_scores["score"].notna()]
+    return rows.groupby("idea_id", sort=True)["score"].mean().astype(float)
+
+
+def human_idea_means(frame: pd.DataFrame, metric: str) -> tuple[pd.Series, pd.Series]:
+    """Per idea: the mean human score and the number of reviews (each review once)."""
+    validate_frame(frame, [metric], require=("review_id", "idea_id"))
+    rows = unique_reviews(frame)
+    rows = rows[rows[metric].notna()]
+    grouped = rows.groupby("idea_id", sort=True)[metric]
+    return grouped.mean().astype(float), grouped.size()
+
+
+def _common(
+    frame: pd.DataFrame, judge_scores: pd.DataFrame, metric: str
+) -> tuple[pd.Index, np.ndarray, np.ndarray, dict[str, Any]]:
+    """Ideas with both a judge score and a human mean, their values and the bookkeeping."""
+    judge = judge_idea_scores(judge_scores, metric)
+    human, n_rev = human_idea_means(frame, metric)
+    common = judge.index.intersection(human.index).sort_values()
+    info = {
+        "metric": metric,
+        "n_ideas": len(common),
+        "n_reviews": int(n_rev.reindex(common).sum()),
+        "n_ideas_without_judge": int(len(human.index.difference(judge.index))),
+        "n_ideas_without_reviews": int(len(judge.index.difference(human.index))),
+    }
+    return common, judge.reindex(common).to_numpy(), human.reindex(common).to_numpy(), info
+
+
+# ------------------------------------------------------------- absolute agreement
+
+
+def _pearson_rows(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Pearson r of each row pair of X and Y (NaN where a row is constant)."""
+    xc = X - X.mean(axis=1, keepdims=True)
+    yc = Y - Y.mean(axis=1, keepdims=True)
+    den = np.sqrt((xc**2).sum(1) * (yc**2).sum(1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (xc * yc).sum(1) / den
+    r[den <= 1e-12] = np.nan
+    return r
+
+
+def _kendall_rows(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Kendall tau-b of each row pair: sum(sx sy) / sqrt(sum sx^2 sum sy^2) over i < j."""
+    n = X.shape[1]
+    if n > _KENDALL_VECTOR_MAX:
+        return np.array([stats.kendalltau(x, y).statistic for x, y in zip(X, Y, strict=True)])
+    iu = np.triu_indices(n, 1)
+    out = []
+    step = max(1, 2_000_000 // max(1, len(iu[0])))
+    for s in range(0, X.shape[0], step):
+        x, y = X[s : s + step], Y[s : s + step]
+        sx = np.sign(x[:, iu[0]] - x[:, iu[1]])
+        sy = np.sign(y[:, iu[0]] - y[:, iu[1]])
+        den = np.sqrt((sx**2).sum(1) * (sy**2).sum(1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tau = (sx * sy).sum(1) / den
+        tau[den == 0] = np.nan
+        out.append(tau)
+    return np.concatenate(out)
+
+
+def _spearman_rows(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    return _pearson_rows(stats.rankdata(X, axis=1), stats.rankdata(Y, axis=1))
+
+
+_CORRELATIONS: dict[
+    str, tuple[Callable[..., Any], Callable[[np.ndarray, np.ndarray], np.ndarray]]
+] = {
+    "spearman": (stats.spearmanr, _spearman_rows),
+    "kendall": (stats.kendalltau, _kendall_rows),
+    "pearson": (stats.pearsonr, _pearson_rows),
+}
+
+
+def correlation_with_ci(
+    x: np.ndarray,
+    y: np.ndarray,
+    method: Literal["spearman", "kendall", "pearson"],
+    *,
+    n_bootstrap: int = 1000,
+    confidence: float = 0.95,
+    rng: np.random.Generator | None = None,
+) -> dict[str, Any]:
+    """One correlation with scipy's estimate and p-value and a percentile bootstrap CI.
+
+    The bootstrap resamples pairs (ideas) with replacement; a resample in which either side
+    is constant has no correlation and is left out (`n_bootstrap_used` says how many were
+    kept). Kendall is tau-b, which corrects for the many ties of 1-10 scores.
+    """
+    _check_confidence(confidence)
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    n = len(x)
+    base = {"method": method, "n": n}
+    if n < 3:
+        return _na(f"needs at least 3 ideas with both a judge and a human score, has {n}", **base)
+    if np.ptp(x) == 0:
+        return _na(f"the judge gives all {n} ideas the same score ({x[0]:g})", **base)
+    if np.ptp(y) == 0:
+        return _na(f"the human mean is the same for all {n} ideas ({y[0]:g})", **base)
+    point, rows_fn = _CORRELATIONS[method]
+    res = point(x, y)
+    out = {
+        **base,
+        "estimate": json_float(res.statistic),
+        "p_value": json_float(res.pvalue),
+        "confidence": confidence,
+        "n_bootstrap": n_bootstrap,
+        "n_bootstrap_used": 0,
+        "ci_low": None,
+        "ci_high": None,
+        "reason": None,
+    }
+    if n_bootstrap > 0:
+        rng = rng if rng is not None else np.random.default_rng(0)
+        idx = rng.integers(0, n, size=(n_bootstrap, n))
+        boot = rows_fn(x[idx], y[idx])
+        out["n_bootstrap_used"] = int(np.isfinite(boot).sum())
+        out["ci_low"], out["ci_high"] = _interval(boot, confidence)
+    return out
+
+
+def _metrics_to_use(
+    frame: pd.DataFrame, judge_scores: pd.DataFrame, metrics: Sequence[str] | None
+) -> list[str]:
+    _validate_judge_scores(judge_scores)
+    judged = list(dict.fromkeys(judge_scores["metric"].dropna()))
+    if metrics is None:
+        metrics = [m for m in judged if m in frame.columns]
+        if not metrics:
+            raise ValueError(
+                f"no judge metric {judged} is a column of the review frame; "
+                f"pass metrics= explicitly"
+            )
+    validate_frame(frame, metrics, require=("review_id", "idea_id"))
+    return list(metrics)
+
+
+def absolute_agreement(
+    frame: pd.DataFrame,
+    judge_scores: pd.DataFrame,
+    metrics: Sequence[str] | None = None,
+    *,
+    n_bootstrap: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Spearman, Kendall tau-b and Pearson between the judge's score and the human mean.
+
+    Units are ideas with at least one parseable judge score and one human review for the
+    metric; each review counts once. CIs are percentile bootstraps over ideas (all three
+    correlations use the same resamples). `metrics=None` takes every judged metric that is
+    a frame column.
+
+    Returns {"metrics", "n_bootstrap", "confidence", "seed", "by_metric": {metric: {metric,
+    n_ideas, n_reviews, n_ideas_without_judge, n_ideas_without_reviews, spearman, kendall,
+    pearson}}}; each correlation is {method, n, estimate, p_value, ci_low, ci_high,
+    n_bootstrap_used, reason}.
+    """
+    metrics = _metrics_to_use(frame, judge_scores, metrics)
+    by_metric: dict[str, Any] = {}
+    for metric in metrics:
+        _, x, y, info = _common(frame, judge_scores, metric)
+        for method in ("spearman", "kendall", "pearson"):
+            info[method] = correlation_with_ci(
+                x,
+                y,
+                method,  # type: ignore[arg-type]
+                n_bootstrap=n_bootstrap,
+                confidence=confidence,
+                rng=np.random.default_rng(seed),
+            )
+        by_metric[metric] = info
+    return {
+        "metrics": metrics,
+        "n_bootstrap": n_bootstrap,
+        "confidence": confidence,
+        "seed": seed,
+        "by_metric": by_metric,
+    }
+
+
+# ----------------------------------------------------- Si et al. consistency, judge
+
+
+def _judge_vs_half_batch(
+    P: np.ndarray, C: np.ndarray, rng: np.random.Generator, top_fraction: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each replicate: (judge accuracy, human-human accuracy) on one random split.
+
+    P is (slots, reps, units) human scores, C (reps, units) the judge's dense score ranks.
+    The reviews of each unit are split as in consistency.py; half B is the "ground truth"
+    for both the judge's picks and half A's picks, so the two accuracies are paired.
+    """
+    _, reps, units = P.shape
+    valid = ~np.isnan(P)
+    n = valid.sum(0)
+    h = n // 2 + ((n % 2 == 1) & (rng.random((reps, units)) < 0.5))
+    need, left = h.copy(), n.copy()
+    sum_a = np.zeros((reps, units))
+    total = np.zeros((reps, units))
+    for slot, ok in zip(P, valid, strict=True):
+        x = np.where(ok, slot, 0.0)
+        take = ok & (rng.random((reps, units)) * left < need)
+        sum_a += x * take
+        total += x
+        need -= take
+        left -= ok
+    mean_a = sum_a / h
+    mean_b = (total - sum_a) / (n - h)
+
+    b = np.round(mean_b, _TIE_DECIMALS)
+    med = np.median(b, axis=-1, keepdims=True)
+    pred_top = (b > med) | ((b == med) & (rng.random((reps, units)) < 0.5))
+    k = int(np.floor(top_fraction * units))
+
+    def accuracy(key: np.ndarray) -> np.ndarray:
+        part = np.argpartition(key, (k - 1, units - k), axis=-1)
+        top = np.take_along_axis(pred_top, part[:, units - k :], axis=-1).sum(-1)
+        bottom = (~np.take_along_axis(pred_top, part[:, :k], axis=-1)).sum(-1)
+        return (top + bottom) / (2 * k)
+
+    # Ties in the ranking are broken at random in every split, so a judge that ties many
+    # ideas at the cut earns chance on them and no more.
+    judge = accuracy(C + rng.random((reps, units)) * 0.5)
+    jitter = rng.random((reps, units)) * 10.0 ** -(_TIE_DECIMALS + 1)
+    human = accuracy(np.round(mean_a, _TIE_DECIMALS) + jitter)
+    return judge, human
+
+
+def _run_batches(
+    make: Callable[[int], tuple[np.ndarray, np.ndarray]],
+    n_reps: int,
+    per_rep: int,
+    rng: np.random.Generator,
+    top_fraction: float,
+    n_units: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean (judge, human) accuracy over `per_rep` splits for each of `n_reps` replicates."""
+    judge_means, human_means = [], []
+    reps_per_chunk = max(1, _CELLS // (per_rep * max(1, n_units)))
+    for s in range(0, n_reps, reps_per_chunk):
+        m = min(reps_per_chunk, n_reps - s)
+        P, C = make(m)
+        j, h = _judge_vs_half_batch(
+            np.repeat(P, per_rep, axis=1), np.repeat(C, per_rep, axis=0), rng, top_fraction
+        )
+        judge_means.append(j.reshape(m, per_rep).mean(1))
+        human_means.append(h.reshape(m, per_rep).mean(1))
+    if not judge_means:
+        return np.empty(0), np.empty(0)
+    return np.concatenate(judge_means), np.concatenate(human_means)
+
+
+def judge_consistency(
+    frame: pd.DataFrame,
+    judge_scores: pd.DataFrame,
+    metric: str = "overall",
+    *,
+    rows: Rows = "all",
+    top_fraction: float = 0.25,
+    n_splits: int = 1000,
+    n_bootstrap: int = 1000,
+    n_permutations: int = 1000,
+    splits_per_resample: int = 10,
+    confidence: float = 0.95,
+    seed: int = 0,
+    ceiling: bool = True,
+) -> dict[str, Any]:
+    """Si et al.'s consistency metric with the judge in the place of one half of the reviewers.
+
+    Units are those of `consistency.score_matrix` (>= 2 reviews; `rows` as there) whose idea
+    the judge scored. In each split the reviews of every unit are halved exactly as for the
+    human-human figure; the judge's ranking picks the top and bottom `top_fraction` of units
+    (ties at the cut broken at random), half B predicts "top" above its median, and the
+    score is the balanced accuracy, averaged over `n_splits` splits. Half A's picks are
+    scored against the same half B, which gives a paired human-human value and the
+    difference judge - human.
+
+    The bootstrap resamples units (each replicate the mean of `splits_per_resample`
+    splits) for CIs of the judge's accuracy and of the paired difference; the permutation
+    null shuffles the judge's scores across units. With `ceiling=True` the human-human
+    value of `inter_reviewer_consistency` on the same units (same seed and settings) is
+    returned under "ceiling".
+
+    Returns: metric, rows, n_units, n_reviews, n_selected, n_units_without_judge,
+    top_fraction, seed, n_splits, balanced_accuracy, split_sd, split_low, split_high,
+    confidence, n_bootstrap, splits_per_resample, ci_low, ci_high, human_same_splits,
+    difference, difference_ci_low, difference_ci_high, n_permutations, null_mean, p_value,
+    chance, judge_constant, ceiling (dict or None), reason (None unless not computable).
+    """
+    _check_confidence(confidence)
+    if not 0 < top_fraction <= 0.5:
+        raise ValueError("top_fraction must be in (0, 0.5]")
+    if n_splits < 1 or splits_per_resample < 1:
+        raise ValueError("n_splits and splits_per_resample must be >= 1")
+    judge = judge_idea_scores(judge_scores, metric)
+    wide = score_matrix(frame, metric, rows=rows)
+    unit_ideas = (
+        wide.index.get_level_values("idea_id") if rows == "all" else wide.index
+    ).to_numpy()
+    has_judge = np.isin(unit_ideas, judge.index.to_numpy())
+    wide, unit_ideas = wide[has_judge], unit_ideas[has_judge]
+    P = wide.to_numpy(float)
+    # Drop slots that are empty for every remaining unit.
+    P = P[:, ~np.all(np.isnan(P), axis=0)] if P.size else P
+    n_units = P.shape[0]
+    J = judge.reindex(unit_ideas).to_numpy(float)
+    k = int(np.floor(top_fraction * n_units))
+    out: dict[str, Any] = {
+        "metric": metric,
+        "rows": rows,
+        "n_units": int(n_units),
+        "n_reviews": int(np.sum(~np.isnan(P))),
+        "n_selected": 2 * k,
+        "n_units_without_judge": int((~has_judge).sum()),
+        "top_fraction": top_fraction,
+        "seed": seed,
+        "n_splits": n_splits,
+        "chance": 0.5,
+        "judge_constant": bool(n_units > 0 and np.ptp(J) == 0),
+        "ceiling": None,
+        "reason": None,
+    }
+    if k < 1:
+        need = int(math.ceil(1 / top_fraction))
+        reason = (
+            "no idea has both a judge score and >= 2 human reviews"
+            if n_units == 0
+            else f"{n_units} units with a judge score and >= 2 reviews are too few to pick a "
+            f"top {top_fraction:.0%} (need at least {need})"
+        )
+        return {**out, "balanced_accuracy": None, "reason": reason}
+
+    rng = np.random.default_rng(seed)
+    codes = np.unique(np.round(J, _TIE_DECIMALS), return_inverse=True)[1].astype(float)
+    slots = P.T[:, None, :]
+
+    def observed(m: int) -> tuple[np.ndarray, np.ndarray]:
+        return np.broadcast_to(slots, (P.shape[1], m, n_units)), np.broadcast_to(
+            codes, (m, n_units)
+        )
+
+    judge_acc, human_acc = _run_batches(observed, n_splits, 1, rng, top_fraction, n_units)
+    acc = float(judge_acc.mean())
+    out.update(
+        {
+            "balanced_accuracy": acc,
+            "split_sd": json_float(judge_acc.std(ddof=1)) if n_splits > 1 else None,
+            "split_low": json_float(np.quantile(judge_acc, 0.025)),
+            "split_high": json_float(np.quantile(judge_acc, 0.975)),
+            "human_same_splits": float(human_acc.mean()),
+            "difference": float(acc - human_acc.mean()),
+            "confidence": confidence,
+            "n_bootstrap": n_bootstrap,
+            "splits_per_resample": splits_per_resample,
+            "ci_low": None,
+            "ci_high": None,
+            "difference_ci_low": None,
+            "difference_ci_high": None,
+            "n_permutations": n_permutations,
+            "null_mean": None,
+            "p_value": None,
+        }
+    )
+    if n_bootstrap > 0:
+
+        def resampled(m: int) -> tuple[np.ndarray, np.ndarray]:
+            idx = rng.integers(0, n_units, size=(m, n_units))
+            return P.T[:, idx], codes[idx]
+
+        bj, bh = _run_batches(
+            resampled, n_bootstrap, splits_per_resample, rng, top_fraction, n_units
+        )
+        out["ci_low"], out["ci_high"] = _interval(bj, confidence)
+        out["difference_ci_low"], out["difference_ci_high"] = _interval(bj - bh, confidence)
+    if n_permutations > 0:
+
+        def permuted(m: int) -> tuple[np.ndarray, np.ndarray]:
+            shuffled = rng.permuted(np.broadcast_to(codes, (m, n_units)), axis=1)
+            return np.broadcast_to(slots, (P.shape[1], m, n_units)), shuffled
+
+        null, _ = _run_batches(
+            permuted, n_permutations, splits_per_resample, rng, top_fraction, n_units
+        )
+        out["null_mean"] = json_float(null.mean())
+        out["p_value"] = float((1 + np.sum(null >= acc - 1e-12)) / (1 + n_permutations))
+    if ceiling:
+        judged = frame[frame["idea_id"].isin(judge.index)]
+        out["ceiling"] = inter_reviewer_consistency(
+            judged,
+            metric,
+            rows=rows,
+            top_fraction=top_fraction,
+            n_splits=n_splits,
+            n_bootstrap=n_bootstrap,
+            n_permutations=0,
+            splits_per_resample=splits_per_resample,
+            confidence=confidence,
+            seed=seed,
+        )
+    return out
+
+
+# ------------------------------------------------------------------------ pairwise
+
+
+def _orient(a: pd.Series, b: pd.Series) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """(x, y, swapped): x the id that sorts first as a string; swapped where x is b."""
+    swapped = a.astype(str) > b.astype(str)
+    x = a.where(~swapped, b)
+    y = b.where(~swapped, a)
+    return x, y, swapped
+
+
+def _validate_pairs(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    require_columns(df, columns)
+    if len(df) and (df["idea_a"].astype(str) == df["idea_b"].astype(str)).any():
+        raise ValueError(f"{what}: a pair compares an idea with itself")
+
+
+def judge_pair_preferences(judge_pairs: pd.DataFrame) -> pd.DataFrame:
+    """The judge's preference per (dimension, pair), summed over both orders and rounds.
+
+    Each parseable verdict scores +1 for the winner's side, 0 for a tie (seed 002's
+    summation); the preference is the side with the positive margin, "tie" at 0 (which is
+    also what a verdict that flips with the order gives). Pairs whose every verdict was
+    unparseable have no preference and are left out.
+
+    Columns: dimension, x, y, margin (x wins - y wins), n_verdicts, n_unparseable,
+    preference in {"x", "y", "tie"}.
+    """
+    _validate_pairs(judge_pairs, JUDGE_PAIR_COLUMNS, "judge_pairs")
+    bad = set(judge_pairs["verdict"].dropna()) - set(VERDICTS)
+    if bad or judge_pairs["verdict"].isna().any():
+        raise ValueError(f"verdict must be one of {VERDICTS}; found {sorted(map(str, bad))}")
+    x, y, swapped = _orient(judge_pairs["idea_a"], judge_pairs["idea_b"])
+    v = judge_pairs["verdict"]
+    a_sign = v.map({"A": 1, "B": -1, "tie": 0, "unparseable": 0}).astype(int)
+    df = pd.DataFrame(
+        {
+            "dimension": judge_pairs["dimension"],
+            "x": x,
+            "y": y,
+            "margin": np.where(swapped, -a_sign, a_sign),
+            "parsed": (v != "unparseable").astype(int),
+            "unparseable": (v == "unparseable").astype(int),
+        }
+    )
+    g = df.groupby(["dimension", "x", "y"], sort=True).agg(
+        margin=("margin", "sum"), n_verdicts=("parsed", "sum"), n_unparseable=("unparseable", "sum")
+    )
+    g = g[g["n_verdicts"] > 0].reset_index()
+    g["preference"] = np.select([g["margin"] > 0, g["margin"] < 0], ["x", "y"], "tie")
+    return g
+
+
+def human_pair_winners(human_pairs: pd.DataFrame) -> pd.DataFrame:
+    """Reviewers' pair ratings in canonical orientation.
+
+    Columns: reviewer_id, dimension, x, y, winner in {"x", "y", "tie"}.
+    """
+    _validate_pairs(human_pairs, HUMAN_PAIR_COLUMNS, "human_pairs")
+    bad = set(human_pairs["choice"].dropna()) - set(CHOICES)
+    if bad or human_pairs["choice"].isna().any():
+        raise ValueError(f"choice must be one of {CHOICES}; found {sorted(map(str, bad))}")
+    shown = human_pairs["shown_first"].astype(str)
+    a, b = human_pairs["idea_a"], human_pairs["idea_b"]
+    if not (shown.eq(a.astype(str)) | shown.eq(b.astype(str))).all():
+        raise ValueError("human_pairs: shown_first must be idea_a or idea_b")
+    first_is_a = shown.eq(a.astype(str))
+    choice = human_pairs["choice"]
+    winner_ab = np.select([choice == "tie", (choice == "first") == first_is_a], ["tie", "a"], "b")
+    x, y, swapped = _orient(a, b)
+    flip = {"a": "y", "b": "x", "tie": "tie"}
+    keep = {"a": "x", "b": "y", "tie": "tie"}
+    winner = [(flip if s else keep)[w] for w, s in zip(winner_ab, swapped.to_numpy(), strict=True)]
+    return pd.DataFrame(
+        {
+            "reviewer_id": human_pairs["reviewer_id"].to_numpy(),
+            "dimension": human_pairs["dimension"].to_numpy(),
+            "x": x.to_numpy(),
+            "y": y.to_numpy(),
+            "winner": winner,
+        }
+    )
+
+
+_SWAP = {"x": "y", "y": "x", "tie": "tie"}
+
+
+def symmetric_kappa(first: Sequence[str], second: Sequence[str]) -> float | None:
+    """Cohen's kappa over {"x", "y", "tie"} with each item counted in both orientations.
+
+    Which idea of a pair is called x is arbitrary, and plain kappa moves with that choice
+    (through the marginals). Counting every item once as is and once with x and y swapped
+    makes the marginals of x and y equal and the value independent of the labelling;
+    observed agreement is unchanged. Equals sklearn's cohen_kappa_score on the doubled
+    lists. None when expected agreement is 1 (every label the same).
+    """
+    f = list(first) + [_SWAP[v] for v in first]
+    s = list(second) + [_SWAP[v] for v in second]
+    n = len(f)
+    if n == 0:
+        return None
+    idx = {lab: i for i, lab in enumerate(LABELS)}
+    cm = np.zeros((3, 3))
+    np.add.at(cm, ([idx[v] for v in f], [idx[v] for v in s]), 1.0)
+    p_o = np.trace(cm) / n
+    p_e = float(cm.sum(1) @ cm.sum(0)) / n**2
+    return None if p_e >= 1 - 1e-12 else json_float((p_o - p_e) / (1 - p_e))
+
+
+def label_agreement(first: Sequence[str], second: Sequence[str]) -> dict[str, Any]:
+    """Accuracy and symmetric kappa of two label lists, with ties and with tied items dropped.
+
+    Returns {n, with_ties: {n, accuracy, kappa}, without_ties: {n, n_dropped, accuracy,
+    kappa}, confusion: 3 x 3 counts (rows first, columns second, order LABELS), labels}.
+    """
+    f, s = np.asarray(first, dtype=object), np.asarray(second, dtype=object)
+    n = len(f)
+    decisive = (f != "tie") & (s != "tie")
+    idx = {lab: i for i, lab in enumerate(LABELS)}
+    cm = np.zeros((3, 3), int)
+    if n:
+        np.add.at(cm, ([idx[v] for v in f], [idx[v] for v in s]), 1)
+    nd = int(decisive.sum())
+    return {
+        "n": n,
+        "with_ties": {
+            "n": n,
+            "accuracy": json_float(np.mean(f == s)) if n else None,
+            "kappa": symmetric_kappa(list(f), list(s)),
+        },
+        "without_ties": {
+            "n": nd,
+            "n_dropped": n - nd,
+            "accuracy": json_float(np.mean(f[decisive] == s[decisive])) if nd else None,
+            "kappa": symmetric_kappa(list(f[decisive]), list(s[decisive])),
+        },
+        "confusion": cm.tolist(),
+        "labels": list(LABELS),
+    }
+
+
+def _human_mean_preferences(
+    prefs: pd.DataFrame, frame: pd.DataFrame, dimension: str
+) -> tuple[list[str], list[str], int]:
+    means, _ = human_idea_means(frame, dimension)
+    mx = prefs["x"].map(means)
+    my = prefs["y"].map(means)
+    ok = mx.notna() & my.notna()
+    dx = np.round(mx[ok].to_numpy(float), _TIE_DECIMALS)
+    dy = np.round(my[ok].to_numpy(float), _TIE_DECIMALS)
+    human = np.select([dx > dy, dx < dy], ["x", "y"], "tie").tolist()
+    return prefs.loc[ok, "preference"].tolist(), human, int((~ok).sum())
+
+
+def _human_human(winners: pd.DataFrame) -> tuple[list[str], list[str], int]:
+    """All unordered reviewer pairs rating the same (dimension, pair), in both rater orders."""
+    first: list[str] = []
+    second: list[str] = []
+    n_pairs = 0
+    for _, grp in winners.groupby(["x", "y"], sort=True):
+        labels = grp["winner"].tolist()
+        if len(labels) < 2:
+            continue
+        n_pairs += 1
+        for i in range(len(labels)):
+            for j in range(i + 1, len(labels)):
+                first.append(labels[i])
+                second.append(labels[j])
+    return first, second, n_pairs
+
+
+def pairwise_agreement(
+    judge_pairs: pd.DataFrame,
+    *,
+    human_pairs: pd.DataFrame | None = None,
+    frame: pd.DataFrame | None = None,
+    dimensions: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The judge's pairwise preferences against reviewers' pair ratings and review means.
+
+    Per dimension:
+    - vs_human_ratings: every reviewer rating of a pair the judge also compared is one item
+      (judge preference vs that reviewer's choice);
+    - vs_human_means (needs `frame` with the dimension as a metric column): every judged
+      pair whose two ideas both have reviews is one item; the humans prefer the idea with
+      the higher mean (equal means are a tie);
+    - human_human: for pairs rated by >= 2 reviewers, every unordered pair of those
+      reviewers is one item; judge_on_same_pairs is the judge against each rating of the
+      same pairs, so the two are on equal footing.
+    Each item block is `label_agreement` (accuracy and symmetric kappa, with and without
+    ties) plus its n. Ratings of pairs the judge never compared are counted in
+    n_ratings_unmatched.
+    """
+    prefs_all = judge_pair_preferences(judge_pairs)
+    winners_all = human_pair_winners(human_pairs) if human_pairs is not None else None
+    if dimensions is None:
+        dimensions = list(dict.fromkeys(prefs_all["dimension"]))
+    by_dim: dict[str, Any] = {}
+    for dim in dimensions:
+        prefs = prefs_all[prefs_all["dimension"] == dim]
+        block: dict[str, Any] = {
+            "dimension": dim,
+            "n_judged_pairs": len(prefs),
+            "judge_tie_rate": json_float((prefs["preference"] == "tie").mean())
+            if len(prefs)
+            else None,
+        }
+        if winners_all is None:
+            block["vs_human_ratings"] = block["human_human"] = _na("no human pair ratings given")
+        else:
+            winners = winners_all[winners_all["dimension"] == dim]
+            merged = winners.merge(prefs[["x", "y", "preference"]], on=["x", "y"], how="left")
+            matched = merged[merged["preference"].notna()]
+            vs = label_agreement(matched["preference"].tolist(), matched["winner"].tolist())
+            vs.update(
+                n_pairs=int(matched[["x", "y"]].drop_duplicates().shape[0]),
+                n_ratings_unmatched=int(merged["preference"].isna().sum()),
+            )
+            if not len(matched):
+                vs["reason"] = "no pair was both judged and rated by a reviewer"
+            block["vs_human_ratings"] = vs
+            f, s, n_multi = _human_human(winners)
+            hh = label_agreement(f, s)
+            # Which of two reviewers is "first" is arbitrary: kappa counts both orders.
+            hh["with_ties"]["kappa"] = symmetric_kappa(f + s, s + f)
+            dec = [(a, b) for a, b in zip(f, s, strict=True) if "tie" not in (a, b)]
+            fd, sd = [a for a, _ in dec], [b for _, b in dec]
+            hh["without_ties"]["kappa"] = symmetric_kappa(fd + sd, sd + fd)
+            hh["n_pairs"] = n_multi
+            if n_multi == 0:
+                hh["reason"] = "no pair was rated by two or more reviewers"
+            multi = winners.groupby(["x", "y"])["winner"].transform("size") >= 2
+            same = merged[multi.to_numpy() & merged["preference"].notna().to_numpy()]
+            hh["judge_on_same_pairs"] = label_agreement(
+                same["preference"].tolist(), same["winner"].tolist()
+            )
+            block["human_human"] = hh
+        if frame is None:
+            block["vs_human_means"] = _na("no review frame given")
+        elif dim not in frame.columns:
+            block["vs_human_means"] = _na(f"the review frame has no metric column {dim!r}")
+        else:
+            j, h, n_missing = _human_mean_preferences(prefs, frame, dim)
+            vm = label_agreement(j, h)
+            vm["n_pairs_without_reviews"] = n_missing
+            if not j:
+                vm["reason"] = "no judged pair has reviews for both ideas"
+            block["vs_human_means"] = vm
+        by_dim[dim] = block
+    return {"dimensions": list(dimensions), "by_dimension": by_dim}
+
+
+# ---------------------------------------------------------------------- top-k overlap
+
+
+def _top_probability(values: np.ndarray, k: int) -> np.ndarray:
+    """P(idea in the top k) when ties at the cut are broken uniformly at random."""
+    v = np.round(values, _TIE_DECIMALS)
+    cut = np.sort(v)[::-1][k - 1]
+    above = v > cut
+    at = v == cut
+    p = above.astype(float)
+    p[at] = (k - above.sum()) / at.sum()
+    return p
+
+
+def top_k_overlap(
+    frame: pd.DataFrame,
+    judge_scores: pd.DataFrame,
+    metric: str = "overall",
+    *,
+    k: float | int = 0.25,
+) -> dict[str, Any]:
+    """How many of the humans' k best ideas are among the judge's k best (Si et al. Table 12).
+
+    Ideas with both a judge score and a human mean take part (n). `k` below 1 is a share
+    of n (floored, at least 1), an integer >= 1 a count. Ties at the cut are broken at
+    random, and the overlap reported is its expectation over those draws (so it can be
+    fractional). Chance is k*k/n (two independent random k-sets); p is the hypergeometric
+    P(overlap >= observed, rounded down) under random selection.
+
+    Returns: metric, n_ideas, k, overlap, share (overlap / k), expected_by_chance, lift
+    (overlap / chance), p_value, n_tied_at_cut_judge, n_tied_at_cut_human, ideas (every idea
+    with a chance to be in either top k: idea_id, judge_score, human_mean, p_judge_top,
+    p_human_top), reason.
+    """
+    common, x, y, info = _common(frame, judge_scores, metric)
+    n = len(common)
+    if isinstance(k, bool) or k <= 0:
+        raise ValueError("k must be a share in (0, 1) or a count >= 1")
+    kk = int(k) if k >= 1 else max(1, int(math.floor(k * n)))
+    base = {**info, "k": kk, "k_requested": k}
+    if n == 0:
+        return {**base, "overlap": None, "reason": "no idea has both a judge and a human score"}
+    if kk >= n:
+        return {**base, "overlap": None, "reason": f"k = {kk} is not below the {n} ideas"}
+    pj, ph = _top_probability(x, kk), _top_probability(y, kk)
+    overlap = float(pj @ ph)
+    chance = kk * kk / n
+    show = (pj > 0) | (ph > 0)
+    ideas = [
+        {
+            "idea_id": _py(i),
+            "judge_score": json_float(a),
+            "human_mean": json_float(b),
+            "p_judge_top": json_float(p),
+            "p_human_top": json_float(q),
+        }
+        for i, a, b, p, q in zip(common[show], x[show], y[show], pj[show], ph[show], strict=True)
+    ]
+    return {
+        **base,
+        "overlap": overlap,
+        "share": overlap / kk,
+        "expected_by_chance": chance,
+        "lift": overlap / chance,
+        "p_value": json_float(stats.hypergeom.sf(math.floor(overlap + 1e-9) - 1, n, kk, kk)),
+        "n_tied_at_cut_judge": int(((pj > 0) & (pj < 1)).sum()),
+        "n_tied_at_cut_human": int(((ph > 0) & (ph < 1)).sum()),
+        "ideas": ideas,
+        "reason": None,
+    }
+
+
+# ------------------------------------------------------------------ diagnostics
+
+
+def _rate(hits: np.ndarray, what: str) -> dict[str, Any]:
+    n = int(hits.size)
+    if n == 0:
+        return {"n": 0, "rate": None, "p_value": None, "reason": f"no {what}"}
+    k = int(hits.sum())
+    return {
+        "n": n,
+        "k": k,
+        "rate": k / n,
+        "p_value": json_float(stats.binomtest(k, n, 0.5).pvalue),
+        "reason": None,
+    }
+
+
+def _winner_ids(pairs: pd.DataFrame) -> pd.Series:
+    return pairs["idea_a"].where(pairs["verdict"] == "A", pairs["idea_b"])
+
+
+def _cost_per_idea(df: pd.DataFrame | None, idea_columns: Sequence[str]) -> dict[str, Any]:
+    if df is None or "cost" not in df.columns:
+        return {"value": None, "total_cost": None, "n_ideas": None, "reason": NO_COSTS}
+    ideas = pd.unique(pd.concat([df[c] for c in idea_columns], ignore_index=True))
+    total = float(pd.to_numeric(df["cost"], errors="coerce").fillna(0).sum())
+    n = len(ideas)
+    return {
+        "value": total / n if n else None,
+        "total_cost": total,
+        "n_ideas": n,
+        "reason": None if n else "no ideas judged",
+    }
+
+
+def judge_diagnostics(
+    *,
+    judge_pairs: pd.DataFrame | None = None,
+    judge_scores: pd.DataFrame | None = None,
+    lengths: Mapping[Any, float] | pd.Series | None = None,
+) -> dict[str, Any]:
+    """Biases and failure rates of one judge run, from whatever of its outputs is given.
+
+    Pairwise (`judge_pairs`):
+    - position_consistency: verdicts on the same pair and dimension (and round) shown in
+      both orders, matched one to one; consistent when both name the same winner or both
+      say tie. n = matched couples with both verdicts parseable.
+    - first_position_win_rate: share of decisive verdicts won by the idea shown first
+      (0.5 = no position bias), with a two-sided binomial p.
+    - longer_text_win_rate: share of decisive verdicts between texts of unequal length won
+      by the longer text; lengths from columns len_a / len_b or `lengths` (idea id ->
+      length). Without lengths: None with reason "cannot compute: no text lengths".
+    - tie_rate and unparseable_rate over all verdicts.
+    Direct (`judge_scores`): unparseable_rate over all rows (score NaN).
+    cost_per_idea: total `cost` over distinct ideas judged, per output; needs a cost column.
+    """
+    out: dict[str, Any] = {}
+    if judge_pairs is not None:
+        _validate_pairs(judge_pairs, JUDGE_PAIR_COLUMNS, "judge_pairs")
+        jp = judge_pairs.reset_index(drop=True)
+        n_all = len(jp)
+        parsed = jp[jp["verdict"] != "unparseable"]
+        decisive = parsed[parsed["verdict"].isin(["A", "B"])]
+        winner = _winner_ids(decisive).astype(str)
+
+        # Position consistency: the i-th showing in one order against the i-th in the other.
+        x, y, _ = _orient(parsed["idea_a"], parsed["idea_b"])
+        keys = ["dimension", *(["round"] if "round" in parsed.columns else [])]
+        result = np.where(
+            parsed["verdict"] == "tie",
+            "tie",
+            _winner_ids(parsed).astype(str),
+        )
+        first_is_x = parsed["first_shown"].astype(str).to_numpy() == x.astype(str).to_numpy()
+        couples = pd.DataFrame(
+            {
+                **{c: parsed[c].to_numpy() for c in keys},
+                "x": x.astype(str).to_numpy(),
+                "y": y.astype(str).to_numpy(),
+                "first_is_x": first_is_x,
+                "result": result,
+            }
+        )
+        couples["nth"] = couples.groupby([*keys, "x", "y", "first_is_x"]).cumcount()
+        a = couples[couples["first_is_x"]]
+        b = couples[~couples["first_is_x"]]
+        both = a.merge(b, on=[*keys, "x", "y", "nth"], suffixes=("_1", "_2"))
+        pos = _rate(
+            (both["result_1"] == both["result_2"]).to_numpy(),
+            "pair judged in both orders with parseable verdicts",
+        )
+        pos.pop("p_value")
+        pos["consistency"] = pos.pop("rate")
+
+        first_win = _rate(
+            (winner.to_numpy() == decisive["first_shown"].astype(str).to_numpy()),
+            "decisive verdict",
+        )
+
+        len_a = len_b = None
+        if {"len_a", "len_b"} <= set(jp.columns):
+            len_a = pd.to_numeric(decisive["len_a"], errors="coerce")
+            len_b = pd.to_numeric(decisive["len_b"], errors="coerce")
+        elif lengths is not None:
+            lmap = pd.Series(lengths)
+            len_a = decisive["idea_a"].map(lmap).astype(float)
+            len_b = decisive["idea_b"].map(lmap).astype(float)
+        if len_a is None or len_b is None:
+            longer: dict[str, Any] = {"n": 0, "rate": None, "p_value": None, "reason": NO_LENGTHS}
+        else:
+            ok = (len_a.notna() & len_b.notna() & (len_a != len_b)).to_numpy()
+            a_longer = (len_a > len_b).to_numpy()
+            a_won = (decisive["verdict"] == "A").to_numpy()
+            longer = _rate(
+                (a_longer == a_won)[ok], "decisive verdict between texts of unequal length"
+            )
+        out["pairwise"] = {
+            "n_verdicts": n_all,
+            "n_parseable": len(parsed),
+            "n_decisive": len(decisive),
+            "unparseable_rate": json_float((jp["verdict"] == "unparseable").mean())
+            if n_all
+            else None,
+            "tie_rate": json_float((parsed["verdict"] == "tie").mean()) if len(parsed) else None,
+            "position_consistency": pos,
+            "first_position_win_rate": first_win,
+            "longer_text_win_rate": longer,
+            "cost_per_idea": _cost_per_idea(jp, ["idea_a", "idea_b"]),
+        }
+    if judge_scores is not None:
+        _validate_judge_scores(judge_scores)
+        n = len(judge_scores)
+        out["direct"] = {
+            "n_rows": n,
+            "n_unparseable": int(judge_scores["score"].isna().sum()),
+            "unparseable_rate": json_float(judge_scores["score"].isna().mean()) if n else None,
+            "cost_per_idea": _cost_per_idea(judge_scores, ["idea_id"]),
+        }
+    if not out:
+        raise ValueError("judge_diagnostics needs judge_pairs, judge_scores or both")
+    return out
+
+
+# ---------------------------------------------------------------- Krippendorff
+
+
+def _alpha_block(df: pd.DataFrame, metric: str, level: str) -> dict[str, Any]:
+    rows = unique_reviews(df)
+    rows = rows[rows[metric].notna()]
+    m = rows.groupby("idea_id").size()
+    pairable = m[m >= 2]
+    alpha = krippendorff_alpha(df, metric, level, rows="unique")  # type: ignore[arg-type]
+    return {
+        "alpha": json_float(alpha),
+        "n_units": len(pairable),
+        "n_values": int(pairable.sum()),
+        "reason": None if math.isfinite(alpha) else "no variation or no unit with 2 values",
+    }
+
+
+def krippendorff_with_judges(
+    frame: pd.DataFrame,
+    judges: Mapping[str, pd.DataFrame],
+    metric: str = "overall",
+    *,
+    level: Literal["ordinal", "interval", "nominal"] = "ordinal",
+) -> dict[str, Any]:
+    """Krippendorff's alpha among the reviewers, then with each judge as one more rater.
+
+    Units are ideas (each review once); a unit needs two values to count, so adding a
+    judge can bring in ideas that had a single review, and n_units / n_values say so. The
+    judge's value for an idea is the mean of its parseable samples; judge scores of ideas
+    nobody reviewed carry no pairs and are left out. Ordinal alpha compares values by
+    their rank in the pooled distribution, so a judge on another scale than the reviewers
+    (1-5 against 1-10) should be rescaled first; `outside_human_range` flags it.
+
+    Returns {metric, level, humans: {alpha, n_units, n_values, reason}, judges: {name:
+    {alpha, n_units, n_values, delta (alpha - human alpha), n_judged_ideas,
+    outside_human_range, reason}}}.
+    """
+    validate_frame(frame, [metric], require=("review_id", "idea_id"))
+    human = _alpha_block(frame, metric, level)
+    lo, hi = frame[metric].min(), frame[metric].max()
+    out: dict[str, Any] = {"metric": metric, "level": level, "humans": human, "judges": {}}
+    reviewed = set(frame.loc[frame[metric].notna(), "idea_id"])
+    for name, scores in judges.items():
+        j = judge_idea_scores(scores, metric)
+        j = j[j.index.isin(reviewed)]
+        extra = pd.DataFrame(
+            {
+                "review_id": [f"judge:{name}:{i}" for i in j.index],
+                "idea_id": j.index,
+                "condition": "(judge)",
+                metric: j.to_numpy(float),
+            }
+        )
+        combined = pd.concat([frame[["review_id", "idea_id", "condition", metric]], extra])
+        block = _alpha_block(combined, metric, level)
+        block["n_judged_ideas"] = len(j)
+        block["outside_human_range"] = bool(len(j) and ((j < lo).any() or (j > hi).any()))
+        block["delta"] = (
+            json_float(block["alpha"] - human["alpha"])
+            if block["alpha"] is not None and human["alpha"] is not None
+            else None
+        )
+        if not len(j):
+            block["reason"] = "the judge scored none of the reviewed ideas"
+        out["judges"][name] = block
+    return out
+
+
+# ------------------------------------------------------------------- one judge run
+
+
+def judge_agreement(
+    frame: pd.DataFrame,
+    *,
+    judge_scores: pd.DataFrame | None = None,
+    judge_pairs: pd.DataFrame | None = None,
+    human_pairs: pd.DataFrame | None = None,
+    metrics: Sequence[str] | None = None,
+    lengths: Mapping[Any, float] | pd.Series | None = None,
+    rows: Rows = "all",
+    top_fraction: float = 0.25,
+    top_k: float | int = 0.25,
+    n_splits: int = 1000,
+    n_bootstrap: int = 1000,
+    n_permutations: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Every per-judge statistic of this module for one judge run, in one JSON-ready dict.
+
+    Keys: absolute, consistency ({metric: judge_consistency}), top_k ({metric:
+    top_k_overlap}) when `judge_scores` is given (a pairwise run passes its per-idea
+    ratings there); pairwise when `judge_pairs` is given; diagnostics always. Krippendorff's
+    alpha pools several judges and is computed by `krippendorff_with_judges`.
+    """
+    out: dict[str, Any] = {}
+    if judge_scores is not None:
+        used = _metrics_to_use(frame, judge_scores, metrics)
+        out["absolute"] = absolute_agreement(
+            frame,
+            judge_scores,
+            used,
+            n_bootstrap=n_bootstrap,
+            confidence=confidence,
+            seed=seed,
+        )
+        out["consistency"] = {
+            m: judge_consistency(
+                frame,
+                judge_scores,
+                m,
+                rows=rows,
+                top_fraction=top_fraction,
+                n_splits=n_splits,
+                n_bootstrap=n_bootstrap,
+                n_permutations=n_permutations,
+                confidence=confidence,
+                seed=seed,
+            )
+            for m in used
+        }
+        out["top_k"] = {m: top_k_overlap(frame, judge_scores, m, k=top_k) for m in used}
+    if judge_pairs is not None:
+        out["pairwise"] = pairwise_agreement(
+            judge_pairs, human_pairs=human_pairs, frame=frame, dimensions=metrics
+        )
+    out["diagnostics"] = judge_diagnostics(
+        judge_pairs=judge_pairs, judge_scores=judge_scores, lengths=lengths
+    )
+    return out
