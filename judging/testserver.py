@@ -24,6 +24,13 @@ the first calls (`script=[429, 429, 500]`), `fail_first` × `fail_status`, a see
 that makes the answer unparseable) and `garbage_rate`, `position_bias` (share of
 pairwise answers that say A whatever the ideas), `think` (wrap answers in
 `<think>…</think>`).
+
+Style normalization (`studies.protocol.normalization`, recognised by its system prompt):
+the proposal in the user message comes back re-rendered into the seven-section template
+(`normalize_style="template"`, the default) or unchanged (`"echo"`). Content faults:
+`normalize_drop` lists words or numbers deleted from every rewrite that has them (a
+rewrite that "forgets" GPT-4 or 42), and `normalize_refuse_when` a substring of the
+proposal that gets a refusal instead of a rewrite.
 """
 
 from __future__ import annotations
@@ -64,6 +71,9 @@ class Rules:
     pairwise_rule: str = "longer"
     think: bool = False
     seed: int = 0
+    normalize_style: str = "template"
+    normalize_drop: list[str] = field(default_factory=list)
+    normalize_refuse_when: str = ""
 
 
 def _h(*parts: str) -> int:
@@ -93,10 +103,32 @@ def _formalise(text: str) -> dict[str, Any]:
     }
 
 
+_NORMALIZE_MARK = "copy editor for a study in which experts review research proposals"
+
+
+def _normalize(proposal: str, rules: Rules) -> str:
+    if rules.normalize_refuse_when and rules.normalize_refuse_when in proposal:
+        return "I'm sorry, but I can't help with rewriting this proposal."
+    text = proposal
+    if rules.normalize_style == "template":
+        # Pure Python (no Django): the same parser the app uses, so sections survive.
+        from studies.protocol.template import parse_sections, render_sections
+
+        parsed = parse_sections(proposal)
+        if parsed.sections:
+            text = render_sections(parsed.sections)
+    for word in rules.normalize_drop:
+        text = re.sub(rf"(?<![\w.-]){re.escape(word)}(?![\w-]|\.\d)\s?", "", text)
+    return text
+
+
 def answer_for(messages: list[dict[str, Any]], rules: Rules, rng: random.Random) -> str:
     """The scripted answer to a chat request (without faults)."""
     user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
     user = str(user)
+    system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+    if _NORMALIZE_MARK in system:
+        return _normalize(user, rules)
     blocks = _BLOCK.findall(user)
     if "Restate the research idea below in four parts" in user and blocks:
         return json.dumps(_formalise(blocks[0]))

@@ -72,6 +72,13 @@ class Study(models.Model):
     closed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
+    # Idea preparation: the judge that normalises the ideas' style, and the owner's
+    # recorded reason for opening although conditions differ in ideas per topic.
+    normalization_config = models.ForeignKey(
+        "judging.JudgeConfig", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    topic_mismatch_reason = models.TextField(blank=True)
+    topic_mismatch_reason_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -160,6 +167,9 @@ class Idea(models.Model):
     author_institution = models.CharField(max_length=300, blank=True)
     conditions = models.ManyToManyField(Condition, through="IdeaCondition", related_name="ideas")
     created_at = models.DateTimeField(default=timezone.now)
+    # Names of the automatic checks the current rewrite failed ("llm_error" when the
+    # call itself failed), so lists can show and filter them without the results.
+    normalization_flags = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["id"]
@@ -175,6 +185,29 @@ class Idea(models.Model):
         }:
             return self.normalized_text
         return ""
+
+    def section_status(self) -> dict[str, list[str]]:
+        """Template sections found (with text), missing, and present but empty."""
+        from .protocol.template import SECTION_KEYS
+
+        sections = self.sections or {}
+        return {
+            "found": [k for k in SECTION_KEYS if (sections.get(k) or "").strip()],
+            "missing": [k for k in SECTION_KEYS if k not in sections],
+            "empty": [k for k in SECTION_KEYS if k in sections and not (sections[k] or "").strip()],
+        }
+
+    def word_count(self) -> int:
+        from .protocol.template import word_count
+
+        return word_count(self.raw_text)
+
+    def is_excluded(self) -> bool:
+        return hasattr(self, "exclusion")
+
+    def is_text_locked(self) -> bool:
+        """Once reviewers have the idea, its approved text may not change under them."""
+        return self.assignments.exclude(status="withdrawn").exists()
 
 
 class IdeaCondition(models.Model):
@@ -607,3 +640,158 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verb} at {self.at:%Y-%m-%d %H:%M}"
+
+
+# --- Idea preparation (issue 4): intake, topic matching, duplicates, normalization ------
+
+
+class IdeaUpload(models.Model):
+    """An uploaded idea file kept between "show me the problems" and "import the valid
+    rows", so the owner does not upload it twice. Deleted once imported."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="idea_uploads")
+    name = models.CharField(max_length=300)
+    data = models.BinaryField()
+    sha256 = models.CharField(max_length=64)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"upload {self.name}"
+
+
+class IdeaExclusion(models.Model):
+    """An idea left out of the study (topic matching, or a duplicate). Rows stay so the
+    decision is visible and reversible; an idea is excluded while its row exists."""
+
+    idea = models.OneToOneField(Idea, on_delete=models.CASCADE, related_name="exclusion")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="idea_exclusions")
+    reason = models.CharField(max_length=300)
+    seed = models.BigIntegerField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"idea {self.idea_id} left out: {self.reason}"
+
+
+class DuplicatePair(models.Model):
+    """A near-duplicate pair found by one duplicate-check job (idea_a.pk < idea_b.pk)."""
+
+    job = models.ForeignKey(JobRun, on_delete=models.CASCADE, related_name="duplicate_pairs")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="duplicate_pairs")
+    idea_a = models.ForeignKey(Idea, on_delete=models.CASCADE, related_name="+")
+    idea_b = models.ForeignKey(Idea, on_delete=models.CASCADE, related_name="+")
+    cosine = models.FloatField()
+    scope = models.CharField(max_length=8)  # "within" or "across" conditions
+
+    class Meta:
+        ordering = ["-cosine", "idea_a_id", "idea_b_id"]
+
+    def __str__(self) -> str:
+        return f"{self.idea_a_id}~{self.idea_b_id} ({self.cosine:.3f})"
+
+
+class NormalizationResult(models.Model):
+    """One attempt at rewriting an idea into the house style, and what became of it.
+
+    The prompt's version and hash, the model and the recorded LLM call travel with the
+    result, so a sign-off can always be traced to exactly what produced the text.
+    """
+
+    class Status(models.TextChoices):
+        PROPOSED = "proposed", "Proposed"
+        FAILED = "failed", "LLM call failed"
+        APPROVED = "approved", "Approved"
+        EDITED = "edited", "Edited and approved"
+        REJECTED = "rejected", "Rejected"
+        SUPERSEDED = "superseded", "Superseded by a re-run"
+
+    idea = models.ForeignKey(Idea, on_delete=models.CASCADE, related_name="normalization_results")
+    job = models.ForeignKey(
+        JobRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    config = models.ForeignKey(
+        "judging.JudgeConfig", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    call = models.ForeignKey(
+        "judging.LLMCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    prompt_version = models.CharField(max_length=100)
+    prompt_hash = models.CharField(max_length=64)
+    model = models.CharField(max_length=200, blank=True)
+    source_text = models.TextField(help_text="The idea text that was sent.")
+    output_text = models.TextField(blank=True, help_text="The rewrite, cleaned of fences.")
+    checks = models.JSONField(default=list, blank=True)
+    failed_checks = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROPOSED)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    final_text = models.TextField(blank=True, help_text="What was approved (edited or not).")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"normalization {self.pk} of idea {self.idea_id} ({self.status})"
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [c for c in self.checks if not c.get("passed")]
+
+
+class IdeaRevision(models.Model):
+    """Every text an idea was approved with, numbered. Reviewers see the latest one; the
+    sign-off refuses a new one once the idea is assigned, so they all see the same."""
+
+    idea = models.ForeignKey(Idea, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    text = models.TextField()
+    kind = models.CharField(max_length=16)  # approved / edited
+    result = models.ForeignKey(
+        NormalizationResult, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["idea", "number"], name="unique_idea_revision")
+        ]
+        ordering = ["idea", "number"]
+
+    def __str__(self) -> str:
+        return f"revision {self.number} of idea {self.idea_id}"
+
+
+class LeakageExport(models.Model):
+    """Shuffled normalised texts for a blind "human or AI?" test; the key stays here."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="leakage_exports")
+    seed = models.BigIntegerField()
+    key = models.JSONField(default=list)  # [{code, idea_id, public_id, conditions, kind}]
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"leakage export {self.pk} of {self.study_id}"

@@ -444,8 +444,10 @@ def assignment_plan(
     fixed_idea_ids = {a.idea_id for a in fixed_rows}
     ideas = [
         i
-        for i in study.ideas.select_related("topic").order_by("pk")
-        if i.normalization_status in reviewable or i.pk in fixed_idea_ids
+        # Ideas left out by topic matching are not assigned (unless already reviewed).
+        for i in study.ideas.select_related("topic", "exclusion").order_by("pk")
+        if (i.normalization_status in reviewable and not i.is_excluded())
+        or i.pk in fixed_idea_ids
     ]
     skipped = study.ideas.count() - len(ideas)
     idea_by_id: dict[str, Idea] = {}
@@ -633,6 +635,15 @@ def assignment_commit(
         )
         study.assignment_seed = params["seed"]
         if study.status in (Study.Status.DRAFT, Study.Status.PREPARING):
+            # Committing work opens the study, so it must pass the same gate as the
+            # "Open for review" button: topics matched (or a reason) and text signed off.
+            from .ideaprep import study_readiness
+
+            reasons = study_readiness(study=study)
+            if reasons:
+                raise RecruitmentError(
+                    "the study cannot open for review yet: " + "; ".join(reasons)
+                )
             study.status = Study.Status.REVIEWING
         study.save(update_fields=["assignment_seed", "status", "updated_at"])
         job.params = {**params, "committed_at": timezone.now().isoformat()}
@@ -865,7 +876,7 @@ def pair_tasks_create(
     rng = random.Random(seed)
     reviewable = [Idea.NormalizationStatus.APPROVED, Idea.NormalizationStatus.EDITED]
     ideas = list(
-        study.ideas.filter(normalization_status__in=reviewable)
+        study.ideas.filter(normalization_status__in=reviewable, exclusion__isnull=True)
         .select_related("topic")
         .prefetch_related("memberships__condition")
     )

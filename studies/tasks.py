@@ -37,3 +37,36 @@ def build_report(job_id: int) -> None:
         job_finish(job=job, error=f"{type(exc).__name__}: {exc}")
         raise
     job_finish(job=job)
+
+
+# --- idea preparation (issue 4) -------------------------------------------------------
+
+
+def _run_job(job_id: int, work: Any) -> None:
+    """Claim a job row, run `work(job)`, and leave the outcome in the row."""
+    from .services import job_finish
+
+    job = JobRun.objects.select_related("study").get(pk=job_id)
+    if job.status not in (JobRun.Status.QUEUED, JobRun.Status.RUNNING):
+        return
+    try:
+        work(job)
+    except Exception as exc:  # the row must say what failed; Celery logs the traceback
+        log.exception("%s job %s failed", job.kind, job_id)
+        job_finish(job=job, error=f"{type(exc).__name__}: {exc}")
+        raise
+    job_finish(job=job)
+
+
+@shared_task(soft_time_limit=1800, time_limit=1900)
+def find_duplicates(job_id: int) -> None:
+    from .ideaprep import duplicates_find
+
+    _run_job(job_id, lambda job: duplicates_find(job=job))
+
+
+@shared_task(soft_time_limit=6 * 3600, time_limit=6 * 3600 + 120)
+def normalize_ideas(job_id: int) -> None:
+    from .ideaprep import normalization_run
+
+    _run_job(job_id, lambda job: normalization_run(job=job))

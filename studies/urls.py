@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import owner_views, reviewer_views, views
+from . import ideas_views, owner_views, reviewer_views, views
 
 app_name = "studies"
 
@@ -88,5 +88,54 @@ urlpatterns = [
         "<slug:slug>/pair-tasks/upload/",
         owner_views.pair_tasks_upload_view,
         name="pair_tasks_upload",
+    ),
+    # Idea preparation (owner only): intake, sections, topic matching, duplicates,
+    # style normalization and its sign-off, the leakage-check export.
+    path("<slug:slug>/ideas/", ideas_views.ideas_list, name="ideas_list"),
+    path("<slug:slug>/ideas/import/", ideas_views.ideas_import_view, name="ideas_import"),
+    path("<slug:slug>/ideas/topics/", ideas_views.topic_matching, name="topic_matching"),
+    path(
+        "<slug:slug>/ideas/topics/apply/",
+        ideas_views.topic_matching_apply,
+        name="topic_matching_apply",
+    ),
+    path("<slug:slug>/ideas/topics/reason/", ideas_views.topic_reason, name="topic_reason"),
+    path("<slug:slug>/ideas/open/", ideas_views.study_open_view, name="study_open"),
+    path("<slug:slug>/ideas/duplicates/", ideas_views.duplicates, name="duplicates"),
+    path("<slug:slug>/ideas/duplicates/run/", ideas_views.duplicates_run, name="duplicates_run"),
+    path("<slug:slug>/ideas/normalization/", ideas_views.normalization, name="normalization"),
+    path(
+        "<slug:slug>/ideas/normalization/config/",
+        ideas_views.normalization_config,
+        name="normalization_config",
+    ),
+    path(
+        "<slug:slug>/ideas/normalization/run/",
+        ideas_views.normalization_start,
+        name="normalization_start",
+    ),
+    path("<slug:slug>/ideas/jobs/<int:job_id>/", ideas_views.ideas_job_status, name="ideas_job"),
+    path("<slug:slug>/ideas/leakage/", ideas_views.leakage, name="leakage"),
+    path(
+        "<slug:slug>/ideas/leakage/<int:export_id>/<str:kind>.csv",
+        ideas_views.leakage_download,
+        name="leakage_download",
+    ),
+    path("<slug:slug>/ideas/<int:idea_id>/row/", ideas_views.idea_row, name="idea_row"),
+    path(
+        "<slug:slug>/ideas/<int:idea_id>/sections/",
+        ideas_views.idea_sections,
+        name="idea_sections",
+    ),
+    path(
+        "<slug:slug>/ideas/<int:idea_id>/include/",
+        ideas_views.idea_include_view,
+        name="idea_include",
+    ),
+    path("<slug:slug>/ideas/<int:idea_id>/signoff/", ideas_views.idea_signoff, name="idea_signoff"),
+    path(
+        "<slug:slug>/ideas/<int:idea_id>/signoff/decide/",
+        ideas_views.idea_decide,
+        name="idea_decide",
     ),
 ]

@@ -1,0 +1,149 @@
+"""Forms for the idea-preparation pages. They validate; `ideaprep` services save."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from judging.models import JudgeConfig
+
+from .models import Condition, Study
+from .protocol.template import SECTIONS
+
+
+class IdeaUploadForm(forms.Form):
+    file = forms.FileField(
+        required=False,
+        help_text="CSV or JSONL (title, topic, condition(s), text or one column per "
+        "section, author institution), a zip of Markdown files with front matter, or one "
+        "Markdown file.",
+    )
+    staged = forms.IntegerField(required=False, widget=forms.HiddenInput)
+    import_valid_rows = forms.BooleanField(
+        required=False, label="Import the valid rows and skip the ones with problems"
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not data.get("file") and not data.get("staged"):
+            raise forms.ValidationError("Choose a file to upload.")
+        return data
+
+
+class IdeaPasteForm(forms.Form):
+    external_id = forms.CharField(max_length=200, label="External id")
+    title = forms.CharField(max_length=500, required=False)
+    topic = forms.ChoiceField()
+    conditions = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple)
+    institution = forms.CharField(max_length=300, required=False, label="Author institution")
+    text = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 14}),
+        help_text="The proposal, ideally under the seven section headings.",
+    )
+
+    def __init__(self, *args: Any, study: Study, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        topic_field: Any = self.fields["topic"]
+        topic_field.choices = [(t.name, t.name) for t in study.topics.all()]
+        condition_field: Any = self.fields["conditions"]
+        condition_field.choices = [(c.key, c.key) for c in study.conditions.all()]
+
+
+class TopicForm(forms.Form):
+    name = forms.CharField(max_length=120, label="New topic")
+
+
+class ConditionForm(forms.Form):
+    key = forms.CharField(max_length=64, label="New condition")
+    kind = forms.ChoiceField(choices=Condition.Kind.choices)
+
+
+class SectionsForm(forms.Form):
+    """One text box per template section."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for section in SECTIONS:
+            rows = 1 if section.key == "title" else 4
+            self.fields[section.key] = forms.CharField(
+                label=section.heading,
+                required=False,
+                widget=forms.Textarea(attrs={"rows": rows}),
+                help_text=section.guidance,
+            )
+
+
+class TopicReasonForm(forms.Form):
+    reason = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Why the study may open with unequal counts (empty to withdraw it).",
+    )
+
+
+class TopicApplyForm(forms.Form):
+    seed = forms.IntegerField()
+    idea_ids = forms.CharField(widget=forms.HiddenInput)
+
+    def clean_idea_ids(self) -> list[int]:
+        raw = self.cleaned_data["idea_ids"]
+        try:
+            return [int(x) for x in raw.split(",") if x.strip()]
+        except ValueError as exc:
+            raise forms.ValidationError("not a list of idea ids") from exc
+
+
+class DuplicatesForm(forms.Form):
+    threshold = forms.FloatField(min_value=0.01, max_value=0.99, initial=0.8)
+
+
+class ConfigChoiceForm(forms.Form):
+    config = forms.ModelChoiceField(
+        queryset=JudgeConfig.objects.filter(is_baseline=False),
+        required=False,
+        empty_label="— none —",
+        label="Judge config",
+    )
+
+
+class ConfigCreateForm(forms.Form):
+    name = forms.CharField(max_length=120)
+    base_url = forms.CharField(
+        max_length=500, required=False, help_text="Empty: OPENAI_BASE_URL from the settings."
+    )
+    model = forms.CharField(
+        max_length=200, required=False, help_text="Empty: OPENAI_MODEL from the settings."
+    )
+    api_key_env = forms.CharField(
+        max_length=100,
+        initial="OPENAI_API_KEY",
+        help_text="Name of the environment variable holding the key (never the key).",
+    )
+    concurrency = forms.IntegerField(min_value=1, max_value=64, initial=4)
+    timeout_seconds = forms.FloatField(min_value=1, initial=120)
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        if JudgeConfig.objects.filter(name=name).exists():
+            raise forms.ValidationError("a judge config with this name exists; choose it above")
+        return name
+
+
+class DecisionForm(forms.Form):
+    action = forms.ChoiceField(
+        choices=[
+            ("approve", "Approve"),
+            ("edit", "Save my edit and approve"),
+            ("rerun", "Re-run"),
+            ("reject", "Reject"),
+        ]
+    )
+    text = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 20}))
+    reason = forms.CharField(required=False, max_length=2000)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("action") == "edit" and not (data.get("text") or "").strip():
+            self.add_error("text", "Write the edited text to approve.")
+        return data

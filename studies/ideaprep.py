@@ -1,0 +1,1042 @@
+"""Preparing a study's ideas before any reviewer sees them (issue 4).
+
+Intake (files, folders, a paste) into the seven-section template, topic matching across
+conditions, near-duplicate detection, style normalization by an LLM with automatic
+checks, and the owner's sign-off of every rewrite. Keyword-only `<entity>_<action>`
+functions, as in `services.py`; the pure parts live in `studies/protocol` and
+`studies/embeddings.py`, the HTTP in `judging/client.py`.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import logging
+import random
+import secrets
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from django.db import transaction
+from django.db.models import Prefetch, QuerySet
+from django.utils import timezone
+
+from judging.client import Attempt, JudgeNotConfigured, Prepared, lookup, prepare, record, send
+from judging.models import JudgeConfig, LLMCall
+
+from .models import (
+    Condition,
+    DuplicatePair,
+    Idea,
+    IdeaCondition,
+    IdeaExclusion,
+    IdeaRevision,
+    IdeaUpload,
+    ImportBatch,
+    JobRun,
+    LeakageExport,
+    NormalizationResult,
+    Study,
+    Topic,
+)
+from .protocol.ideafiles import IdeaBatch, IdeaRecord, read_batch, read_pasted, read_path
+from .protocol.normalization import (
+    NORMALIZATION_PROMPT,
+    NORMALIZATION_PROMPT_VERSION,
+    CheckBounds,
+    check_rewrite,
+    clean_model_output,
+    normalization_messages,
+    prompt_sha256,
+)
+from .protocol.template import SECTION_KEYS, parse_sections, render_sections
+from .services import audit, job_progress, job_start
+
+log = logging.getLogger(__name__)
+
+NORMALIZATION_JOB = "normalization"
+DUPLICATES_JOB = "duplicates"
+REVIEWABLE = (Idea.NormalizationStatus.APPROVED, Idea.NormalizationStatus.EDITED)
+
+
+class PreparationError(ValueError):
+    """A preparation step refused; the message is for the owner."""
+
+
+class StudyNotReady(PreparationError):
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__("; ".join(reasons))
+        self.reasons = reasons
+
+
+def study_ideas(study: Study, *, include_excluded: bool = False) -> QuerySet[Idea]:
+    qs = study.ideas.all()
+    if not include_excluded:
+        qs = qs.filter(exclusion__isnull=True)
+    return qs
+
+
+# --------------------------------------------------------------------------- intake
+
+
+def topic_add(*, study: Study, name: str, actor: Any = None) -> Topic:
+    name = name.strip()
+    if not name:
+        raise PreparationError("a topic needs a name")
+    topic, created = Topic.objects.get_or_create(study=study, name=name)
+    if created:
+        audit(study=study, actor=actor, verb="topic_added", name=name)
+    return topic
+
+
+def condition_add(*, study: Study, key: str, kind: str, actor: Any = None) -> Condition:
+    key = key.strip()
+    if not key:
+        raise PreparationError("a condition needs a key")
+    if kind not in Condition.Kind.values:
+        raise PreparationError(f"kind must be one of {', '.join(Condition.Kind.values)}")
+    existing = Condition.objects.filter(study=study, key=key).first()
+    if existing is not None:
+        if existing.kind != kind:
+            raise PreparationError(f"condition {key!r} already exists as {existing.kind}")
+        return existing
+    condition = Condition.objects.create(study=study, key=key, label=key, kind=kind)
+    audit(study=study, actor=actor, verb="condition_added", key=key, kind=kind)
+    return condition
+
+
+def _known(study: Study) -> dict[str, Any]:
+    return {
+        "known_topics": list(study.topics.values_list("name", flat=True)),
+        "known_conditions": list(study.conditions.values_list("key", flat=True)),
+        "existing_ids": list(
+            IdeaCondition.objects.filter(study=study).values_list("external_id", flat=True)
+        ),
+    }
+
+
+def ideas_read_file(*, study: Study, name: str, data: bytes) -> IdeaBatch:
+    """Parse an upload against the study's topics, conditions and ids (nothing written)."""
+    return read_batch(name, data, **_known(study))
+
+
+def ideas_read_path(*, study: Study, path: str) -> IdeaBatch:
+    return read_path(path, **_known(study))
+
+
+def ideas_read_pasted(
+    *,
+    study: Study,
+    text: str,
+    external_id: str,
+    topic: str,
+    conditions: Iterable[str] | str,
+    title: str = "",
+    institution: str = "",
+) -> IdeaBatch:
+    return read_pasted(
+        text,
+        external_id=external_id,
+        topic=topic,
+        conditions=conditions,
+        title=title,
+        institution=institution,
+        **_known(study),
+    )
+
+
+def idea_upload_stage(*, study: Study, name: str, data: bytes, actor: Any = None) -> IdeaUpload:
+    """Keep an upload so "import the valid rows" needs no second upload."""
+    return IdeaUpload.objects.create(
+        study=study,
+        name=name,
+        data=data,
+        sha256=hashlib.sha256(data).hexdigest(),
+        created_by=actor if getattr(actor, "pk", None) else None,
+    )
+
+
+def ideas_import(
+    *,
+    study: Study,
+    batch: IdeaBatch,
+    source: str,
+    actor: Any = None,
+    import_valid_rows: bool = False,
+    sha256: str = "",
+) -> dict[str, Any]:
+    """Write a read batch in one transaction.
+
+    A batch with errors imports nothing unless `import_valid_rows`; then its valid
+    records are imported and the errors are kept in the batch summary.
+    """
+    if batch.errors and not import_valid_rows:
+        raise PreparationError(
+            f"{len(batch.errors)} problem(s) in {source}: nothing was imported. Fix them, "
+            "or choose to import the valid rows."
+        )
+    if not batch.records:
+        raise PreparationError(f"{source}: no idea could be read, nothing to import")
+    with transaction.atomic():
+        topics = {t.name: t for t in study.topics.all()}
+        conditions = {c.key: c for c in study.conditions.all()}
+        taken = set(IdeaCondition.objects.filter(study=study).values_list("external_id", flat=True))
+        clash = sorted({r.external_id for r in batch.records} & taken)
+        if clash:
+            # Someone imported the same ids since the batch was read.
+            raise PreparationError(f"external ids already in the study: {', '.join(clash[:10])}")
+        created: list[Idea] = []
+        for rec in batch.records:
+            idea = Idea.objects.create(
+                study=study,
+                topic=topics[rec.topic],
+                title=rec.title[:500],
+                raw_text=rec.text,
+                sections=dict(rec.parsed.sections),
+                author_institution=rec.institution[:300],
+            )
+            IdeaCondition.objects.bulk_create(
+                [
+                    IdeaCondition(
+                        idea=idea,
+                        condition=conditions[c],
+                        study=study,
+                        external_id=_membership_id(rec, c, i),
+                    )
+                    for i, c in enumerate(rec.conditions)
+                ]
+            )
+            created.append(idea)
+        summary = {
+            "ideas": len(created),
+            "errors": [str(p) for p in batch.errors],
+            "warnings": [str(p) for p in batch.warnings],
+            "skipped_rows": len(batch.errors),
+            "incomplete": sum(1 for r in batch.records if not r.parsed.is_complete),
+        }
+        ImportBatch.objects.create(
+            study=study,
+            kind="ideas",
+            filename=source[:300],
+            sha256=sha256,
+            summary=summary,
+            created_by=actor if getattr(actor, "pk", None) else None,
+        )
+        if study.status == Study.Status.DRAFT:
+            study.status = Study.Status.PREPARING
+            study.save(update_fields=["status", "updated_at"])
+        audit(
+            study=study,
+            actor=actor,
+            verb="ideas_imported",
+            source=source,
+            ideas=len(created),
+            skipped=len(batch.errors),
+        )
+    return summary
+
+
+def _membership_id(rec: IdeaRecord, condition: str, index: int) -> str:
+    # External ids are unique per study across memberships: an idea in two conditions
+    # keeps its id in the first and gets "<id>@<condition>" in the others.
+    return rec.external_id if index == 0 else f"{rec.external_id}@{condition}"[:200]
+
+
+def idea_sections_update(*, idea: Idea, sections: dict[str, str], actor: Any = None) -> Idea:
+    """The owner's in-place fix: the text becomes the template rendering of `sections`.
+
+    A rewrite of the old text no longer matches, so a proposed (not yet approved)
+    normalization is set back; approved text stays until the owner re-runs or rejects.
+    """
+    if idea.is_text_locked():
+        raise PreparationError("reviewers already have this idea: its text can no longer change")
+    cleaned = {k: (sections.get(k) or "").strip() for k in SECTION_KEYS}
+    text = render_sections(cleaned, include_missing=True)
+    parsed = parse_sections(text)
+    before = idea.section_status()
+    idea.raw_text = text.strip()
+    idea.sections = dict(parsed.sections)
+    if cleaned.get("title"):
+        idea.title = cleaned["title"].splitlines()[0][:500]
+    fields = ["raw_text", "sections", "title"]
+    if idea.normalization_status == Idea.NormalizationStatus.PROPOSED:
+        idea.normalization_status = Idea.NormalizationStatus.NONE
+        idea.normalized_text = ""
+        idea.normalization_flags = []
+        fields += ["normalization_status", "normalized_text", "normalization_flags"]
+        NormalizationResult.objects.filter(
+            idea=idea, status=NormalizationResult.Status.PROPOSED
+        ).update(status=NormalizationResult.Status.SUPERSEDED)
+    idea.save(update_fields=fields)
+    audit(
+        study=idea.study,
+        actor=actor,
+        verb="idea_sections_edited",
+        idea=idea.pk,
+        missing_before=before["missing"] + before["empty"],
+        missing_after=idea.section_status()["missing"] + idea.section_status()["empty"],
+    )
+    return idea
+
+
+# --------------------------------------------------------------------------- topic matching
+
+
+@dataclass
+class TopicTable:
+    topics: list[str]
+    conditions: list[str]
+    counts: dict[str, dict[str, int]]
+    unbalanced: list[str]
+    excluded: int
+
+    @property
+    def balanced(self) -> bool:
+        return not self.unbalanced
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "topic": t,
+                "counts": [self.counts[t][c] for c in self.conditions],
+                "balanced": t not in self.unbalanced,
+            }
+            for t in self.topics
+        ]
+
+    def totals(self) -> list[int]:
+        return [sum(self.counts[t][c] for t in self.topics) for c in self.conditions]
+
+
+def _memberships(study: Study) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = defaultdict(list)
+    for idea_id, key in IdeaCondition.objects.filter(
+        study=study, idea__exclusion__isnull=True
+    ).values_list("idea_id", "condition__key"):
+        out[idea_id].append(key)
+    return out
+
+
+def topic_matching_table(*, study: Study) -> TopicTable:
+    """Ideas per topic × condition (left-out ideas not counted; an idea in two
+    conditions counts in both)."""
+    conditions = list(study.conditions.order_by("key").values_list("key", flat=True))
+    topics = list(study.topics.order_by("name").values_list("name", flat=True))
+    counts = {t: dict.fromkeys(conditions, 0) for t in topics}
+    member = _memberships(study)
+    for idea_id, topic in study_ideas(study).values_list("id", "topic__name"):
+        for c in member.get(idea_id, []):
+            counts[topic][c] += 1
+    unbalanced = [t for t in topics if len(set(counts[t].values())) > 1]
+    return TopicTable(
+        topics=topics,
+        conditions=conditions,
+        counts=counts,
+        unbalanced=unbalanced,
+        excluded=IdeaExclusion.objects.filter(study=study).count(),
+    )
+
+
+def topic_matching_propose(*, study: Study, seed: int) -> list[Idea]:
+    """Ideas to leave out so every topic has as many ideas in each condition as its
+    smallest condition has: drawn at random with `seed`, so the owner can reproduce it.
+
+    An idea in several conditions is left out only when all of them have a surplus.
+    """
+    rng = random.Random(seed)
+    member = _memberships(study)
+    table = topic_matching_table(study=study)
+    by_topic: dict[str, list[Idea]] = defaultdict(list)
+    for idea in study_ideas(study).select_related("topic").order_by("pk"):
+        by_topic[idea.topic.name].append(idea)
+    chosen: list[Idea] = []
+    for topic in table.unbalanced:
+        counts = dict(table.counts[topic])
+        target = min(counts.values())
+        ideas = list(by_topic[topic])
+        rng.shuffle(ideas)
+        for idea in ideas:
+            conds = member.get(idea.pk, [])
+            if conds and all(counts[c] > target for c in conds):
+                chosen.append(idea)
+                for c in conds:
+                    counts[c] -= 1
+    return sorted(chosen, key=lambda i: i.pk)
+
+
+def ideas_exclude(
+    *,
+    study: Study,
+    ideas: Sequence[Idea],
+    reason: str,
+    actor: Any = None,
+    seed: int | None = None,
+) -> int:
+    with transaction.atomic():
+        n = 0
+        for idea in ideas:
+            if idea.study_id != study.pk:
+                raise PreparationError("idea of another study")
+            _, created = IdeaExclusion.objects.get_or_create(
+                idea=idea,
+                defaults={
+                    "study": study,
+                    "reason": reason[:300],
+                    "seed": seed,
+                    "created_by": actor if getattr(actor, "pk", None) else None,
+                },
+            )
+            n += int(created)
+        audit(
+            study=study,
+            actor=actor,
+            verb="ideas_excluded",
+            ideas=[i.pk for i in ideas],
+            reason=reason,
+            seed=seed,
+        )
+    return n
+
+
+def idea_include(*, idea: Idea, actor: Any = None) -> None:
+    deleted, _ = IdeaExclusion.objects.filter(idea=idea).delete()
+    if deleted:
+        audit(study=idea.study, actor=actor, verb="idea_included", idea=idea.pk)
+
+
+def study_topic_reason_set(*, study: Study, reason: str, actor: Any = None) -> None:
+    study.topic_mismatch_reason = reason.strip()
+    study.topic_mismatch_reason_at = timezone.now() if reason.strip() else None
+    study.save(update_fields=["topic_mismatch_reason", "topic_mismatch_reason_at", "updated_at"])
+    audit(study=study, actor=actor, verb="topic_mismatch_reason_set", reason=reason.strip())
+
+
+def study_readiness(*, study: Study) -> list[str]:
+    """Why the study cannot open for review yet; empty when it can."""
+    reasons: list[str] = []
+    if study.status not in (Study.Status.DRAFT, Study.Status.PREPARING):
+        reasons.append(f"the study is {study.get_status_display().lower()}, not in preparation")
+    ideas = study_ideas(study)
+    if not ideas.exists():
+        reasons.append("the study has no ideas")
+    table = topic_matching_table(study=study)
+    if not table.balanced and not study.topic_mismatch_reason.strip():
+        reasons.append(
+            "conditions differ in ideas per topic ("
+            + ", ".join(table.unbalanced)
+            + "): leave surplus ideas out or record a reason"
+        )
+    unsigned = ideas.exclude(normalization_status__in=REVIEWABLE).count()
+    if unsigned:
+        reasons.append(f"{unsigned} idea(s) have no approved normalised text")
+    return reasons
+
+
+def study_open_for_review(*, study: Study, actor: Any = None) -> Study:
+    """Move the study to reviewing, if topic matching and sign-off allow it."""
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        reasons = study_readiness(study=study)
+        if reasons:
+            raise StudyNotReady(reasons)
+        study.status = Study.Status.REVIEWING
+        study.save(update_fields=["status", "updated_at"])
+        audit(
+            study=study,
+            actor=actor,
+            verb="study_opened_for_review",
+            topic_mismatch_reason=study.topic_mismatch_reason,
+        )
+    return study
+
+
+# --------------------------------------------------------------------------- duplicates
+
+
+def _idea_text(idea: Idea) -> str:
+    return idea.raw_text or idea.title
+
+
+def duplicates_enqueue(*, study: Study, threshold: float = 0.8, actor: Any = None) -> JobRun:
+    from .tasks import find_duplicates
+
+    running = JobRun.objects.filter(
+        study=study, kind=DUPLICATES_JOB, status__in=[JobRun.Status.QUEUED, JobRun.Status.RUNNING]
+    ).first()
+    if running is not None:
+        return running
+    if not 0 < threshold < 1:
+        raise PreparationError("the threshold is a cosine between 0 and 1")
+    job = job_start(
+        study=study,
+        kind=DUPLICATES_JOB,
+        actor=actor,
+        total=study_ideas(study).count(),
+        threshold=threshold,
+    )
+    transaction.on_commit(lambda: find_duplicates.delay(job.pk))
+    return job
+
+
+def duplicates_find(*, job: JobRun, batch: int = 16) -> int:
+    """Embed every idea (progress per batch) and store the pairs above the threshold."""
+    from .embeddings import embed, near_duplicates
+
+    study = job.study
+    ideas = list(study_ideas(study).order_by("pk"))
+    member = _memberships(study)
+    total = len(ideas)
+    job_progress(job=job, done=0, total=total, message="embedding ideas")
+    vectors = np.zeros((total, 384), dtype=np.float32)
+    for start in range(0, total, batch):
+        chunk = ideas[start : start + batch]
+        vectors[start : start + len(chunk)] = embed([_idea_text(i) for i in chunk])
+        job_progress(
+            job=job, done=start + len(chunk), message=f"embedded {start + len(chunk)} of {total}"
+        )
+    threshold = float(job.params.get("threshold", 0.8))
+    pairs = near_duplicates(
+        [i.pk for i in ideas],
+        vectors,
+        threshold=threshold,
+        groups=[member.get(i.pk) or ["—"] for i in ideas],
+    )
+    DuplicatePair.objects.bulk_create(
+        [
+            DuplicatePair(
+                job=job,
+                study=study,
+                idea_a_id=min(int(p.id_a), int(p.id_b)),  # type: ignore[call-overload]
+                idea_b_id=max(int(p.id_a), int(p.id_b)),  # type: ignore[call-overload]
+                cosine=p.cosine,
+                scope=p.scope,
+            )
+            for p in pairs
+        ]
+    )
+    job.message = f"{len(pairs)} pair(s) above {threshold:.2f}"
+    job.save(update_fields=["message"])
+    return len(pairs)
+
+
+# --------------------------------------------------------------------------- normalization
+
+
+def normalization_config_choose(
+    *, study: Study, config: JudgeConfig | None, actor: Any = None
+) -> None:
+    study.normalization_config = config
+    study.save(update_fields=["normalization_config", "updated_at"])
+    audit(
+        study=study,
+        actor=actor,
+        verb="normalization_config_chosen",
+        config=config.name if config else None,
+    )
+
+
+def normalization_problem(study: Study) -> str:
+    """Why normalization cannot run now, in the owner's words; "" when it can."""
+    config = study.normalization_config
+    if config is None:
+        return "Choose or create a judge config for normalization first."
+    if not config.is_configured():
+        return (
+            f"No OpenAI-compatible endpoint is configured for “{config.name}”: give the "
+            "config a base URL and a model, or set OPENAI_BASE_URL and OPENAI_MODEL."
+        )
+    return ""
+
+
+def _pending(study: Study, idea_ids: Sequence[int] | None, rerun: bool) -> list[Idea]:
+    """Ideas a job still has to normalise. Approved text is never normalised again; a
+    proposed rewrite is redone only when the owner asked for a re-run of that idea."""
+    qs = study_ideas(study).order_by("pk").exclude(normalization_status__in=REVIEWABLE)
+    if idea_ids is not None:
+        qs = qs.filter(pk__in=idea_ids)
+    if not rerun:
+        qs = qs.filter(normalization_status=Idea.NormalizationStatus.NONE)
+    return list(qs)
+
+
+def normalization_enqueue(
+    *,
+    study: Study,
+    actor: Any = None,
+    idea_ids: Sequence[int] | None = None,
+    rerun: bool = False,
+) -> JobRun:
+    """Start (or resume) normalization: a job over every idea still without a rewrite."""
+    from .tasks import normalize_ideas
+
+    problem = normalization_problem(study)
+    if problem:
+        raise PreparationError(problem)
+    active = JobRun.objects.filter(
+        study=study,
+        kind=NORMALIZATION_JOB,
+        status__in=[JobRun.Status.QUEUED, JobRun.Status.RUNNING],
+    ).first()
+    if active is not None:
+        return active
+    pending = _pending(study, idea_ids, rerun)
+    if not pending:
+        raise PreparationError("every selected idea already has a rewrite or approved text")
+    job = job_start(
+        study=study,
+        kind=NORMALIZATION_JOB,
+        actor=actor,
+        total=len(pending),
+        config_id=study.normalization_config_id,
+        idea_ids=[i.pk for i in pending],
+        rerun=rerun,
+        prompt_version=NORMALIZATION_PROMPT_VERSION,
+    )
+    audit(
+        study=study,
+        actor=actor,
+        verb="normalization_started",
+        job=job.pk,
+        ideas=len(pending),
+        rerun=rerun,
+    )
+    transaction.on_commit(lambda: normalize_ideas.delay(job.pk))
+    return job
+
+
+_REFUSALS = ("i'm sorry", "i am sorry", "i cannot", "i can't", "i can not", "as an ai")
+
+
+def output_problem(text: str, response: dict[str, Any] | None) -> str:
+    """An LLM failure that is not an HTTP error: empty, truncated or refused output."""
+    if not text.strip():
+        return "empty output"
+    choices = (response or {}).get("choices") or []
+    if choices and choices[0].get("finish_reason") == "length":
+        return "truncated output (the model hit its token limit)"
+    head = text.strip()[:200].lower()
+    if head.startswith(_REFUSALS) and not parse_sections(text).found[1:]:
+        return "the model refused: " + text.strip()[:200]
+    return ""
+
+
+@dataclass
+class _Item:
+    idea: Idea
+    salt: str
+    prepared: Prepared
+
+
+@dataclass
+class NormalizationOutcome:
+    proposed: int = 0
+    failed: int = 0
+    flagged: int = 0
+    skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def _salt(idea: Idea, rerun: bool) -> str:
+    # A re-run must not be answered from the cache with the rewrite just rejected.
+    if not rerun:
+        return ""
+    n = NormalizationResult.objects.filter(idea=idea).exclude(
+        status=NormalizationResult.Status.FAILED
+    )
+    return f"rerun-{n.count()}"
+
+
+def normalization_run(
+    *,
+    job: JobRun,
+    embed: Callable[[Sequence[str]], np.ndarray] | None = None,
+    bounds: CheckBounds | None = None,
+) -> NormalizationOutcome:
+    """Normalise the job's ideas, `config.concurrency` calls at a time.
+
+    HTTP runs in worker threads; every database write stays on this thread. Ideas that
+    got approved text or a rewrite meanwhile are skipped, so re-delivering the job (a
+    crashed worker, acks_late) resumes it without normalising anything twice.
+    """
+    if embed is None:
+        from .embeddings import embed as embed_texts
+
+        embed = embed_texts
+    study = job.study
+    config = JudgeConfig.objects.filter(pk=job.params.get("config_id")).first()
+    if config is None or not config.is_configured():
+        raise JudgeNotConfigured("the job's judge config is gone or has no endpoint")
+    rerun = bool(job.params.get("rerun"))
+    ideas = _pending(study, job.params.get("idea_ids"), rerun)
+    already = len(job.params.get("idea_ids") or []) - len(ideas)
+    outcome = NormalizationOutcome(skipped=max(0, already))
+    done = outcome.skipped
+    total = job.total or len(ideas)
+    job_progress(job=job, done=done, total=total, message=f"normalising {len(ideas)} idea(s)")
+    width = max(1, int(config.concurrency))
+    queue = list(ideas)
+    in_flight: dict[Future[Attempt], _Item] = {}
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="normalize") as pool:
+        while queue or in_flight:
+            while queue and len(in_flight) < width:
+                idea = queue.pop(0)
+                salt = _salt(idea, rerun)
+                prepared = prepare(
+                    config,
+                    normalization_messages(idea.raw_text),
+                    prompt_version=NORMALIZATION_PROMPT_VERSION,
+                    salt=salt,
+                )
+                hit = lookup(prepared)
+                if hit is not None:
+                    _store(idea, hit, job, config, prepared, embed, bounds, outcome)
+                    done += 1
+                    continue
+                in_flight[pool.submit(send, prepared)] = _Item(idea, salt, prepared)
+            if not in_flight:
+                continue
+            finished, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+            for future in finished:
+                item = in_flight.pop(future)
+                call = record(item.prepared, future.result())
+                _store(item.idea, call, job, config, item.prepared, embed, bounds, outcome)
+                done += 1
+            job_progress(
+                job=job,
+                done=done,
+                message=f"{done} of {total}: {outcome.proposed} rewritten, "
+                f"{outcome.flagged} flagged, {outcome.failed} failed",
+            )
+    job.message = (
+        f"{outcome.proposed} rewritten ({outcome.flagged} flagged), {outcome.failed} failed"
+        + (f", {outcome.skipped} skipped" if outcome.skipped else "")
+    )[:300]
+    job.save(update_fields=["message"])
+    return outcome
+
+
+def _store(
+    idea: Idea,
+    call: LLMCall,
+    job: JobRun,
+    config: JudgeConfig,
+    prepared: Prepared,
+    embed: Callable[[Sequence[str]], np.ndarray],
+    bounds: CheckBounds | None,
+    outcome: NormalizationOutcome,
+) -> NormalizationResult:
+    text = clean_model_output(call.response_text or "")
+    error = call.error
+    if not error:
+        error = output_problem(text, call.response)
+        if error:
+            # A refusal or an empty answer is a failed call: it must not answer the
+            # resumed job from the cache (only calls without an error do).
+            call.error = f"unusable output: {error}"
+            LLMCall.objects.filter(pk=call.pk).update(error=call.error)
+    result = NormalizationResult(
+        idea=idea,
+        job=job,
+        config=config,
+        call=call,
+        prompt_version=NORMALIZATION_PROMPT_VERSION,
+        prompt_hash=prompt_sha256(NORMALIZATION_PROMPT),
+        model=prepared.model,
+        source_text=idea.raw_text,
+        output_text=text,
+        attempts=call.attempts,
+    )
+    with transaction.atomic():
+        idea = Idea.objects.select_for_update().get(pk=idea.pk)
+        if idea.normalization_status in REVIEWABLE:
+            outcome.skipped += 1
+            return result  # approved meanwhile: never replaced by a job
+        NormalizationResult.objects.filter(
+            idea=idea, status=NormalizationResult.Status.PROPOSED
+        ).update(status=NormalizationResult.Status.SUPERSEDED)
+        if error:
+            result.status = NormalizationResult.Status.FAILED
+            result.error = error
+            result.save()
+            idea.normalization_flags = ["llm_error"]
+            idea.save(update_fields=["normalization_flags"])
+            outcome.failed += 1
+            outcome.errors.append(f"idea {idea.pk}: {error}")
+            return result
+        checks = check_rewrite(idea.raw_text, text, embed=embed, bounds=bounds)
+        result.checks = [
+            {"name": c.name, "passed": c.passed, "detail": c.detail, "lost": list(c.lost)}
+            for c in checks
+        ]
+        result.failed_checks = [c.name for c in checks if not c.passed]
+        result.status = NormalizationResult.Status.PROPOSED
+        result.save()
+        idea.normalized_text = text
+        idea.normalization_status = Idea.NormalizationStatus.PROPOSED
+        idea.normalization_flags = result.failed_checks
+        idea.save(update_fields=["normalized_text", "normalization_status", "normalization_flags"])
+    outcome.proposed += 1
+    outcome.flagged += bool(result.failed_checks)
+    return result
+
+
+def latest_result(idea: Idea) -> NormalizationResult | None:
+    return (
+        NormalizationResult.objects.filter(idea=idea)
+        .exclude(status=NormalizationResult.Status.SUPERSEDED)
+        .select_related("call", "decided_by")
+        .first()
+    )
+
+
+def _decidable(idea: Idea) -> NormalizationResult:
+    if idea.is_excluded():
+        raise PreparationError("this idea is left out of the study; include it first")
+    if idea.is_text_locked():
+        raise PreparationError(
+            "reviewers already have this idea: its approved text can no longer change"
+        )
+    result = latest_result(idea)
+    if result is None or result.status == NormalizationResult.Status.FAILED:
+        raise PreparationError("there is no rewrite to decide on: run normalization first")
+    return result
+
+
+def _revise(idea: Idea, text: str, kind: str, result: NormalizationResult, actor: Any) -> int:
+    last = idea.revisions.order_by("-number").first()
+    number = (last.number if last else 0) + 1
+    IdeaRevision.objects.create(
+        idea=idea,
+        number=number,
+        text=text,
+        kind=kind,
+        result=result,
+        created_by=actor if getattr(actor, "pk", None) else None,
+    )
+    return number
+
+
+def normalization_approve(*, idea: Idea, actor: Any) -> Idea:
+    """Approve the current rewrite as it stands: this text is what reviewers will see."""
+    with transaction.atomic():
+        idea = Idea.objects.select_for_update().get(pk=idea.pk)
+        result = _decidable(idea)
+        if result.status in (
+            NormalizationResult.Status.APPROVED,
+            NormalizationResult.Status.EDITED,
+        ):
+            return idea
+        if result.status == NormalizationResult.Status.REJECTED:
+            raise PreparationError("this rewrite was rejected: re-run normalization")
+        now = timezone.now()
+        result.status = NormalizationResult.Status.APPROVED
+        result.final_text = result.output_text
+        result.decided_by, result.decided_at = actor, now
+        result.save()
+        idea.normalized_text = result.output_text
+        idea.normalization_status = Idea.NormalizationStatus.APPROVED
+        idea.save(update_fields=["normalized_text", "normalization_status"])
+        number = _revise(idea, result.output_text, "approved", result, actor)
+        audit(
+            study=idea.study,
+            actor=actor,
+            verb="normalization_approved",
+            idea=idea.pk,
+            result=result.pk,
+            revision=number,
+            failed_checks=result.failed_checks,
+        )
+    return idea
+
+
+def normalization_edit(
+    *,
+    idea: Idea,
+    text: str,
+    actor: Any,
+    embed: Callable[[Sequence[str]], np.ndarray] | None = None,
+) -> Idea:
+    """Approve the owner's edit of the rewrite; the checks are run again on the edit."""
+    text = text.replace("\r\n", "\n").strip()
+    if not text:
+        raise PreparationError("the edited text is empty")
+    if embed is None:
+        from .embeddings import embed as embed_texts
+
+        embed = embed_texts
+    with transaction.atomic():
+        idea = Idea.objects.select_for_update().get(pk=idea.pk)
+        result = _decidable(idea)
+        checks = check_rewrite(idea.raw_text, text, embed=embed)
+        now = timezone.now()
+        if result.status in (
+            NormalizationResult.Status.APPROVED,
+            NormalizationResult.Status.EDITED,
+        ):
+            # A later edit of approved text: a new result row keeps the old decision intact.
+            result.pk = None
+            result.created_at = now
+        result.status = NormalizationResult.Status.EDITED
+        result.final_text = text
+        result.checks = [
+            {"name": c.name, "passed": c.passed, "detail": c.detail, "lost": list(c.lost)}
+            for c in checks
+        ]
+        result.failed_checks = [c.name for c in checks if not c.passed]
+        result.decided_by, result.decided_at = actor, now
+        result.save()
+        idea.normalized_text = text
+        idea.normalization_status = Idea.NormalizationStatus.EDITED
+        idea.normalization_flags = result.failed_checks
+        idea.save(update_fields=["normalized_text", "normalization_status", "normalization_flags"])
+        number = _revise(idea, text, "edited", result, actor)
+        audit(
+            study=idea.study,
+            actor=actor,
+            verb="normalization_edited",
+            idea=idea.pk,
+            result=result.pk,
+            revision=number,
+            failed_checks=result.failed_checks,
+        )
+    return idea
+
+
+def normalization_reject(*, idea: Idea, actor: Any, reason: str = "") -> Idea:
+    """Reject the rewrite: the idea has no reviewable text until a re-run is approved."""
+    with transaction.atomic():
+        idea = Idea.objects.select_for_update().get(pk=idea.pk)
+        result = _decidable(idea)
+        result.status = NormalizationResult.Status.REJECTED
+        result.decision_note = reason.strip()
+        result.decided_by, result.decided_at = actor, timezone.now()
+        result.save()
+        idea.normalization_status = Idea.NormalizationStatus.REJECTED
+        idea.normalized_text = ""
+        idea.save(update_fields=["normalization_status", "normalized_text"])
+        audit(
+            study=idea.study,
+            actor=actor,
+            verb="normalization_rejected",
+            idea=idea.pk,
+            result=result.pk,
+            reason=reason.strip(),
+        )
+    return idea
+
+
+def normalization_rerun(*, idea: Idea, actor: Any) -> JobRun:
+    """A fresh rewrite of one idea (not from the cache). Approved ideas are left alone:
+    reject or edit them instead."""
+    if idea.normalization_status in REVIEWABLE:
+        raise PreparationError("this idea's text is approved; edit it, or reject it first")
+    if idea.is_excluded():
+        raise PreparationError("this idea is left out of the study; include it first")
+    job = normalization_enqueue(study=idea.study, actor=actor, idea_ids=[idea.pk], rerun=True)
+    audit(study=idea.study, actor=actor, verb="normalization_rerun", idea=idea.pk, job=job.pk)
+    return job
+
+
+def signoff_queue(study: Study) -> list[int]:
+    """Ideas waiting for a decision, flagged ones first."""
+    ideas = study_ideas(study).filter(normalization_status=Idea.NormalizationStatus.PROPOSED)
+    return [i.pk for i in sorted(ideas, key=lambda i: (not i.normalization_flags, i.pk))]
+
+
+def normalization_overview(study: Study) -> dict[str, Any]:
+    ideas = list(
+        study_ideas(study)
+        .select_related("topic")
+        .prefetch_related(
+            Prefetch(
+                "normalization_results",
+                queryset=NormalizationResult.objects.exclude(
+                    status=NormalizationResult.Status.SUPERSEDED
+                ),
+            )
+        )
+        .order_by("pk")
+    )
+    counts = Counter(i.normalization_status for i in ideas)
+    rows = []
+    for idea in ideas:
+        results = list(idea.normalization_results.all())
+        rows.append({"idea": idea, "result": results[0] if results else None})
+    return {
+        "rows": rows,
+        "counts": {s.label: counts.get(s.value, 0) for s in Idea.NormalizationStatus},
+        "flagged": sum(1 for i in ideas if i.normalization_flags),
+        "approved": sum(counts.get(s, 0) for s in REVIEWABLE),
+        "total": len(ideas),
+    }
+
+
+# --------------------------------------------------------------------------- leakage export
+
+
+def leakage_export_create(
+    *, study: Study, actor: Any = None, seed: int | None = None
+) -> LeakageExport:
+    """Shuffle the approved texts under random codes for a blind "who wrote this?" test.
+
+    The texts file carries only codes and texts; the key (code → idea, conditions, kind)
+    stays with the owner in this row and its own download.
+    """
+    seed = seed if seed is not None else secrets.randbits(32)
+    ideas = list(
+        study_ideas(study)
+        .filter(normalization_status__in=REVIEWABLE)
+        .prefetch_related("memberships__condition")
+        .order_by("pk")
+    )
+    if not ideas:
+        raise PreparationError("no idea has approved normalised text yet")
+    rng = random.Random(seed)
+    rng.shuffle(ideas)
+    codes = rng.sample(range(1000, 10000), len(ideas)) if len(ideas) < 9000 else None
+    key = []
+    for n, idea in enumerate(ideas):
+        conds = sorted(m.condition.key for m in idea.memberships.all())
+        kinds = sorted({m.condition.kind for m in idea.memberships.all()})
+        key.append(
+            {
+                "code": f"T{codes[n] if codes else n + 1}",
+                "idea_id": idea.pk,
+                "public_id": str(idea.public_id),
+                "conditions": conds,
+                "kind": "+".join(kinds),
+            }
+        )
+    export = LeakageExport.objects.create(
+        study=study, seed=seed, key=key, created_by=actor if getattr(actor, "pk", None) else None
+    )
+    audit(study=study, actor=actor, verb="leakage_export_created", export=export.pk, seed=seed)
+    return export
+
+
+def leakage_csv(export: LeakageExport, kind: str) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    if kind == "texts":
+        texts = dict(
+            Idea.objects.filter(pk__in=[k["idea_id"] for k in export.key]).values_list(
+                "pk", "normalized_text"
+            )
+        )
+        writer.writerow(["code", "text", "guess (human or ai)"])
+        for k in export.key:
+            writer.writerow([k["code"], texts.get(k["idea_id"], ""), ""])
+    elif kind == "key":
+        writer.writerow(["code", "idea_id", "public_id", "conditions", "kind"])
+        for k in export.key:
+            writer.writerow(
+                [k["code"], k["idea_id"], k["public_id"], ";".join(k["conditions"]), k["kind"]]
+            )
+    else:
+        raise ValueError(kind)
+    return out.getvalue()

@@ -1,0 +1,605 @@
+"""Owner pages for preparing ideas: intake, sections, topic matching, duplicates,
+normalization and sign-off. Each view starts with a permission-checked getter (404 for
+what is not yours); work happens in `ideaprep`."""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from judging.models import JudgeConfig
+from judging.services import judge_config_create
+
+from . import ideaprep
+from .http import is_htmx
+from .idea_forms import (
+    ConditionForm,
+    ConfigChoiceForm,
+    ConfigCreateForm,
+    DecisionForm,
+    DuplicatesForm,
+    IdeaPasteForm,
+    IdeaUploadForm,
+    SectionsForm,
+    TopicApplyForm,
+    TopicForm,
+    TopicReasonForm,
+)
+from .models import DuplicatePair, Idea, IdeaUpload, JobRun, LeakageExport, Study
+from .protocol.ideafiles import IdeaBatch
+from .protocol.normalization import (
+    NORMALIZATION_PROMPT,
+    NORMALIZATION_PROMPT_VERSION,
+    prompt_sha256,
+    word_diff,
+)
+from .protocol.template import SECTIONS
+from .views import get_study_for_owner
+
+HEADINGS = {s.key: s.heading for s in SECTIONS}
+
+
+def get_idea_for_owner(request: HttpRequest, slug: str, idea_id: int) -> tuple[Study, Idea]:
+    study = get_study_for_owner(request, slug)
+    idea = get_object_or_404(Idea.objects.select_related("topic", "study"), pk=idea_id, study=study)
+    return study, idea
+
+
+def _row(idea: Idea) -> dict[str, Any]:
+    status = idea.section_status()
+    return {
+        "idea": idea,
+        "found": [HEADINGS[k] for k in status["found"]],
+        "missing": [HEADINGS[k] for k in status["missing"]],
+        "empty": [HEADINGS[k] for k in status["empty"]],
+        "words": idea.word_count(),
+        "conditions": [m.condition.key for m in idea.memberships.all()],
+        "external_id": next((m.external_id for m in idea.memberships.all()), ""),
+    }
+
+
+def _ideas_qs(study: Study):  # type: ignore[no-untyped-def]
+    return (
+        study.ideas.select_related("topic", "exclusion")
+        .prefetch_related("memberships__condition")
+        .order_by("pk")
+    )
+
+
+# --------------------------------------------------------------------------- list and sections
+
+
+@login_required
+@require_GET
+def ideas_list(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    rows = [_row(i) for i in _ideas_qs(study)]
+    return render(
+        request,
+        "studies/ideas/list.html",
+        {
+            "study": study,
+            "rows": rows,
+            "incomplete": sum(1 for r in rows if r["missing"] or r["empty"]),
+        },
+    )
+
+
+@login_required
+@require_GET
+def idea_row(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
+    study, idea = get_idea_for_owner(request, slug, idea_id)
+    if not is_htmx(request):
+        return redirect(reverse("studies:ideas_list", args=[study.slug]) + f"#idea-{idea.pk}")
+    idea = _ideas_qs(study).get(pk=idea.pk)
+    return render(request, "studies/ideas/list.html#row", {"study": study, "r": _row(idea)})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def idea_sections(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
+    study, idea = get_idea_for_owner(request, slug, idea_id)
+    initial = {k: v for k, v in (idea.sections or {}).items() if k in HEADINGS}
+    form = SectionsForm(request.POST or None, initial=initial)
+    error = ""
+    if request.method == "POST" and form.is_valid():
+        try:
+            ideaprep.idea_sections_update(idea=idea, sections=form.cleaned_data, actor=request.user)
+        except ideaprep.PreparationError as exc:
+            error = str(exc)
+        else:
+            if is_htmx(request):
+                idea = _ideas_qs(study).get(pk=idea.pk)
+                return render(
+                    request, "studies/ideas/list.html#row", {"study": study, "r": _row(idea)}
+                )
+            messages.success(request, f"Sections of idea {idea.pk} saved.")
+            return redirect(reverse("studies:ideas_list", args=[study.slug]) + f"#idea-{idea.pk}")
+    context = {"study": study, "idea": idea, "form": form, "error": error}
+    if is_htmx(request):
+        return render(request, "studies/ideas/list.html#edit", context)
+    return render(request, "studies/ideas/sections.html", context)
+
+
+# --------------------------------------------------------------------------- intake
+
+
+def _problems(batch: IdeaBatch) -> list[dict[str, str]]:
+    return [
+        {"where": p.where, "message": p.message, "level": p.level}
+        for p in sorted(batch.problems, key=lambda p: (p.level != "error", p.source, p.row or 0))
+    ]
+
+
+def _import(
+    request: HttpRequest, study: Study, batch: IdeaBatch, source: str, valid_only: bool, sha: str
+) -> bool:
+    try:
+        summary = ideaprep.ideas_import(
+            study=study,
+            batch=batch,
+            source=source,
+            actor=request.user,
+            import_valid_rows=valid_only,
+            sha256=sha,
+        )
+    except ideaprep.PreparationError as exc:
+        messages.error(request, str(exc))
+        return False
+    skipped = (
+        f", {summary['skipped_rows']} with problems skipped" if summary["skipped_rows"] else ""
+    )
+    incomplete = (
+        f"; {summary['incomplete']} miss sections: fix them below" if summary["incomplete"] else ""
+    )
+    messages.success(
+        request, f"Imported {summary['ideas']} idea(s) from {source}{skipped}{incomplete}."
+    )
+    return True
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def ideas_import_view(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    which = request.POST.get("form", "") if request.method == "POST" else ""
+    upload_form = IdeaUploadForm(
+        request.POST if which == "upload" else None, request.FILES if which == "upload" else None
+    )
+    paste_form = IdeaPasteForm(request.POST if which == "paste" else None, study=study)
+    topic_form = TopicForm(request.POST if which == "topic" else None)
+    condition_form = ConditionForm(request.POST if which == "condition" else None)
+    problems: list[dict[str, str]] = []
+    staged: IdeaUpload | None = None
+    valid_count = 0
+    status = 200
+
+    if which == "topic" and topic_form.is_valid():
+        ideaprep.topic_add(study=study, name=topic_form.cleaned_data["name"], actor=request.user)
+        return redirect("studies:ideas_import", study.slug)
+    if which == "condition" and condition_form.is_valid():
+        try:
+            ideaprep.condition_add(
+                study=study,
+                key=condition_form.cleaned_data["key"],
+                kind=condition_form.cleaned_data["kind"],
+                actor=request.user,
+            )
+        except ideaprep.PreparationError as exc:
+            messages.error(request, str(exc))
+        return redirect("studies:ideas_import", study.slug)
+
+    if which == "upload" and upload_form.is_valid():
+        data = upload_form.cleaned_data
+        if data.get("staged"):
+            staged = get_object_or_404(IdeaUpload, pk=data["staged"], study=study)
+        else:
+            upload = data["file"]
+            IdeaUpload.objects.filter(
+                study=study, created_at__lt=timezone.now() - datetime.timedelta(days=1)
+            ).delete()
+            staged = ideaprep.idea_upload_stage(
+                study=study, name=upload.name, data=upload.read(), actor=request.user
+            )
+        batch = ideaprep.ideas_read_file(study=study, name=staged.name, data=bytes(staged.data))
+        valid_only = bool(data.get("import_valid_rows"))
+        if batch.records and (batch.ok or valid_only):
+            with transaction.atomic():
+                if _import(request, study, batch, staged.name, valid_only, staged.sha256):
+                    staged.delete()
+                    return redirect("studies:ideas_list", study.slug)
+        problems, valid_count, status = _problems(batch), len(batch.records), 400
+    if which == "paste" and paste_form.is_valid():
+        data = paste_form.cleaned_data
+        batch = ideaprep.ideas_read_pasted(
+            study=study,
+            text=data["text"],
+            external_id=data["external_id"],
+            topic=data["topic"],
+            conditions=data["conditions"],
+            title=data["title"],
+            institution=data["institution"],
+        )
+        if batch.ok and _import(request, study, batch, "pasted proposal", False, ""):
+            return redirect("studies:ideas_list", study.slug)
+        problems, status = _problems(batch), 400
+    elif which in ("upload", "paste") and not problems:
+        status = 400
+    return render(
+        request,
+        "studies/ideas/import.html",
+        {
+            "study": study,
+            "upload_form": upload_form,
+            "paste_form": paste_form,
+            "topic_form": topic_form,
+            "condition_form": condition_form,
+            "problems": problems,
+            "errors": sum(1 for p in problems if p["level"] == "error"),
+            "staged": staged if problems else None,
+            "valid_count": valid_count,
+            "topics": study.topics.all(),
+            "conditions": study.conditions.all(),
+        },
+        status=status,
+    )
+
+
+# --------------------------------------------------------------------------- topic matching
+
+
+@login_required
+@require_GET
+def topic_matching(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    table = ideaprep.topic_matching_table(study=study)
+    proposal: list[Idea] | None = None
+    seed: int | None = None
+    if "seed" in request.GET:
+        try:
+            seed = int(request.GET["seed"])
+        except ValueError:
+            seed = None
+        if seed is None:
+            messages.error(request, "The seed is a whole number.")
+        else:
+            proposal = ideaprep.topic_matching_propose(study=study, seed=seed)
+    excluded = list(
+        study.ideas.filter(exclusion__isnull=False).select_related("exclusion", "topic")
+    )
+    return render(
+        request,
+        "studies/ideas/topics.html",
+        {
+            "study": study,
+            "table": table,
+            "proposal": proposal,
+            "proposal_ids": ",".join(str(i.pk) for i in proposal or []),
+            "seed": seed,
+            "new_seed": secrets.randbelow(10**6),
+            "excluded": excluded,
+            "reason_form": TopicReasonForm(initial={"reason": study.topic_mismatch_reason}),
+            "readiness": ideaprep.study_readiness(study=study),
+        },
+    )
+
+
+@login_required
+@require_POST
+def topic_matching_apply(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    form = TopicApplyForm(request.POST)
+    if form.is_valid():
+        ideas = list(study.ideas.filter(pk__in=form.cleaned_data["idea_ids"]))
+        n = ideaprep.ideas_exclude(
+            study=study,
+            ideas=ideas,
+            reason=f"topic matching (seed {form.cleaned_data['seed']})",
+            seed=form.cleaned_data["seed"],
+            actor=request.user,
+        )
+        messages.success(request, f"{n} idea(s) left out to match topics across conditions.")
+    else:
+        messages.error(request, "That proposal could not be applied.")
+    return redirect("studies:topic_matching", study.slug)
+
+
+@login_required
+@require_POST
+def topic_reason(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    form = TopicReasonForm(request.POST)
+    if form.is_valid():
+        ideaprep.study_topic_reason_set(
+            study=study, reason=form.cleaned_data["reason"], actor=request.user
+        )
+        messages.success(
+            request, "Reason saved." if form.cleaned_data["reason"] else "Reason removed."
+        )
+    return redirect("studies:topic_matching", study.slug)
+
+
+@login_required
+@require_POST
+def idea_include_view(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
+    study, idea = get_idea_for_owner(request, slug, idea_id)
+    ideaprep.idea_include(idea=idea, actor=request.user)
+    messages.success(request, f"Idea {idea.pk} is back in the study.")
+    return redirect("studies:topic_matching", study.slug)
+
+
+@login_required
+@require_POST
+def study_open_view(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    try:
+        ideaprep.study_open_for_review(study=study, actor=request.user)
+    except ideaprep.StudyNotReady as exc:
+        messages.error(request, "The study cannot open for review: " + "; ".join(exc.reasons))
+        return redirect("studies:topic_matching", study.slug)
+    messages.success(request, "The study is open for review.")
+    return redirect("studies:study_detail", study.slug)
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+def _job_partial(job: JobRun) -> str:
+    if job.kind == ideaprep.DUPLICATES_JOB:
+        return "studies/ideas/duplicates.html#job"
+    return "studies/ideas/normalization.html#job"
+
+
+@login_required
+@require_GET
+def ideas_job_status(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    job = get_object_or_404(
+        JobRun,
+        pk=job_id,
+        study=study,
+        kind__in=[ideaprep.DUPLICATES_JOB, ideaprep.NORMALIZATION_JOB],
+    )
+    if not is_htmx(request):
+        page = "duplicates" if job.kind == ideaprep.DUPLICATES_JOB else "normalization"
+        return redirect(f"studies:{page}", study.slug)
+    response = render(request, _job_partial(job), {"study": study, "job": job})
+    if not job.is_active:
+        response["HX-Refresh"] = "true"
+    return response
+
+
+# --------------------------------------------------------------------------- duplicates
+
+
+@login_required
+@require_GET
+def duplicates(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    job = JobRun.objects.filter(study=study, kind=ideaprep.DUPLICATES_JOB).first()
+    done = JobRun.objects.filter(study=study, kind=ideaprep.DUPLICATES_JOB, status="done").first()
+    pairs = []
+    if done is not None:
+        pairs = list(
+            DuplicatePair.objects.filter(job=done).select_related("idea_a__topic", "idea_b__topic")
+        )
+        conds = ideaprep._memberships(study)
+        for p in pairs:
+            p.conds_a = conds.get(p.idea_a_id, [])  # type: ignore[attr-defined]
+            p.conds_b = conds.get(p.idea_b_id, [])  # type: ignore[attr-defined]
+    return render(
+        request,
+        "studies/ideas/duplicates.html",
+        {
+            "study": study,
+            "job": job,
+            "done": done,
+            "pairs": pairs,
+            "within": sum(1 for p in pairs if p.scope == "within"),
+            "form": DuplicatesForm(
+                initial={"threshold": done.params.get("threshold", 0.8) if done else 0.8}
+            ),
+        },
+    )
+
+
+@login_required
+@require_POST
+def duplicates_run(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    form = DuplicatesForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The threshold is a cosine between 0.01 and 0.99.")
+        return redirect("studies:duplicates", study.slug)
+    job = ideaprep.duplicates_enqueue(
+        study=study, threshold=form.cleaned_data["threshold"], actor=request.user
+    )
+    if is_htmx(request):
+        return render(request, "studies/ideas/duplicates.html#job", {"study": study, "job": job})
+    return redirect("studies:duplicates", study.slug)
+
+
+# --------------------------------------------------------------------------- normalization
+
+
+@login_required
+@require_GET
+def normalization(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    job = JobRun.objects.filter(study=study, kind=ideaprep.NORMALIZATION_JOB).first()
+    return render(
+        request,
+        "studies/ideas/normalization.html",
+        {
+            "study": study,
+            "job": job,
+            "problem": ideaprep.normalization_problem(study),
+            "choice_form": ConfigChoiceForm(initial={"config": study.normalization_config}),
+            "create_form": ConfigCreateForm(),
+            "overview": ideaprep.normalization_overview(study),
+            "queue": ideaprep.signoff_queue(study),
+            "prompt_version": NORMALIZATION_PROMPT_VERSION,
+            "prompt_hash": prompt_sha256(NORMALIZATION_PROMPT),
+            "prompt": NORMALIZATION_PROMPT,
+        },
+    )
+
+
+@login_required
+@require_POST
+def normalization_config(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    if request.POST.get("form") == "create":
+        create = ConfigCreateForm(request.POST)
+        if not create.is_valid():
+            messages.error(
+                request,
+                "The judge config was not created: "
+                + "; ".join(
+                    f"{k}: {' '.join(str(e) for e in v)}" for k, v in create.errors.items()
+                ),
+            )
+            return redirect("studies:normalization", study.slug)
+        config: JudgeConfig | None = judge_config_create(actor=request.user, **create.cleaned_data)
+    else:
+        choice = ConfigChoiceForm(request.POST)
+        if not choice.is_valid():
+            messages.error(request, "Choose one of the listed judge configs.")
+            return redirect("studies:normalization", study.slug)
+        config = choice.cleaned_data["config"]
+    ideaprep.normalization_config_choose(study=study, config=config, actor=request.user)
+    messages.success(request, f"Normalization uses {config.name if config else 'no judge'}.")
+    return redirect("studies:normalization", study.slug)
+
+
+@login_required
+@require_POST
+def normalization_start(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    try:
+        job = ideaprep.normalization_enqueue(study=study, actor=request.user)
+    except ideaprep.PreparationError as exc:
+        messages.error(request, str(exc))
+        return redirect("studies:normalization", study.slug)
+    if is_htmx(request):
+        return render(request, "studies/ideas/normalization.html#job", {"study": study, "job": job})
+    return redirect("studies:normalization", study.slug)
+
+
+# --------------------------------------------------------------------------- sign-off
+
+
+def _sides(a: str, b: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    ops = word_diff(a, b)
+    return (
+        [(op, t) for op, t in ops if op in ("equal", "delete")],
+        [(op, t) for op, t in ops if op in ("equal", "insert")],
+    )
+
+
+@login_required
+@require_GET
+def idea_signoff(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
+    study, idea = get_idea_for_owner(request, slug, idea_id)
+    result = ideaprep.latest_result(idea)
+    shown = idea.normalized_text or (result.output_text if result else "")
+    left, right = _sides(idea.raw_text, shown) if shown else ([], [])
+    queue = ideaprep.signoff_queue(study)
+    later = [i for i in queue if i != idea.pk]
+    return render(
+        request,
+        "studies/ideas/signoff.html",
+        {
+            "study": study,
+            "idea": idea,
+            "result": result,
+            "failed": result.failed if result else [],
+            "passed": [c for c in (result.checks if result else []) if c.get("passed")],
+            "left": left,
+            "right": right,
+            "form": DecisionForm(initial={"text": shown}),
+            "locked": idea.is_text_locked(),
+            "revisions": list(idea.revisions.order_by("-number")),
+            "next_id": later[0] if later else None,
+            "waiting": len(queue),
+        },
+    )
+
+
+@login_required
+@require_POST
+def idea_decide(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
+    study, idea = get_idea_for_owner(request, slug, idea_id)
+    form = DecisionForm(request.POST)
+    here = redirect("studies:idea_signoff", study.slug, idea.pk)
+    if not form.is_valid():
+        messages.error(request, "; ".join(str(e) for errs in form.errors.values() for e in errs))
+        return here
+    data = form.cleaned_data
+    try:
+        if data["action"] == "approve":
+            ideaprep.normalization_approve(idea=idea, actor=request.user)
+            messages.success(request, f"Idea {idea.pk}: rewrite approved.")
+        elif data["action"] == "edit":
+            ideaprep.normalization_edit(idea=idea, text=data["text"], actor=request.user)
+            messages.success(request, f"Idea {idea.pk}: your edit is approved.")
+        elif data["action"] == "reject":
+            ideaprep.normalization_reject(idea=idea, actor=request.user, reason=data["reason"])
+            messages.success(request, f"Idea {idea.pk}: rewrite rejected.")
+            return here
+        else:
+            ideaprep.normalization_rerun(idea=idea, actor=request.user)
+            messages.success(request, f"Idea {idea.pk}: a new rewrite is on its way.")
+            return redirect("studies:normalization", study.slug)
+    except ideaprep.PreparationError as exc:
+        messages.error(request, str(exc))
+        return here
+    queue = ideaprep.signoff_queue(study)
+    if queue:
+        return redirect("studies:idea_signoff", study.slug, queue[0])
+    return redirect("studies:normalization", study.slug)
+
+
+# --------------------------------------------------------------------------- leakage export
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def leakage(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    if request.method == "POST":
+        try:
+            export = ideaprep.leakage_export_create(study=study, actor=request.user)
+        except ideaprep.PreparationError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Export {export.pk} made from {len(export.key)} text(s).")
+        return redirect("studies:leakage", study.slug)
+    return render(
+        request,
+        "studies/ideas/leakage.html",
+        {"study": study, "exports": LeakageExport.objects.filter(study=study)},
+    )
+
+
+@login_required
+@require_GET
+def leakage_download(request: HttpRequest, slug: str, export_id: int, kind: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    export = get_object_or_404(LeakageExport, pk=export_id, study=study)
+    if kind not in ("texts", "key"):
+        raise Http404("no such file")
+    response = HttpResponse(ideaprep.leakage_csv(export, kind), content_type="text/csv")
+    name = f"{study.slug}-leakage-{export.pk}-{kind}.csv"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response

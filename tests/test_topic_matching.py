@@ -1,0 +1,163 @@
+"""Topic matching across conditions gates opening the study; a seeded helper proposes
+surplus ideas to leave out; near-duplicates are found by a job with progress."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from studies import ideaprep
+from studies.models import (
+    AuditEvent,
+    Condition,
+    DuplicatePair,
+    Idea,
+    IdeaCondition,
+    JobRun,
+    Topic,
+)
+from studies.services import study_create
+from studies.tasks import find_duplicates
+from tests.test_recruitment import _fast_and_clean  # noqa: F401
+
+
+def add_idea(study, topic, conditions, n, text="", approved=True):
+    idea = Idea.objects.create(
+        study=study,
+        topic=topic,
+        title=f"Idea {n}",
+        raw_text=text or f"Idea number {n} about {topic.name}.",
+        normalized_text=f"Normalised idea {n}.",
+        normalization_status="approved" if approved else "none",
+    )
+    for i, c in enumerate(conditions):
+        IdeaCondition.objects.create(
+            idea=idea, condition=c, study=study, external_id=f"e{n}" + ("" if not i else f"@{c}")
+        )
+    return idea
+
+
+@pytest.fixture
+def unbalanced(db, owner):
+    """Bias: Human 3, AI 2 (one idea in both); Coding: Human 1, AI 1."""
+    study = study_create(owner=owner, slug="topics", title="Topics")
+    bias = Topic.objects.create(study=study, name="Bias")
+    coding = Topic.objects.create(study=study, name="Coding")
+    human = Condition.objects.create(study=study, key="Human", kind="human")
+    ai = Condition.objects.create(study=study, key="AI", kind="ai")
+    add_idea(study, bias, [human], 1)
+    add_idea(study, bias, [human], 2)
+    add_idea(study, bias, [human, ai], 3)
+    add_idea(study, bias, [ai], 4)
+    add_idea(study, coding, [human], 5)
+    add_idea(study, coding, [ai], 6)
+    return study
+
+
+def test_the_table_counts_ideas_per_topic_and_condition(unbalanced):
+    table = ideaprep.topic_matching_table(study=unbalanced)
+    assert table.conditions == ["AI", "Human"]
+    assert table.counts == {"Bias": {"AI": 2, "Human": 3}, "Coding": {"AI": 1, "Human": 1}}
+    assert table.unbalanced == ["Bias"] and not table.balanced
+
+
+def test_the_study_cannot_open_while_counts_differ_unless_a_reason_is_recorded(unbalanced, owner):
+    with pytest.raises(ideaprep.StudyNotReady, match="conditions differ in ideas per topic"):
+        ideaprep.study_open_for_review(study=unbalanced, actor=owner)
+    unbalanced.refresh_from_db()
+    assert unbalanced.status == "draft"
+    ideaprep.study_topic_reason_set(
+        study=unbalanced, reason="Pilot: the AI agent made fewer Bias ideas.", actor=owner
+    )
+    study = ideaprep.study_open_for_review(study=unbalanced, actor=owner)
+    assert study.status == "reviewing"
+    event = AuditEvent.objects.get(verb="study_opened_for_review")
+    assert event.detail["topic_mismatch_reason"].startswith("Pilot")
+
+
+def test_the_seeded_proposal_matches_counts_and_the_owner_applies_it(unbalanced, owner):
+    first = ideaprep.topic_matching_propose(study=unbalanced, seed=7)
+    again = ideaprep.topic_matching_propose(study=unbalanced, seed=7)
+    assert [i.pk for i in first] == [i.pk for i in again]
+    # only a Human-only Bias idea can go: idea 3 is also in AI, which has no surplus
+    assert len(first) == 1 and first[0].title in {"Idea 1", "Idea 2"}
+    ideaprep.ideas_exclude(
+        study=unbalanced, ideas=first, reason="topic matching (seed 7)", seed=7, actor=owner
+    )
+    assert ideaprep.topic_matching_table(study=unbalanced).balanced
+    assert ideaprep.study_open_for_review(study=unbalanced, actor=owner).status == "reviewing"
+
+
+def test_the_web_page_shows_the_table_and_the_gate_and_applies_a_proposal(unbalanced, owner):
+    c = Client()
+    c.force_login(owner)
+    url = reverse("studies:topic_matching", args=["topics"])
+    page = c.get(url).content.decode()
+    assert "counts differ" in page and "Open for review" in page
+    response = c.post(reverse("studies:study_open", args=["topics"]), follow=True)
+    assert "cannot open for review" in response.content.decode()
+    unbalanced.refresh_from_db()
+    assert unbalanced.status == "draft"
+    proposal = c.get(url, {"seed": 3}).content.decode()
+    assert 'id="proposal"' in proposal
+    ids = ",".join(str(i.pk) for i in ideaprep.topic_matching_propose(study=unbalanced, seed=3))
+    c.post(reverse("studies:topic_matching_apply", args=["topics"]), {"seed": 3, "idea_ids": ids})
+    assert ideaprep.topic_matching_table(study=unbalanced).balanced
+    c.post(reverse("studies:study_open", args=["topics"]))
+    unbalanced.refresh_from_db()
+    assert unbalanced.status == "reviewing"
+
+
+def test_unsigned_ideas_also_keep_the_study_closed(unbalanced, owner):
+    ideaprep.study_topic_reason_set(study=unbalanced, reason="fine", actor=owner)
+    Idea.objects.filter(title="Idea 6").update(normalization_status="proposed")
+    with pytest.raises(ideaprep.StudyNotReady, match="1 idea\\(s\\) have no approved"):
+        ideaprep.study_open_for_review(study=unbalanced, actor=owner)
+
+
+def test_another_researcher_cannot_open_or_change_the_study(unbalanced, other_researcher):
+    c = Client()
+    c.force_login(other_researcher)
+    assert c.post(reverse("studies:study_open", args=["topics"])).status_code == 404
+    response = c.post(reverse("studies:topic_reason", args=["topics"]), {"reason": "mine"})
+    assert response.status_code == 404
+    unbalanced.refresh_from_db()
+    assert unbalanced.topic_mismatch_reason == "" and unbalanced.status == "draft"
+
+
+PLANTED_A = (
+    "We prompt a language model to list the facts it relies on, retrieve evidence for each "
+    "fact, and revise the answer when evidence contradicts a fact."
+)
+PLANTED_B = (
+    "We prompt the language model to list the facts it relies on, retrieve evidence for "
+    "every fact, and revise its answer whenever the evidence contradicts one."
+)
+
+
+def test_a_planted_near_duplicate_pair_is_found_by_the_job(
+    unbalanced, owner, django_capture_on_commit_callbacks
+):
+    bias = unbalanced.topics.get(name="Bias")
+    human, ai = unbalanced.conditions.get(key="Human"), unbalanced.conditions.get(key="AI")
+    a = add_idea(unbalanced, bias, [human], 10, text=PLANTED_A)
+    b = add_idea(unbalanced, bias, [ai], 11, text=PLANTED_B)
+    add_idea(unbalanced, bias, [ai], 12, text="Bake bread with two cups of flour.")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        job = ideaprep.duplicates_enqueue(study=unbalanced, actor=owner)
+    assert len(callbacks) == 1 and job.total == 9
+    find_duplicates(job.pk)
+    job.refresh_from_db()
+    assert job.status == JobRun.Status.DONE and job.done == 9
+    pair = DuplicatePair.objects.get(job=job, idea_a=a, idea_b=b)
+    assert pair.cosine > 0.8 and pair.scope == "across"
+    assert (
+        not DuplicatePair.objects.filter(job=job)
+        .exclude(pk=pair.pk)
+        .filter(idea_b__title="Idea 12")
+    )
+    c = Client()
+    c.force_login(owner)
+    page = c.get(reverse("studies:duplicates", args=["topics"])).content.decode()
+    assert f"#{a.pk}" in page and f"#{b.pk}" in page and "across" in page
