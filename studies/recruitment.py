@@ -446,8 +446,7 @@ def assignment_plan(
         i
         # Ideas left out by topic matching are not assigned (unless already reviewed).
         for i in study.ideas.select_related("topic", "exclusion").order_by("pk")
-        if (i.normalization_status in reviewable and not i.is_excluded())
-        or i.pk in fixed_idea_ids
+        if (i.normalization_status in reviewable and not i.is_excluded()) or i.pk in fixed_idea_ids
     ]
     skipped = study.ideas.count() - len(ideas)
     idea_by_id: dict[str, Idea] = {}
