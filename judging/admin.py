@@ -8,6 +8,9 @@ from .models import (
     Judgment,
     LLMCall,
     PairwiseOutcome,
+    ReferenceComparison,
+    ReferenceCorpus,
+    ReferencePaper,
 )
 
 
@@ -65,3 +68,26 @@ class IdeaRatingAdmin(admin.ModelAdmin):
 class FormalisationAdmin(admin.ModelAdmin):
     list_display = ["run", "idea", "parse_error"]
     raw_id_fields = ["run", "idea", "call"]
+
+
+@admin.register(ReferenceCorpus)
+class ReferenceCorpusAdmin(admin.ModelAdmin):
+    list_display = ["name", "source", "created_by", "created_at"]
+    search_fields = ["name"]
+    raw_id_fields = ["created_by"]
+
+
+@admin.register(ReferencePaper)
+class ReferencePaperAdmin(admin.ModelAdmin):
+    list_display = ["title", "corpus", "venue", "year", "decision", "rating", "rating_debiased"]
+    list_filter = ["venue", "year", "decision"]
+    search_fields = ["title"]
+    raw_id_fields = ["corpus"]
+    exclude = ["minilm"]
+
+
+@admin.register(ReferenceComparison)
+class ReferenceComparisonAdmin(admin.ModelAdmin):
+    list_display = ["run", "idea", "target_reference", "reference", "dimension", "verdict"]
+    list_filter = ["verdict", "dimension"]
+    raw_id_fields = ["run", "idea", "target_reference", "reference", "call"]

@@ -96,6 +96,7 @@ class JudgeRun(models.Model):
         LIGBENCH = "ligbench", "LigBench formalisation + Elo"
         BASELINE_RANDOM = "baseline_random", "Baseline: random"
         BASELINE_LONGER = "baseline_longer", "Baseline: longer text wins"
+        VALIDATION = "validation", "Judge validation on reference-corpus pairs"
 
     BASELINES = frozenset({Method.BASELINE_RANDOM, Method.BASELINE_LONGER})
 
@@ -339,3 +340,146 @@ class Formalisation(models.Model):
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.parts or {})
+
+
+class ReferenceCorpus(models.Model):
+    """A set of published papers with review scores (LigBench's PAIR-IQ, or one of ours).
+
+    Imported whole or not at all (`judging.corpus.reference_corpus_import`). `debias`
+    keeps, per dimension, the venue means and the overall mean the papers' debiased
+    scores were computed from, so the page can show what the mean shift did.
+    """
+
+    name = models.CharField(max_length=200, unique=True)
+    source = models.CharField(max_length=500, blank=True, help_text="File it was imported from.")
+    description = models.TextField(blank=True)
+    debias = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "reference corpora"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ReferencePaper(models.Model):
+    """One reference paper: metadata, review scores on LigBench's 0–5 scale, its four parts.
+
+    `rating`/`contribution`/`soundness` are the scores as imported; the `*_debiased`
+    fields are the per-venue mean shift ŝ = s − μ_venue + μ_all computed at import, with
+    the venue taken as venue and year together (reviewing differs across years too).
+    `embedding` is whatever vector the file carried (PAIR-IQ's are 1024-d from another
+    model) and is kept, not used; retrieval needs query and papers in one space, so it
+    uses `minilm`, our all-MiniLM-L6-v2 vector of the four parts (float32 bytes).
+    """
+
+    DIMENSIONS = ("rating", "contribution", "soundness")
+
+    corpus = models.ForeignKey(ReferenceCorpus, on_delete=models.CASCADE, related_name="papers")
+    row = models.PositiveIntegerField(help_text="Position in the imported file, from 1.")
+    external_id = models.CharField(max_length=500, blank=True)
+    title = models.CharField(max_length=1000)
+    abstract = models.TextField(blank=True)
+    venue = models.CharField(max_length=100)
+    year = models.PositiveSmallIntegerField(null=True, blank=True)
+    decision = models.CharField(max_length=100, blank=True)
+    rating = models.FloatField(null=True, blank=True)
+    contribution = models.FloatField(null=True, blank=True)
+    soundness = models.FloatField(null=True, blank=True)
+    rating_debiased = models.FloatField(null=True, blank=True)
+    contribution_debiased = models.FloatField(null=True, blank=True)
+    soundness_debiased = models.FloatField(null=True, blank=True)
+    main_target = models.TextField(blank=True)
+    core_breakthrough = models.TextField(blank=True)
+    innovative_methods = models.TextField(blank=True)
+    experimental_design = models.TextField(blank=True)
+    embedding = models.JSONField(null=True, blank=True)
+    minilm = models.BinaryField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["corpus", "row"]
+        constraints = [
+            models.UniqueConstraint(fields=["corpus", "row"], name="unique_reference_row"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def venue_key(self) -> str:
+        """The debiasing group: venue and year."""
+        return f"{self.venue} {self.year}" if self.year else self.venue
+
+    def parts(self) -> dict[str, str]:
+        return {
+            "main_target": self.main_target,
+            "core_breakthrough": self.core_breakthrough,
+            "innovative_methods": self.innovative_methods,
+            "experimental_design": self.experimental_design,
+        }
+
+    def is_formalised(self) -> bool:
+        return all(v.strip() for v in self.parts().values())
+
+    def debiased(self, dimension: str) -> float | None:
+        value = getattr(self, f"{dimension}_debiased")
+        return None if value is None else float(value)
+
+    def formal_text(self) -> str:
+        """What retrieval reads: the four parts, or title and abstract when they are missing."""
+        if self.is_formalised():
+            return "\n".join(self.parts().values())
+        return f"{self.title}\n{self.abstract}".strip()
+
+
+class ReferenceComparison(models.Model):
+    """A judge's verdict between a target and a reference paper on one dimension.
+
+    The target is a study idea (LigBench runs) or another reference paper (judge
+    validation, `target_reference`). `verdict` is about the target: "A" means the target
+    won whichever side it was shown on, "B" that the reference won; "unparseable" is its
+    own verdict, never a win, a loss or a tie.
+    """
+
+    Verdict = PairwiseOutcome.Verdict
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="reference_outcomes")
+    idea = models.ForeignKey(
+        "studies.Idea", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    target_reference = models.ForeignKey(
+        ReferencePaper, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    reference = models.ForeignKey(ReferencePaper, on_delete=models.CASCADE, related_name="+")
+    target_first = models.BooleanField(help_text="The target was shown as A.")
+    dimension = models.CharField(max_length=64)
+    verdict = models.CharField(max_length=16, choices=PairwiseOutcome.Verdict.choices)
+    rank = models.PositiveSmallIntegerField(default=0, help_text="Retrieval rank, from 1.")
+    call = models.ForeignKey(
+        LLMCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    parse_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "idea", "reference", "target_first", "dimension"],
+                condition=models.Q(idea__isnull=False),
+                name="unique_idea_reference_outcome",
+            ),
+            models.UniqueConstraint(
+                fields=["run", "target_reference", "reference", "target_first", "dimension"],
+                condition=models.Q(target_reference__isnull=False),
+                name="unique_reference_pair_outcome",
+            ),
+        ]
+        ordering = ["run", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.idea_id or self.target_reference_id} vs {self.reference_id}: {self.verdict}"

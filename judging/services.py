@@ -53,6 +53,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any, cast
 
+import numpy as np
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -78,7 +79,18 @@ from .methods.bradley_terry import (
     fit_bradley_terry,
 )
 from .methods.elo import EPSILON, GAMMA, K_MAX, MAX_STEPS, D, run_elo_dimensions
-from .methods.novelty import BM25, tokenize, top_k
+from .methods.novelty import (
+    ALPHA,
+    BETA,
+    BM25,
+    MU,
+    K,
+    novelty_score,
+    similarity_to_novelty,
+    tokenize,
+    top_k,
+    weighted_similarity,
+)
 from .methods.pairwise import PairCall, schedule_round_robin, summarise_pairwise
 from .methods.parsing import (
     FORMALISATION_KEYS,
@@ -102,6 +114,7 @@ from .methods.swiss import (
     resolve_game,
     total_calls,
 )
+from .methods.validation import Trial, pairwise_accuracy
 from .models import (
     Formalisation,
     IdeaRating,
@@ -110,6 +123,9 @@ from .models import (
     Judgment,
     LLMCall,
     PairwiseOutcome,
+    ReferenceComparison,
+    ReferenceCorpus,
+    ReferencePaper,
 )
 
 log = logging.getLogger(__name__)
@@ -128,8 +144,17 @@ that is fsynced, more than a whole call's bookkeeping; a hard kill loses at most
 much work (calls included, which resuming then makes again)."""
 
 LLM_METHODS = frozenset(
-    {Method.DIRECT, Method.ABSOLUTE, Method.PAIRWISE, Method.SWISS, Method.LIGBENCH}
+    {
+        Method.DIRECT,
+        Method.ABSOLUTE,
+        Method.PAIRWISE,
+        Method.SWISS,
+        Method.LIGBENCH,
+        Method.VALIDATION,
+    }
 )
+CORPUS_METHODS = frozenset({Method.LIGBENCH, Method.VALIDATION})
+AUTO = "auto"
 
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
     Method.DIRECT: {"samples": 1},
@@ -162,13 +187,33 @@ DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
         "group_by": "all",
         "dimensions": list(prompts.LIGBENCH_DIMENSIONS),
         "seed": 0,
-        "initial": 2.5,
+        # "auto": the newest reference corpus the study's owner may use, else the study's
+        # own ideas (the labelled fallback); None forces the fallback; or a corpus id.
+        "corpus": AUTO,
+        # "auto": with a corpus, the mean debiased score of the `calibration` most related
+        # references (no call); without one, 2.5. Or a number for every dimension.
+        "initial": AUTO,
+        "calibration": 3,
+        "retrieval_weight": 0.5,
+        "novelty": True,
+        "alpha": ALPHA,
+        "k": K,
+        "mu": MU,
+        "beta": BETA,
         "passes": 3,
         "d": D,
         "k_max": K_MAX,
         "gamma": GAMMA,
         "epsilon": EPSILON,
         "max_steps": MAX_STEPS,
+    },
+    Method.VALIDATION: {
+        "corpus": AUTO,
+        "pairs": 50,
+        "both_orders": False,
+        "dimensions": list(prompts.LIGBENCH_DIMENSIONS),
+        "seed": 0,
+        "retrieval_weight": 0.5,
     },
     Method.BASELINE_RANDOM: {
         "group_by": "topic",
@@ -202,6 +247,13 @@ def judge_config_create(*, name: str, actor: Any = None, **fields: Any) -> Judge
     )
 
 
+def judge_configs_for(user: Any) -> Any:
+    """Judges a researcher may run: their own and shared ones (created by nobody, e.g. from
+    the command line). Rows hold no keys, but endpoints can be private."""
+    uid = getattr(user, "pk", None) or 0
+    return JudgeConfig.objects.filter(Q(created_by_id=uid) | Q(created_by__isnull=True))
+
+
 def _params(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
     merged = {**COMMON_PARAMS, **DEFAULT_PARAMS[method]}
     unknown = sorted(set(params or {}) - set(merged))
@@ -232,7 +284,7 @@ def _ideas(study: Study, params: dict[str, Any]) -> list[Idea]:
 
 
 def _check_texts(method: str, ideas: Sequence[Idea], source: str) -> None:
-    if method == Method.BASELINE_RANDOM:
+    if method in (Method.BASELINE_RANDOM, Method.VALIDATION):
         return
     missing = [i for i in ideas if not idea_text(i, source).strip()]
     if missing:
@@ -252,12 +304,41 @@ def judge_run_plan(
     if method not in Method.values:
         raise JudgeRunRefused(f"unknown method {method!r}")
     merged = _params(method, params)
-    ideas = _ideas(study, merged)
-    if len(ideas) < (1 if method in (Method.DIRECT, Method.ABSOLUTE) else 2):
+    if method in CORPUS_METHODS:
+        merged["corpus"] = _resolve_corpus(study, method, merged["corpus"])
+    ideas = [] if method == Method.VALIDATION else _ideas(study, merged)
+    needed: int = {"direct": 1, "absolute": 1, "validation": 0}.get(method, 2)
+    if method == Method.LIGBENCH and merged["corpus"] is not None:
+        needed = 1
+    if len(ideas) < needed:
         raise JudgeRunRefused(f"{method} needs more ideas than the {len(ideas)} selected")
     _check_texts(method, ideas, merged["text"])
     driver = _DRIVERS[method](run=None, ideas=ideas, params=merged, study=study)
     return {"params": merged, "ideas": [i.pk for i in ideas], "total": driver.total}
+
+
+def _resolve_corpus(study: Study, method: str, value: Any) -> int | None:
+    """The corpus id a run will use (stored in its params, so a resume uses the same one)."""
+    from .corpus import reference_corpora_for
+
+    usable = reference_corpora_for(study.owner)
+    if value == AUTO:
+        corpus = usable.first()
+        if corpus is None and method == Method.VALIDATION:
+            raise JudgeRunRefused("judge validation needs a reference corpus; import one first")
+        return corpus.pk if corpus else None
+    if value in (None, "", "none"):
+        if method == Method.VALIDATION:
+            raise JudgeRunRefused("judge validation needs a reference corpus")
+        return None
+    corpus = None
+    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+        corpus = usable.filter(pk=int(value)).first()
+    elif isinstance(value, str):
+        corpus = usable.filter(name=value).first()
+    if corpus is None:
+        raise JudgeRunRefused(f"no reference corpus {value!r} that this study's owner may use")
+    return corpus.pk
 
 
 def judge_run_create(
@@ -1001,7 +1082,7 @@ class _LigBenchDriver(_Driver):
         value = {"A": 1.0, "B": 0.0, "tie": 0.5}
         for o in PairwiseOutcome.objects.filter(run=self.run):
             outcome[(o.idea_a_id, o.idea_b_id)][o.dimension] = value.get(o.verdict)
-        initial = float(p["initial"])
+        initial = 2.5 if p["initial"] == AUTO else float(p["initial"])
         scores = {i: dict.fromkeys(self.dimensions, initial) for i in self.refs}
         chains: dict[int, dict[str, Any]] = {}
         for _ in range(max(1, int(p["passes"]))):
@@ -1049,9 +1130,500 @@ class _LigBenchDriver(_Driver):
         IdeaRating.objects.bulk_create(ratings)
         return {
             "formalised": sum(1 for f in self.forms.values() if f),
-            "references": "study ideas (no reference corpus yet)",
+            "references": "study ideas (fallback: no reference corpus; scores are relative "
+            "to the study's own ideas)",
+            "corpus": None,
             "dimensions": list(self.dimensions),
             "passes": int(p["passes"]),
+        }
+
+
+LIGBENCH_NOVELTY = "ligbench_novelty"
+"""IdeaRating dimension of LigBench's fused novelty (not the review form's "novelty")."""
+NOVELTY_LLM = "novelty_llm"
+"""Judgment metric of the judge's own 0–5 novelty estimate (s_LLM in LigBench's fusion)."""
+_VALUE = {"A": 1.0, "B": 0.0, "tie": 0.5}
+
+
+def _coin(*key: Any) -> bool:
+    """A fair, reproducible coin per key: which side an item is shown on."""
+    return random.Random(":".join(str(k) for k in key)).random() < 0.5
+
+
+def _formal_text(parts: dict[str, str]) -> str:
+    return "\n".join(parts[k] for k in FORMALISATION_KEYS)
+
+
+def _corpus_for(params: dict[str, Any], dimensions: Iterable[str]) -> tuple[ReferenceCorpus, Any]:
+    from .corpus import eligible_references
+
+    corpus = ReferenceCorpus.objects.filter(pk=params["corpus"]).first()
+    if corpus is None:
+        raise JudgeRunRefused(f"reference corpus {params['corpus']} no longer exists")
+    return corpus, eligible_references(corpus, list(dimensions))
+
+
+def _store_formalisation(run: JudgeRun, idea_id: int, call: LLMCall) -> dict[str, str] | None:
+    parsed = parse_formalisation(call.response_text)
+    _mark_parsed(call, parsed)
+    parts = parsed.as_dict() if not isinstance(parsed, Unparseable) else None
+    Formalisation.objects.create(
+        run=run,
+        idea_id=idea_id,
+        parts=parts,
+        call=call,
+        parse_error=parsed.reason if isinstance(parsed, Unparseable) else "",
+    )
+    return parts
+
+
+class _LigBenchCorpusDriver(_Driver):
+    """LigBench against a reference corpus: formalise, retrieve, compare, Elo, novelty.
+
+    Stage 1 formalises every idea. Stage 2 starts once every formalisation is stored: for
+    each formalised idea it retrieves the `references` most related papers (BM25 and
+    MiniLM cosine over the four parts), compares the idea with each of them on every
+    dimension in one call, and asks for the judge's own 0–5 novelty estimate.
+
+    Elo then runs per dimension over the references in retrieval order (most related
+    first) against their venue-debiased scores, so a single pass suffices. The initial
+    score is taken from calibration examples: the mean debiased score of the
+    `calibration` most related references. LigBench instead shows three scored examples
+    to the model and asks it for a starting score; taking the examples' scores directly
+    costs no call, cannot be unparseable, and is the prior that prompt aims at. A number
+    in `initial` overrides it. Novelty fuses the judge's estimate with the MiniLM
+    similarity of the idea to the retrieved papers (α, k, μ, β per run).
+    """
+
+    def __init__(self, **kw: Any):
+        super().__init__(**kw)
+        p = self.params
+        self.dimensions = {d: prompts.LIGBENCH_DIMENSIONS[d] for d in p["dimensions"]}
+        self.corpus, self.eligible = _corpus_for(p, self.dimensions)
+        n_refs = self.eligible.count()
+        if n_refs == 0:
+            raise JudgeRunRefused(
+                f"corpus {self.corpus.name!r} has no paper with all four parts and a score on "
+                + ", ".join(self.dimensions)
+            )
+        self.k = min(max(1, int(p["references"])), n_refs)
+        self.novelty = bool(p["novelty"])
+        self.total = len(self.ideas) * (1 + self.k + int(self.novelty))
+        self.forms: dict[int, dict[str, str] | None] = {}
+        self.hits: dict[int, list[Any]] = {}
+        self.papers: dict[int, ReferencePaper] = {}
+        self.stage2_started = False
+
+    def load(self) -> list[Unit]:
+        self.forms = {f.idea_id: f.parts for f in Formalisation.objects.filter(run=self.run)}
+        pairs: set[tuple[int, int]] = set()
+        bad: set[tuple[int, int]] = set()
+        for idea_id, ref_id, verdict in ReferenceComparison.objects.filter(
+            run=self.run
+        ).values_list("idea_id", "reference_id", "verdict"):
+            pairs.add((idea_id, ref_id))
+            if verdict == Verdict.UNPARSEABLE:
+                bad.add((idea_id, ref_id))
+        novelty = dict(
+            Judgment.objects.filter(run=self.run, metric=NOVELTY_LLM).values_list(
+                "idea_id", "score"
+            )
+        )
+        self.done = len(self.forms) + len(pairs) + len(novelty)
+        self.unparseable = (
+            sum(v is None for v in self.forms.values())
+            + len(bad)
+            + sum(v is None for v in novelty.values())
+        )
+        units = [
+            Unit(
+                ("form", i.pk),
+                prompts.formalisation_messages(self.text[i.pk]),
+                prompts.LIGBENCH_FORMALISATION.id,
+            )
+            for i in self.ideas
+            if i.pk not in self.forms
+        ]
+        if units:
+            return units
+        return self._stage2(pairs, set(novelty))
+
+    def _retrieve(self) -> list[int]:
+        from .corpus import reference_corpus_embed, reference_corpus_retrieve
+
+        reference_corpus_embed(corpus=self.corpus)
+        papers = list(self.eligible.all())
+        self.papers = {p.pk: p for p in papers}
+        usable = [i.pk for i in self.ideas if self.forms.get(i.pk)]
+        hits = reference_corpus_retrieve(
+            papers=papers,
+            queries=[_formal_text(cast(dict, self.forms[i])) for i in usable],
+            k=self.k,
+            weight=float(self.params["retrieval_weight"]),
+        )
+        self.hits = dict(zip(usable, hits, strict=True))
+        return usable
+
+    def _stage2(self, done_pairs: set[tuple[int, int]], done_novelty: set[int]) -> list[Unit]:
+        self.stage2_started = True
+        usable = self._retrieve()
+        self.total = (
+            len(self.ideas)
+            + sum(len(h) for h in self.hits.values())
+            + (len(usable) if self.novelty else 0)
+        )
+        seed = self.params["seed"]
+        units = []
+        for target in usable:
+            form = cast(dict, self.forms[target])
+            if self.novelty and target not in done_novelty:
+                units.append(
+                    Unit(
+                        ("nov", target),
+                        prompts.ligbench_novelty_messages(form),
+                        prompts.ABSOLUTE.id,
+                    )
+                )
+            for rank, hit in enumerate(self.hits[target], 1):
+                if (target, hit.id) in done_pairs:
+                    continue
+                ref = self.papers[hit.id].parts()
+                target_first = _coin("ligbench-ref", seed, target, hit.id)
+                a, b = (form, ref) if target_first else (ref, form)
+                units.append(
+                    Unit(
+                        ("ref", target, hit.id, target_first, rank),
+                        prompts.ligbench_comparison_messages(a, b, self.dimensions),  # type: ignore[arg-type]
+                        prompts.LIGBENCH_COMPARISON.id,
+                    )
+                )
+        return units
+
+    def store(self, unit: Unit, call: LLMCall | None) -> bool:
+        assert call is not None
+        kind = unit.key[0]
+        if kind == "form":
+            parts = _store_formalisation(self.run, unit.key[1], call)
+            self.forms[unit.key[1]] = parts
+            return parts is None
+        if kind == "nov":
+            parsed = parse_absolute_score(call.response_text, 0, 5)
+            _mark_parsed(call, parsed)
+            Judgment.objects.create(
+                run=self.run,
+                idea_id=unit.key[1],
+                metric=NOVELTY_LLM,
+                score=float(parsed.score) if isinstance(parsed, AbsoluteScore) else None,
+                rationale=parsed.rationale if isinstance(parsed, AbsoluteScore) else "",
+                parse_error=parsed.reason if isinstance(parsed, Unparseable) else "",
+                call=call,
+            )
+            return isinstance(parsed, Unparseable)
+        _, target, ref, target_first, rank = unit.key
+        verdicts = parse_dimension_verdicts(call.response_text, list(self.dimensions))
+        _mark_parsed(call, verdicts)
+        ReferenceComparison.objects.bulk_create(
+            [
+                ReferenceComparison(
+                    run=self.run,
+                    idea_id=target,
+                    reference_id=ref,
+                    target_first=target_first,
+                    dimension=dim,
+                    rank=rank,
+                    verdict=_stored_verdict(
+                        None if isinstance(verdicts, Unparseable) else verdicts.winners[dim],
+                        target_first,
+                    ),
+                    call=call,
+                    parse_error=verdicts.reason if isinstance(verdicts, Unparseable) else "",
+                )
+                for dim in self.dimensions
+            ]
+        )
+        return isinstance(verdicts, Unparseable)
+
+    def after(self, unit: Unit) -> list[Unit]:
+        if (
+            unit.key[0] == "form"
+            and not self.stage2_started
+            and all(i.pk in self.forms for i in self.ideas)
+        ):
+            return self._stage2(set(), set())
+        return []
+
+    def _initial(self, refs: Sequence[ReferencePaper]) -> tuple[dict[str, float], list[int]]:
+        p = self.params
+        if p["initial"] != AUTO:
+            return dict.fromkeys(self.dimensions, float(p["initial"])), []
+        examples = list(refs[: max(1, int(p["calibration"]))])
+        return {
+            d: sum(cast(float, r.debiased(d)) for r in examples) / len(examples)
+            for d in self.dimensions
+        }, [r.pk for r in examples]
+
+    def finish(self) -> dict[str, Any]:
+        p = self.params
+        IdeaRating.objects.filter(run=self.run).delete()
+        summary: dict[str, Any] = {
+            "references": f"reference corpus {self.corpus.name!r} (venue-debiased scores)",
+            "corpus": self.corpus.pk,
+            "corpus_name": self.corpus.name,
+            "formalised": sum(1 for f in self.forms.values() if f),
+            "dimensions": list(self.dimensions),
+            "initial": (
+                f"mean debiased score of the {int(p['calibration'])} most related references"
+                if p["initial"] == AUTO
+                else float(p["initial"])
+            ),
+            "novelty": self.novelty,
+        }
+        if not self.stage2_started:
+            return {**summary, "elo": "not started"}
+        outcome: dict[tuple[int, int], dict[str, float | None]] = defaultdict(dict)
+        for idea_id, ref_id, dim, verdict in ReferenceComparison.objects.filter(
+            run=self.run
+        ).values_list("idea_id", "reference_id", "dimension", "verdict"):
+            outcome[(idea_id, ref_id)][dim] = _VALUE.get(verdict)
+        llm = dict(
+            Judgment.objects.filter(run=self.run, metric=NOVELTY_LLM).values_list(
+                "idea_id", "score"
+            )
+        )
+        ratings = []
+        for target, hits in self.hits.items():
+            refs = [self.papers[h.id] for h in hits]
+            initial, examples = self._initial(refs)
+            comparisons = [
+                (r.pk, {d: cast(float, r.debiased(d)) for d in self.dimensions}, outcome[key])
+                for r in refs
+                if (key := (target, r.pk)) in outcome
+            ]
+            chains = run_elo_dimensions(
+                comparisons,
+                initial,
+                epsilon=float(p["epsilon"]),
+                max_steps=int(p["max_steps"]),
+                d=float(p["d"]),
+                k_max=float(p["k_max"]),
+                gamma=float(p["gamma"]),
+            )
+            for dim, chain in chains.items():
+                ratings.append(
+                    IdeaRating(
+                        run=self.run,
+                        idea_id=target,
+                        dimension=f"elo_{dim}",
+                        score=chain.score,
+                        history=[
+                            {
+                                "t": s.t,
+                                "reference": s.reference,
+                                "reference_score": s.reference_score,
+                                "outcome": s.outcome,
+                                "expected": s.expected,
+                                "k": s.k,
+                                "score": s.score_after,
+                            }
+                            for s in chain.steps
+                        ]
+                        + [
+                            {
+                                "stopped": chain.stopped,
+                                "skipped": chain.skipped,
+                                "initial": initial[dim],
+                                "calibration_examples": examples,
+                            }
+                        ],
+                    )
+                )
+            if self.novelty and hits:
+                ratings.append(self._novelty(target, hits, llm.get(target)))
+        IdeaRating.objects.bulk_create(ratings)
+        return summary
+
+    def _novelty(self, target: int, hits: Sequence[Any], s_llm: float | None) -> IdeaRating:
+        p = self.params
+        sims = [h.cosine for h in hits]
+        knobs = {"alpha": float(p["alpha"]), "k": float(p["k"]), "mu": float(p["mu"])}
+        history: dict[str, Any] = {
+            "similarities": [
+                {"reference": h.id, "cosine": h.cosine, "bm25": h.bm25, "hybrid": h.score}
+                for h in hits
+            ],
+            "beta": float(p["beta"]),
+            **knobs,
+        }
+        if s_llm is None:
+            # No estimate to fuse: the similarity part is shown, the score stays empty.
+            s_w = weighted_similarity(sims, knobs["alpha"])
+            history.update(
+                s_weighted=s_w,
+                s_sim=similarity_to_novelty(s_w, knobs["k"], knobs["mu"]),
+                s_llm=None,
+                missing="the judge's novelty estimate was unparseable",
+            )
+            score = None
+        else:
+            result = novelty_score(sims, s_llm, beta=float(p["beta"]), **knobs)
+            history.update(s_weighted=result.s_weighted, s_sim=result.s_sim, s_llm=result.s_llm)
+            score = result.novelty
+        return IdeaRating(
+            run=self.run, idea_id=target, dimension=LIGBENCH_NOVELTY, score=score, history=[history]
+        )
+
+
+class _ValidationDriver(_Driver):
+    """Judge validation on reference pairs (LigBench §4.2, Table 2).
+
+    Pairs of related papers from the corpus: papers are shuffled by `seed`, each of the
+    first 2 × `pairs` is a query for its nearest neighbours (the same hybrid retrieval
+    LigBench uses), and pairs are taken breadth-first (everyone's nearest neighbour, then
+    everyone's second) until `pairs` distinct pairs are found. Each pair is judged on
+    every dimension in one call, once in a random order or in both orders; the truth is
+    the order of the papers' venue-debiased scores. Accuracy against the raw scores is
+    reported beside it, which shows what the debiasing changes.
+    """
+
+    NEIGHBOURS = 3
+
+    def __init__(self, **kw: Any):
+        super().__init__(**kw)
+        p = self.params
+        self.dimensions = {d: prompts.LIGBENCH_DIMENSIONS[d] for d in p["dimensions"]}
+        self.corpus, self.eligible = _corpus_for(p, self.dimensions)
+        n = self.eligible.count()
+        if n < 2:
+            raise JudgeRunRefused(
+                f"corpus {self.corpus.name!r} has {n} paper(s) with all four parts and scores; "
+                "validation needs at least two"
+            )
+        self.orders = 2 if p["both_orders"] else 1
+        self.wanted = max(1, min(int(p["pairs"]), n * (n - 1) // 2))
+        self.total = self.wanted * self.orders
+        self.pairs: list[tuple[int, int]] = []
+        self.papers: dict[int, ReferencePaper] = {}
+
+    def _sample(self) -> None:
+        from .corpus import reference_corpus_embed, reference_corpus_retrieve, reference_vector
+
+        reference_corpus_embed(corpus=self.corpus)
+        papers = list(self.eligible.all())
+        self.papers = {p.pk: p for p in papers}
+        rng = random.Random(f"validation:{self.params['seed']}")
+        order = papers[:]
+        rng.shuffle(order)
+        anchors = order[: 2 * self.wanted]
+        hits = reference_corpus_retrieve(
+            papers=papers,
+            queries=[a.formal_text() for a in anchors],
+            k=self.NEIGHBOURS,
+            weight=float(self.params["retrieval_weight"]),
+            exclude=[a.pk for a in anchors],
+            query_vectors=np.vstack([reference_vector(a) for a in anchors]),
+        )
+        seen: set[frozenset[int]] = set()
+        pairs: list[tuple[int, int]] = []
+        for depth in range(self.NEIGHBOURS):
+            for anchor, found in zip(anchors, hits, strict=True):
+                if len(pairs) >= self.wanted:
+                    break
+                if depth < len(found):
+                    key = frozenset((anchor.pk, found[depth].id))
+                    if len(key) == 2 and key not in seen:
+                        seen.add(key)
+                        pairs.append((anchor.pk, cast(int, found[depth].id)))
+        self.pairs = pairs
+        self.total = len(pairs) * self.orders
+
+    def load(self) -> list[Unit]:
+        done: set[tuple[int, int, bool]] = set()
+        bad: set[tuple[int, int, bool]] = set()
+        for a, b, first, verdict in ReferenceComparison.objects.filter(run=self.run).values_list(
+            "target_reference_id", "reference_id", "target_first", "verdict"
+        ):
+            done.add((a, b, first))
+            if verdict == Verdict.UNPARSEABLE:
+                bad.add((a, b, first))
+        self.done, self.unparseable = len(done), len(bad)
+        self._sample()
+        seed = self.params["seed"]
+        units = []
+        for a, b in self.pairs:
+            firsts = [True, False] if self.orders == 2 else [_coin("validation", seed, a, b)]
+            pa, pb = self.papers[a].parts(), self.papers[b].parts()
+            for first in firsts:
+                if (a, b, first) in done:
+                    continue
+                shown = (pa, pb) if first else (pb, pa)
+                units.append(
+                    Unit(
+                        ("val", a, b, first),
+                        prompts.ligbench_comparison_messages(*shown, self.dimensions),  # type: ignore[arg-type]
+                        prompts.LIGBENCH_COMPARISON.id,
+                    )
+                )
+        return units
+
+    def store(self, unit: Unit, call: LLMCall | None) -> bool:
+        assert call is not None
+        _, a, b, first = unit.key
+        verdicts = parse_dimension_verdicts(call.response_text, list(self.dimensions))
+        _mark_parsed(call, verdicts)
+        ReferenceComparison.objects.bulk_create(
+            [
+                ReferenceComparison(
+                    run=self.run,
+                    target_reference_id=a,
+                    reference_id=b,
+                    target_first=first,
+                    dimension=dim,
+                    verdict=_stored_verdict(
+                        None if isinstance(verdicts, Unparseable) else verdicts.winners[dim],
+                        first,
+                    ),
+                    call=call,
+                    parse_error=verdicts.reason if isinstance(verdicts, Unparseable) else "",
+                )
+                for dim in self.dimensions
+            ]
+        )
+        return isinstance(verdicts, Unparseable)
+
+    def finish(self) -> dict[str, Any]:
+        rows = list(
+            ReferenceComparison.objects.filter(run=self.run).values_list(
+                "target_reference_id", "reference_id", "target_first", "dimension", "verdict"
+            )
+        )
+        papers = self.papers or {p.pk: p for p in self.eligible.all()}
+        debiased, raw = [], []
+        shown_first: dict[tuple[int, int, str], dict[bool, str]] = defaultdict(dict)
+        for a, b, first, dim, verdict in rows:
+            pa, pb = papers[a], papers[b]
+            v = None if verdict == Verdict.UNPARSEABLE else verdict
+            da, db = pa.debiased(dim), pb.debiased(dim)
+            ra, rb = getattr(pa, dim), getattr(pb, dim)
+            debiased.append(
+                Trial(dim, None if da is None or db is None else da - db, v)  # type: ignore[arg-type]
+            )
+            raw.append(Trial(dim, None if ra is None or rb is None else ra - rb, v))
+            if v is not None:
+                shown_first[(a, b, dim)][first] = v
+        acc = pairwise_accuracy(debiased)
+        acc_raw = pairwise_accuracy(raw)
+        both = [v for v in shown_first.values() if len(v) == 2]
+        return {
+            "corpus": self.corpus.pk,
+            "corpus_name": self.corpus.name,
+            "pairs": len(self.pairs),
+            "both_orders": self.orders == 2,
+            "dimensions": list(self.dimensions),
+            "validation": {d: a.as_dict() for d, a in acc.items()},
+            "raw_accuracy": {d: a.accuracy for d, a in acc_raw.items()},
+            "position_consistency": (
+                sum(v[True] == v[False] for v in both) / len(both) if both else None
+            ),
         }
 
 
@@ -1060,7 +1632,10 @@ _DRIVERS: dict[str, Callable[..., _Driver]] = {
     Method.ABSOLUTE: _ScoreDriver,
     Method.PAIRWISE: _PairDriver,
     Method.SWISS: _SwissDriver,
-    Method.LIGBENCH: _LigBenchDriver,
+    Method.LIGBENCH: lambda **kw: (
+        _LigBenchCorpusDriver(**kw) if kw["params"].get("corpus") else _LigBenchDriver(**kw)
+    ),
+    Method.VALIDATION: lambda **kw: _ValidationDriver(**kw),
     Method.BASELINE_RANDOM: _RandomDriver,
     Method.BASELINE_LONGER: _LongerDriver,
 }

@@ -1,5 +1,15 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from . import views
 
 app_name = "judging"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("<slug:slug>/", views.judging_home, name="home"),
+    path("<slug:slug>/judges/new/", views.judge_config_new, name="config_create"),
+    path("<slug:slug>/runs/new/", views.judge_run_new, name="run_create"),
+    path("<slug:slug>/runs/<int:run_id>/", views.judge_run_detail, name="run_detail"),
+    path("<slug:slug>/runs/<int:run_id>/cancel/", views.judge_run_cancel_view, name="run_cancel"),
+    path("<slug:slug>/runs/<int:run_id>/resume/", views.judge_run_resume_view, name="run_resume"),
+    path("<slug:slug>/references/", views.reference_corpora, name="corpora"),
+]

@@ -1,0 +1,146 @@
+"""Forms for the owner's judge pages. They validate; the services create (style 4)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django import forms
+from django.http import QueryDict
+
+from .models import JudgeConfig, JudgeRun
+
+_ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]{0,99}\Z")
+# Shapes of real keys (OpenAI "sk-…", Anthropic "sk-ant-…", Hugging Face "hf_…", long
+# random strings): a pasted key is refused before it can reach the database.
+_LOOKS_LIKE_KEY = re.compile(r"\A(sk-|sk_|hf_|gsk_|xai-|AIza)|[A-Za-z0-9]{32,}")
+
+
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    text = (text or "").strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise forms.ValidationError(f"{what} is not JSON: {exc.msg} (line {exc.lineno})") from None
+    if not isinstance(value, dict):
+        raise forms.ValidationError(f'{what} must be a JSON object, like {{"temperature": 0}}')
+    return value
+
+
+class JudgeConfigForm(forms.Form):
+    name = forms.CharField(max_length=120)
+    base_url = forms.CharField(
+        max_length=500,
+        required=False,
+        help_text="An OpenAI-compatible endpoint, e.g. http://localhost:8000/v1. Empty: the "
+        "server's OPENAI_BASE_URL.",
+    )
+    model = forms.CharField(max_length=200, required=False, help_text="Empty: OPENAI_MODEL.")
+    api_key_env = forms.CharField(
+        max_length=100,
+        initial="OPENAI_API_KEY",
+        label="API key environment variable",
+        help_text="The NAME of the environment variable on the workers that holds the key. "
+        "Never the key itself: keys are not stored or shown.",
+    )
+    parameters = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        initial='{"temperature": 0}',
+        help_text="JSON object sent with every call (temperature, max_tokens, seed…).",
+    )
+    price_input_per_million = forms.DecimalField(
+        min_value=0, max_digits=12, decimal_places=6, initial=0
+    )
+    price_output_per_million = forms.DecimalField(
+        min_value=0, max_digits=12, decimal_places=6, initial=0
+    )
+    concurrency = forms.IntegerField(min_value=1, max_value=256, initial=4)
+    timeout_seconds = forms.FloatField(min_value=1, max_value=3600, initial=120)
+    max_attempts = forms.IntegerField(min_value=1, max_value=20, initial=5)
+    backoff_seconds = forms.FloatField(min_value=0, max_value=600, initial=1.0)
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        if JudgeConfig.objects.filter(name=name).exists():
+            raise forms.ValidationError("A judge with this name exists already.")
+        return name
+
+    def clean_base_url(self) -> str:
+        url = self.cleaned_data["base_url"].strip()
+        if url and not re.match(r"\Ahttps?://[^\s/]+", url):
+            raise forms.ValidationError("Give an http:// or https:// address, or leave it empty.")
+        if re.search(r"//[^/@\s]+:[^/@\s]+@", url):
+            raise forms.ValidationError("Put credentials in the environment, not in the address.")
+        return url
+
+    def clean_api_key_env(self) -> str:
+        value = self.cleaned_data["api_key_env"].strip()
+        if _LOOKS_LIKE_KEY.search(value):
+            # Never echo a pasted key back into the page.
+            if isinstance(self.data, QueryDict):
+                data = self.data.copy()
+                data["api_key_env"] = ""
+                self.data = data
+            raise forms.ValidationError(
+                "This looks like a key. Enter the name of the environment variable that holds "
+                "it (e.g. OPENAI_API_KEY); the key itself is never stored."
+            )
+        if not _ENV_NAME.match(value):
+            raise forms.ValidationError(
+                "An environment variable name: letters, digits and underscores."
+            )
+        return value
+
+    def clean_parameters(self) -> dict[str, Any]:
+        params = _json_object(self.cleaned_data.get("parameters", ""), "Parameters")
+        secret = [k for k in params if "key" in k.lower() or k.lower() == "token"]
+        if secret:
+            raise forms.ValidationError(
+                f"Parameters must not carry credentials ({', '.join(secret)})."
+            )
+        return params
+
+
+class JudgeRunForm(forms.Form):
+    method = forms.ChoiceField(choices=JudgeRun.Method.choices)
+    config = forms.ModelChoiceField(
+        queryset=JudgeConfig.objects.none(),
+        required=False,
+        label="Judge",
+        help_text="Needed by every method except the baselines.",
+    )
+    params = forms.CharField(
+        required=False,
+        label="Parameters",
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text='JSON object overriding the defaults below, e.g. {"rounds": 5}.',
+    )
+    budget_calls = forms.IntegerField(
+        min_value=1, required=False, help_text="Stop cleanly after this many paid calls."
+    )
+    budget_cost = forms.DecimalField(
+        min_value=0,
+        max_digits=14,
+        decimal_places=6,
+        required=False,
+        help_text="Stop cleanly before spending more than this (in the judge's price unit).",
+    )
+
+    def __init__(self, *args: Any, configs: Any = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        field = self.fields["config"]
+        assert isinstance(field, forms.ModelChoiceField)
+        field.queryset = configs if configs is not None else JudgeConfig.objects.none()
+
+    def clean_params(self) -> dict[str, Any]:
+        return _json_object(self.cleaned_data.get("params", ""), "Parameters")
+
+
+class CorpusUploadForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    file = forms.FileField(help_text="PAIR-IQ-style JSON (a list of papers) or JSON Lines.")

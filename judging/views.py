@@ -1,0 +1,232 @@
+"""The owner's LLM-judge pages: judges, runs with live progress, results, the corpus.
+
+Every view starts with `get_study_for_owner` (404 for what is not yours); a run is
+looked up inside the owner's study, so a run id of another study is a 404 too.
+Reviewers never own a study, so none of this is reachable for them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRefresh
+
+from studies.http import is_htmx
+from studies.models import Study
+from studies.views import get_study_for_owner
+
+from .corpus import CorpusImportError, reference_corpora_for, reference_corpus_import
+from .forms import CorpusUploadForm, JudgeConfigForm, JudgeRunForm
+from .models import JudgeRun
+from .reports import judge_run_report
+from .services import (
+    DEFAULT_PARAMS,
+    STALE_AFTER,
+    JudgeRunRefused,
+    judge_config_create,
+    judge_configs_for,
+    judge_run_cancel,
+    judge_run_create,
+    judge_run_resume,
+)
+from .tasks import judge_run_enqueue
+
+
+def get_run_for_owner(request: HttpRequest, slug: str, run_id: int) -> tuple[Study, JudgeRun]:
+    study = get_study_for_owner(request, slug)
+    run = get_object_or_404(JudgeRun.objects.select_related("config"), pk=run_id, study=study)
+    return study, run
+
+
+def _configs(request: HttpRequest) -> list[dict[str, Any]]:
+    return [
+        {
+            "config": c,
+            # Whether the variable is set where the web server runs; never its value.
+            "key_set": bool(os.environ.get(c.api_key_env or "")),
+        }
+        for c in judge_configs_for(request.user)
+    ]
+
+
+@login_required
+@require_GET
+def judging_home(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    runs = JudgeRun.objects.filter(study=study).select_related("config")
+    return render(
+        request,
+        "judging/home.html",
+        {
+            "study": study,
+            "runs": runs,
+            "configs": _configs(request),
+            "corpora": reference_corpora_for(request.user),
+        },
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def judge_config_new(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    form = JudgeConfigForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        config = judge_config_create(actor=request.user, **form.cleaned_data)
+        messages.success(request, f"Judge {config.name!r} saved.")
+        return redirect("judging:home", study.slug)
+    return render(
+        request,
+        "judging/config_form.html",
+        {"study": study, "form": form, "configs": _configs(request)},
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def judge_run_new(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    configs = judge_configs_for(request.user).filter(is_baseline=False)
+    initial = {"method": request.GET.get("method", JudgeRun.Method.PAIRWISE)}
+    form = JudgeRunForm(request.POST or None, configs=configs, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = judge_run_create(
+                study=study,
+                method=data["method"],
+                config=data["config"],
+                params=data["params"],
+                budget_calls=data["budget_calls"],
+                budget_cost=data["budget_cost"],
+                actor=request.user,
+            )
+        except JudgeRunRefused as exc:
+            form.add_error(None, str(exc))
+        else:
+            judge_run_enqueue(run=run)
+            messages.success(request, f"Run {run.pk} queued: {run.total_calls} units.")
+            return redirect("judging:run_detail", study.slug, run.pk)
+    return render(
+        request,
+        "judging/run_form.html",
+        {
+            "study": study,
+            "form": form,
+            "defaults": [
+                (label, DEFAULT_PARAMS[value])
+                for value, label in JudgeRun.Method.choices
+                if value in DEFAULT_PARAMS
+            ],
+            "has_configs": configs.exists(),
+        },
+    )
+
+
+@login_required
+@require_GET
+def judge_run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    study, run = get_run_for_owner(request, slug, run_id)
+    stale = run.heartbeat_at is None or run.heartbeat_at < timezone.now() - STALE_AFTER
+    context: dict[str, Any] = {
+        "study": study,
+        "run": run,
+        # A running run with a live worker cannot be resumed; one whose worker went quiet can.
+        "resumable": run.can_resume and (run.status != JudgeRun.Status.RUNNING or stale),
+    }
+    if is_htmx(request):
+        if request.GET.get("poll") and not run.is_active:
+            # The run ended since the page was drawn: reload it whole, results included.
+            return HttpResponseClientRefresh()
+        return render(request, "judging/run_detail.html#progress", context)
+    if not run.is_active:
+        context["report"] = judge_run_report(run=run)
+    return render(request, "judging/run_detail.html", context)
+
+
+@login_required
+@require_POST
+def judge_run_cancel_view(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    study, run = get_run_for_owner(request, slug, run_id)
+    if run.is_active:
+        run = judge_run_cancel(run=run)
+        messages.success(
+            request,
+            "Cancelled."
+            if run.status == JudgeRun.Status.CANCELLED
+            else "Cancelling: the calls in flight finish and are kept.",
+        )
+    else:
+        messages.error(request, f"Run {run.pk} is {run.get_status_display().lower()} already.")
+    return redirect("judging:run_detail", study.slug, run.pk)
+
+
+@login_required
+@require_POST
+def judge_run_resume_view(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    study, run = get_run_for_owner(request, slug, run_id)
+    try:
+        judge_run_resume(run=run)
+    except JudgeRunRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Resumed: finished units are kept and not asked again.")
+    return redirect("judging:run_detail", study.slug, run.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def reference_corpora(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_owner(request, slug)
+    form = CorpusUploadForm(request.POST or None, request.FILES or None)
+    errors: list[str] = []
+    if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["file"]
+        try:
+            corpus = reference_corpus_import(
+                data=upload.read(),
+                name=form.cleaned_data["name"],
+                filename=upload.name,
+                description=form.cleaned_data["description"],
+                actor=request.user,
+            )
+        except CorpusImportError as exc:
+            errors = exc.errors
+        else:
+            messages.success(
+                request, f"Corpus {corpus.name!r} imported: {corpus.papers.count()} papers."
+            )
+            return redirect("judging:corpora", study.slug)
+    corpora = []
+    for corpus in reference_corpora_for(request.user):
+        debias = corpus.debias or {}
+        venues = sorted({v for d in debias.values() for v in d.get("venue_means", {})})
+        corpora.append(
+            {
+                "corpus": corpus,
+                "papers": corpus.papers.count(),
+                "dimensions": list(debias),
+                "venues": [
+                    {
+                        "venue": v,
+                        "count": next(iter(debias.values()))["counts"].get(v, 0),
+                        "means": [debias[d]["venue_means"].get(v) for d in debias],
+                    }
+                    for v in venues
+                ],
+                "overall": [debias[d]["overall_mean"] for d in debias],
+            }
+        )
+    return render(
+        request,
+        "judging/corpora.html",
+        {"study": study, "form": form, "errors": errors, "corpora": corpora},
+        status=400 if errors else 200,
+    )

@@ -1,0 +1,295 @@
+"""The owner's judge pages against the personas, the run page's polling, results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from judging.models import JudgeConfig, JudgeRun, ReferenceCorpus
+from judging.services import judge_run_create, judge_run_execute
+from studies.models import Reviewer
+from tests.judging.conftest import make_study
+from tests.judging.embedding_cache import remembered_embeddings  # noqa: F401
+
+CORPUS = Path(__file__).parent / "data" / "references.json"
+Status = JudgeRun.Status
+
+
+@pytest.fixture
+def owned(db, owner):
+    return make_study(owner, slug="owned")
+
+
+@pytest.fixture
+def a_run(owned):
+    return judge_run_create(study=owned, method="baseline_random")
+
+
+@pytest.fixture
+def reviewer_user(db, owned):
+    user = get_user_model().objects.create_user("rev", password="rev-pass-123")
+    Reviewer.objects.create(study=owned, user=user, pseudonym="R1")
+    return user
+
+
+def get_urls(slug, run_id):
+    return [
+        reverse("judging:home", args=[slug]),
+        reverse("judging:config_create", args=[slug]),
+        reverse("judging:run_create", args=[slug]),
+        reverse("judging:run_detail", args=[slug, run_id]),
+        reverse("judging:corpora", args=[slug]),
+    ]
+
+
+def post_urls(slug, run_id):
+    return [
+        reverse("judging:config_create", args=[slug]),
+        reverse("judging:run_create", args=[slug]),
+        reverse("judging:run_cancel", args=[slug, run_id]),
+        reverse("judging:run_resume", args=[slug, run_id]),
+        reverse("judging:corpora", args=[slug]),
+    ]
+
+
+def test_the_owner_opens_every_judging_page(client, owner, owned, a_run):
+    client.force_login(owner)
+    for url in get_urls(owned.slug, a_run.pk):
+        response = client.get(url)
+        assert response.status_code == 200, url
+        assert "LLM judges" in response.content.decode()  # the owner nav links here
+
+
+@pytest.mark.parametrize("persona", ["other_researcher", "reviewer_user"])
+def test_other_researchers_and_reviewers_get_404_on_every_judging_view(
+    client, request, persona, owned, a_run
+):
+    client.force_login(request.getfixturevalue(persona))
+    for url in get_urls(owned.slug, a_run.pk):
+        assert client.get(url).status_code == 404, url
+    for url in post_urls(owned.slug, a_run.pk):
+        assert client.post(url, {"name": "x", "method": "baseline_random"}).status_code == 404
+    assert JudgeRun.objects.count() == 1 and not JudgeConfig.objects.exists()
+
+
+def test_anonymous_visitors_are_sent_to_log_in(client, owned, a_run):
+    for url in get_urls(owned.slug, a_run.pk) + post_urls(owned.slug, a_run.pk):
+        response = client.post(url) if url in post_urls(owned.slug, a_run.pk) else client.get(url)
+        assert response.status_code == 302 and "/login/" in response["Location"], url
+
+
+def test_a_run_of_another_study_is_404_even_for_an_owner(client, owner, owned, other_researcher):
+    theirs = make_study(other_researcher, slug="theirs")
+    run = judge_run_create(study=theirs, method="baseline_random")
+    client.force_login(owner)
+    assert client.get(reverse("judging:run_detail", args=[owned.slug, run.pk])).status_code == 404
+
+
+def test_a_judge_is_saved_with_the_key_variable_name_never_a_key(client, owner, owned):
+    client.force_login(owner)
+    url = reverse("judging:config_create", args=[owned.slug])
+    form = {
+        "name": "local",
+        "base_url": "http://127.0.0.1:9/v1",
+        "model": "m",
+        "api_key_env": "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789",
+        "parameters": '{"temperature": 0}',
+        "price_input_per_million": "1",
+        "price_output_per_million": "2",
+        "concurrency": "4",
+        "timeout_seconds": "30",
+        "max_attempts": "3",
+        "backoff_seconds": "0.5",
+    }
+    response = client.post(url, form)
+    assert response.status_code == 200 and "looks like a key" in response.content.decode()
+    assert "abcdefghijklmnop" not in response.content.decode()  # not echoed back either
+    assert not JudgeConfig.objects.exists()
+    response = client.post(url, {**form, "parameters": '{"api_key": "x"}', "api_key_env": "K"})
+    assert "must not carry credentials" in response.content.decode()
+    response = client.post(url, {**form, "api_key_env": "LOCAL_LLM_KEY"})
+    assert response.status_code == 302
+    config = JudgeConfig.objects.get(name="local")
+    assert config.api_key_env == "LOCAL_LLM_KEY" and config.created_by == owner
+    page = client.get(reverse("judging:home", args=[owned.slug])).content.decode()
+    assert "LOCAL_LLM_KEY" in page and "not set here" in page
+
+
+def test_the_api_key_field_is_a_text_name_and_keys_never_reach_the_page(
+    client, owner, owned, monkeypatch
+):
+    monkeypatch.setenv("SECRET_JUDGE_KEY", "sk-very-secret-value-123")
+    JudgeConfig.objects.create(
+        name="j", base_url="http://x/v1", model="m", api_key_env="SECRET_JUDGE_KEY"
+    )
+    client.force_login(owner)
+    for url in get_urls(owned.slug, judge_run_create(study=owned, method="baseline_random").pk):
+        assert "sk-very-secret" not in client.get(url).content.decode()
+
+
+def test_creating_a_run_queues_it_and_shows_the_progress_page(
+    client, owner, owned, django_capture_on_commit_callbacks
+):
+    client.force_login(owner)
+    url = reverse("judging:run_create", args=[owned.slug])
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post(
+            url, {"method": "baseline_longer", "params": '{"seed": 3}', "budget_calls": "100"}
+        )
+    run = JudgeRun.objects.get()
+    assert response.status_code == 302 and response["Location"].endswith(f"/runs/{run.pk}/")
+    assert len(callbacks) == 1  # the Celery task, sent once the transaction commits
+    assert run.params["seed"] == 3 and run.budget_calls == 100 and run.total_calls == 12
+    page = client.get(response["Location"]).content.decode()
+    assert 'hx-trigger="every 1s"' in page and "0 / 12" in page
+
+
+def test_a_refused_run_says_why_on_the_form(client, owner, owned):
+    client.force_login(owner)
+    url = reverse("judging:run_create", args=[owned.slug])
+    response = client.post(url, {"method": "pairwise"})
+    assert "needs a judge config" in response.content.decode()
+    response = client.post(url, {"method": "swiss", "params": "{bad"})
+    assert "not JSON" in response.content.decode()
+    response = client.post(url, {"method": "swiss", "params": '{"nope": 1}'})
+    assert "unknown parameters for swiss: nope" in response.content.decode()
+    assert not JudgeRun.objects.exists()
+
+
+def test_the_progress_fragment_polls_until_the_run_ends_then_reloads_the_page(
+    client, owner, owned, judge, scripted
+):
+    client.force_login(owner)
+    run = judge_run_create(study=owned, method="pairwise", config=judge)
+    url = reverse("judging:run_detail", args=[owned.slug, run.pk])
+    fragment = client.get(url + "?poll=1", HTTP_HX_REQUEST="true")
+    body = fragment.content.decode()
+    assert fragment.status_code == 200 and "<html" not in body
+    assert body.strip().startswith('<section class="card" id="run-progress"')
+    assert 'hx-trigger="every 1s"' in body and 'id="run-done">0 / 12' in body
+    assert f'href="{url}"' in body  # the polled element's link for non-htmx clients
+    judge_run_execute(run=run)
+    ended = client.get(url + "?poll=1", HTTP_HX_REQUEST="true")
+    assert ended.status_code == 200 and ended["HX-Refresh"] == "true"
+    page = client.get(url).content.decode()
+    assert "hx-trigger" not in page and "12 / 12" in page
+    assert 'id="results"' in page and "<svg" in page
+    assert 'id="position-consistency">1.000' in page
+    assert 'id="first-position">' in page
+    assert "Bradley–Terry" in page and "Pairwise score (1–5, seed 002)" in page
+
+
+def test_cancel_and_resume_buttons_change_the_run(client, owner, owned, judge, scripted):
+    client.force_login(owner)
+    run = judge_run_create(study=owned, method="absolute", config=judge)
+    page = client.get(reverse("judging:run_detail", args=[owned.slug, run.pk])).content.decode()
+    assert 'id="cancel-run"' in page
+    client.post(reverse("judging:run_cancel", args=[owned.slug, run.pk]))
+    run.refresh_from_db()
+    assert run.status == Status.CANCELLED
+    page = client.get(reverse("judging:run_detail", args=[owned.slug, run.pk])).content.decode()
+    assert 'id="resume-run"' in page
+    client.post(reverse("judging:run_resume", args=[owned.slug, run.pk]))
+    run.refresh_from_db()
+    assert run.status == Status.QUEUED
+    run = judge_run_execute(run=run)
+    assert run.status == Status.DONE and run.done_calls == 6
+    response = client.post(reverse("judging:run_resume", args=[owned.slug, run.pk]), follow=True)
+    assert "nothing to resume" in response.content.decode()
+
+
+def test_direct_scoring_results_show_t_intervals_over_samples(
+    client, owner, owned, judge, scripted
+):
+    client.force_login(owner)
+    run = judge_run_execute(
+        run=judge_run_create(study=owned, method="direct", config=judge, params={"samples": 2})
+    )
+    scripted_seeded = run.status == Status.DONE
+    assert scripted_seeded
+    page = client.get(reverse("judging:run_detail", args=[owned.slug, run.pk])).content.decode()
+    assert 'data-dimension="overall"' in page and "2 of 2 samples parsed" in page
+
+
+def test_ligbench_page_shows_formalisations_references_and_elo_plot(
+    client, owner, owned, judge, scripted
+):
+    from judging.corpus import reference_corpus_import
+
+    reference_corpus_import(data=CORPUS.read_bytes(), name="refs", actor=owner)
+    run = judge_run_execute(
+        run=judge_run_create(study=owned, method="ligbench", config=judge, params={"references": 2})
+    )
+    assert run.status == Status.DONE, run.message
+    client.force_login(owner)
+    page = client.get(reverse("judging:run_detail", args=[owned.slug, run.pk])).content.decode()
+    assert 'id="formalisations"' in page and "Core breakthrough" in page
+    assert "Compared with, most related first" in page
+    assert 'id="elo-plot"' in page and "LigBench Elo: rating" in page
+    assert "LigBench novelty" in page and "venue-debiased" in page
+
+
+def test_validation_page_shows_accuracy_with_intervals(client, owner, owned, judge, scripted):
+    from judging.corpus import reference_corpus_import
+
+    reference_corpus_import(data=CORPUS.read_bytes(), name="refs", actor=owner)
+    run = judge_run_execute(
+        run=judge_run_create(study=owned, method="validation", config=judge, params={"pairs": 6})
+    )
+    client.force_login(owner)
+    page = client.get(reverse("judging:run_detail", args=[owned.slug, run.pk])).content.decode()
+    assert 'id="validation"' in page and "Accuracy vs raw scores" in page
+    assert page.count("<tr><td>rating</td>") == 1
+
+
+def test_the_owner_imports_a_corpus_from_the_page_and_sees_venue_means(client, owner, owned):
+    client.force_login(owner)
+    url = reverse("judging:corpora", args=[owned.slug])
+    upload = SimpleUploadedFile("refs.json", CORPUS.read_bytes(), "application/json")
+    response = client.post(url, {"name": "mine", "file": upload})
+    assert response.status_code == 302
+    corpus = ReferenceCorpus.objects.get(name="mine")
+    assert corpus.created_by == owner and corpus.papers.count() == 18
+    page = client.get(url).content.decode()
+    assert "NeurIPS 2024" in page and "mean rating" in page
+    bad = json.dumps([{"title": "x", "conference": "ICLR", "year": 2024, "rating": 9}])
+    response = client.post(
+        url, {"name": "bad", "file": SimpleUploadedFile("bad.json", bad.encode())}
+    )
+    assert response.status_code == 400
+    assert "bad.json: row 1: rating: 9 is outside 0–5" in response.content.decode()
+    assert not ReferenceCorpus.objects.filter(name="bad").exists()
+
+
+def test_a_corpus_imported_by_another_researcher_is_not_listed(
+    client, owner, owned, other_researcher
+):
+    from judging.corpus import reference_corpus_import
+
+    reference_corpus_import(data=CORPUS.read_bytes(), name="private", actor=other_researcher)
+    client.force_login(owner)
+    assert (
+        "private" not in client.get(reverse("judging:corpora", args=[owned.slug])).content.decode()
+    )
+
+
+def test_resume_is_offered_for_a_run_whose_worker_went_quiet_not_a_live_one(
+    client, owner, owned, judge
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    run = judge_run_create(study=owned, method="absolute", config=judge)
+    url = reverse("judging:run_detail", args=[owned.slug, run.pk])
+    client.force_login(owner)
+    JudgeRun.objects.filter(pk=run.pk).update(status=Status.RUNNING, heartbeat_at=timezone.now())
+    assert 'id="resume-run"' not in client.get(url).content.decode()
+    JudgeRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    page = client.get(url).content.decode()
+    assert 'id="resume-run"' in page and 'id="cancel-run"' in page
