@@ -275,7 +275,10 @@ def idea_text(idea: Idea, source: str = "normalized") -> str:
 
 
 def _ideas(study: Study, params: dict[str, Any]) -> list[Idea]:
+    # Ideas left out by topic matching are not judged either, unless named explicitly.
     qs = study.ideas.select_related("topic").order_by("id")
+    if not params.get("idea_ids"):
+        qs = qs.filter(exclusion__isnull=True)
     if params.get("idea_ids"):
         qs = qs.filter(id__in=params["idea_ids"])
     if params.get("topic_ids"):
