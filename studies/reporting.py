@@ -1,10 +1,15 @@
-"""Building a study's report: rows → analysis → files (JSON, HTML with plots, CSVs)."""
+"""Building a study's report: rows → analysis → files (JSON, HTML with plots, CSVs, PDF)."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +19,23 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from .analysis import plots
-from .analysis.report import ReportOptions, build_report, tidy_tables
+from .analysis.report import (
+    JudgeData,
+    ReportOptions,
+    build_report,
+    computed_baselines,
+    tidy_tables,
+)
 from .models import JobRun, Study, StudyReport
-from .selectors import review_frame
+from .package import package_build
+from .selectors import (
+    baseline_availability,
+    human_pair_frame,
+    idea_labels,
+    idea_lengths,
+    judge_inputs,
+    review_frame,
+)
 from .services import audit, job_progress
 
 
@@ -50,6 +69,7 @@ def report_build(
     conditions = [c.key for c in study.conditions.order_by("key")]
     baseline = study.baseline()
     conditions = [baseline, *[c for c in conditions if c != baseline]]
+    judges, baselines = study_judges(study, df, form.metric_keys, options)
     report = build_report(
         df,
         metrics=form.metric_keys,
@@ -57,6 +77,9 @@ def report_build(
         conditions=conditions,
         options=options,
         progress=progress,
+        judges=judges,
+        human_pairs=human_pair_frame(study),
+        baselines=baselines,
     )
     report["study"] = {
         "slug": study.slug,
@@ -78,19 +101,176 @@ def report_build(
     for name, table in tables.items():
         table.to_csv(out / f"{name}.csv", index=False)
         csv_names.append(f"{name}.csv")
-    report["files"] = {"json": "report.json", "html": "report.html", "csv": sorted(csv_names)}
+    report["files"] = {
+        "json": "report.json",
+        "html": "report.html",
+        "csv": sorted(csv_names),
+        "pdf": "report.pdf" if pdf_available() else None,
+    }
+    if report["files"]["pdf"] is None:
+        report["files"]["pdf_reason"] = pdf_unavailable_reason()
+    html = render_report_html(report, df, judges)
+    (out / "report.html").write_text(html)
+    if report["files"]["pdf"]:
+        t0 = time.perf_counter()
+        try:
+            report_pdf(out / "report.html", out / "report.pdf")
+        except (OSError, subprocess.SubprocessError) as exc:
+            report["files"]["pdf"] = None
+            report["files"]["pdf_reason"] = f"chromium failed: {exc}"
+        report["timings"]["pdf"] = round(time.perf_counter() - t0, 3)
+    report["files"]["package"] = "package.zip"
     report["timing_seconds"] = round(time.perf_counter() - started, 3)
     (out / "report.json").write_text(json.dumps(report, indent=2, allow_nan=False))
-    html = render_report_html(report, df)
-    (out / "report.html").write_text(html)
     snapshot = StudyReport.objects.create(study=study, job=job, data=report, directory=str(out))
+    t0 = time.perf_counter()
+    package_build(study=study, out=out / "package.zip", report=snapshot)
+    snapshot.data["timings"]["package"] = round(time.perf_counter() - t0, 3)
+    snapshot.save(update_fields=["data"])
     audit(
         study=study, actor=job.created_by if job else None, verb="report_built", directory=str(out)
     )
     return snapshot
 
 
-def report_figures(report: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
+def study_judges(
+    study: Study, df: pd.DataFrame, metrics: Sequence[str], options: ReportOptions
+) -> tuple[list[JudgeData], dict[str, Any]]:
+    """The study's finished judge runs, plus the no-LLM baselines the report computes
+    itself when no stored run of that baseline exists (labelled as computed)."""
+    judges = judge_inputs(study, list(metrics))
+    reasons = baseline_availability(study)
+    head = options.consistency_metric if options.consistency_metric in metrics else metrics[-1]
+    lengths = idea_lengths(study, idea_labels(study), "normalized")
+    extra, status = computed_baselines(
+        df, metric=head, lengths=lengths, reasons=reasons, seed=options.seed
+    )
+    stored = {j.method for j in judges if j.baseline}
+    for method in stored:
+        status[method] = {"available": True, "reason": None, "how": "a stored baseline run"}
+    judges += [j for j in extra if j.method not in stored]
+    return judges, status
+
+
+# --- PDF ---------------------------------------------------------------------------
+# The PDF is Debian's chromium printing the self-contained report.html: the same text,
+# tables, footnotes and vector plots, with no second layout to keep in step. chromium is
+# already the browser of the e2e tests; without it the report says why there is no PDF.
+
+CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
+
+
+def _chromium() -> str | None:
+    configured = os.environ.get("IDEAREVIEW_CHROMIUM") or getattr(settings, "CHROMIUM", "")
+    if configured:
+        return configured if Path(configured).exists() or shutil.which(configured) else None
+    for name in CHROMIUM_CANDIDATES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def pdf_available() -> bool:
+    return _chromium() is not None
+
+
+def pdf_unavailable_reason() -> str:
+    return "no PDF: chromium was not found (apt-get install chromium, or set IDEAREVIEW_CHROMIUM)"
+
+
+def report_pdf(html: Path, pdf: Path, *, timeout: float = 120) -> Path:
+    """Print `html` to `pdf` with headless chromium (A4, backgrounds, no header/footer)."""
+    exe = _chromium()
+    if exe is None:
+        raise OSError(pdf_unavailable_reason())
+    with tempfile.TemporaryDirectory(prefix="ideareview-pdf-") as profile:
+        subprocess.run(
+            [
+                exe,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile}",
+                "--no-pdf-header-footer",
+                "--run-all-compositor-stages-before-draw",
+                f"--print-to-pdf={pdf.resolve()}",
+                html.resolve().as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=timeout,
+        )
+    if not pdf.exists() or pdf.stat().st_size == 0:
+        raise OSError("chromium wrote no PDF")
+    return pdf
+
+
+def pdf_page_count(path: Path) -> int:
+    """Pages of a PDF (chromium writes uncompressed page objects)."""
+    return len(re.findall(rb"/Type\s*/Page(?![s\w])", path.read_bytes()))
+
+
+def _agreement_figures(
+    report: dict[str, Any], df: pd.DataFrame, judges: Sequence[JudgeData]
+) -> dict[str, Any]:
+    from .analysis import agreement as ag
+
+    agr = report.get("agreement") or {}
+    metrics = report["metrics"]
+    figs: dict[str, Any] = {}
+    points = []
+    for j in judges:
+        if j.computed or j.judge_scores is None:
+            continue
+        for m in metrics:
+            if m not in set(j.judge_scores["metric"]):
+                continue
+            js = ag.judge_idea_scores(j.judge_scores, m)
+            hm, _ = ag.human_idea_means(df, m)
+            both = js.index.intersection(hm.index)
+            points += [
+                {"judge": j.label, "metric": m, "judge_score": js[i], "human_mean": hm[i]}
+                for i in both
+            ]
+    figs["scatter"] = plots.judge_scatter(points, metrics) if points else ""
+    tables = {t["id"]: t for t in agr.get("tables", [])}
+    cons = tables.get("consistency")
+    if cons:
+        ceiling = next((r for r in cons["rows"] if r["kind"] == "ceiling"), None)
+        figs["bars"] = plots.agreement_bars(
+            [r for r in cons["rows"] if r["kind"] != "ceiling"],
+            metrics,
+            ceiling=ceiling["cells"] if ceiling else {},
+        )
+    blocks = []
+    for entry in agr.get("judges", []):
+        pw = (entry.get("result") or {}).get("pairwise") or {}
+        for dim, b in pw.get("by_dimension", {}).items():
+            for key, xlabel in (
+                ("vs_human_ratings", "reviewer ratings"),
+                ("vs_human_means", "human means"),
+            ):
+                block = b.get(key) or {}
+                if block.get("n"):
+                    blocks.append(
+                        {
+                            "title": f"{entry['label']} ({dim}), n = {block['n']}",
+                            "matrix": block["confusion"],
+                            "xlabel": xlabel,
+                        }
+                    )
+    figs["confusion"] = plots.confusion_matrices(blocks) if blocks else ""
+    return figs
+
+
+def report_figures(
+    report: dict[str, Any], df: pd.DataFrame, judges: Sequence[JudgeData] = ()
+) -> dict[str, Any]:
     metrics = report["metrics"]
     conditions = report["conditions"]
     per_topic = pd.DataFrame(report["per_topic"]["rows"])
@@ -121,16 +301,19 @@ def report_figures(report: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
             xlabel="balanced accuracy of one random split",
             reference={"chance": 0.5, f"mean {cons['mean']:.3f}": cons["mean"]},
         )
+    figures["agreement"] = _agreement_figures(report, df, judges)
     return figures
 
 
-def render_report_html(report: dict[str, Any], df: pd.DataFrame) -> str:
+def render_report_html(
+    report: dict[str, Any], df: pd.DataFrame, judges: Sequence[JudgeData] = ()
+) -> str:
     css = (Path(__file__).parent / "templates" / "studies" / "report.css").read_text()
     return render_to_string(
         "studies/report_document.html",
         {
             "r": report,
-            "fig": report_figures(report, df),
+            "fig": report_figures(report, df, judges),
             "css": css,
             "tests": [
                 {"title": "Test 1: each review row a data point", "data": report["by_review"]},

@@ -29,6 +29,9 @@ REPORT_FILES = {
     "correlations.csv",
     "summary.csv",
     "per_topic.csv",
+    "agreement.csv",
+    "report.pdf",
+    "package.zip",
 }
 
 
@@ -179,4 +182,5 @@ def study_report_file(request: HttpRequest, slug: str, name: str) -> FileRespons
     root = Path(settings.REPORTS_ROOT).resolve()
     if not path.resolve().is_relative_to(root) or not path.exists():
         raise Http404("no such report file")
-    return FileResponse(path.open("rb"), as_attachment=name != "report.html", filename=name)
+    filename = f"{study.slug}-package.zip" if name == "package.zip" else name
+    return FileResponse(path.open("rb"), as_attachment=name != "report.html", filename=filename)

@@ -242,3 +242,37 @@ def test_report_csvs_are_tidy_and_match_the_json(si2024_report):
     assert len(rows) == len(report["by_review"]["comparisons"]) == 10
     first = next(r for r in rows if r["metric"] == "novelty" and r["condition"] == "AI")
     assert abs(float(first["mean"]) - 5.6422) < 5e-4
+
+
+def test_report_agreement_without_judges_shows_the_ceiling_and_says_why(si2024_report):
+    agreement = _load(si2024_report)["agreement"]
+    assert agreement["n_judges"] == 0
+    assert "no finished judge run" in agreement["reason"]
+    table = next(t for t in agreement["tables"] if t["id"] == "consistency")
+    ceiling = next(r for r in table["rows"] if r["kind"] == "ceiling")["cells"]["overall"]
+    assert 0.545 < ceiling["value"] < 0.585
+    assert ceiling["ci_low"] < ceiling["value"] < ceiling["ci_high"]
+    assert ceiling["n"] > 0 and "bootstrap" in ceiling["how"]
+    # longer-text-wins needs texts, which the si2024 release does not have: a reason, no number
+    longer = agreement["baselines"]["baseline_longer"]
+    assert longer["available"] is False and "no" in longer["reason"]
+    assert not any(j["method"] == "baseline_longer" for j in agreement["judges"])
+    random_row = next(r for r in table["rows"] if r["key"] == "baseline_random")
+    assert 0.35 < random_row["cells"]["overall"]["value"] < 0.65
+    html = (si2024_report / "report.html").read_text()
+    assert "Human ceiling (human–human)" in html and "cannot run" in html
+    assert 'title="Human–human ceiling on overall' in html and 'id="fn-1"' in html
+    rows = list(csv.DictReader((si2024_report / "agreement.csv").open()))
+    assert any(r["kind"] == "ceiling" and r["column"] == "overall" for r in rows)
+
+
+def test_report_pdf_is_written_beside_the_html_and_has_pages(si2024_report):
+    from studies.reporting import pdf_available, pdf_page_count
+
+    report = _load(si2024_report)
+    if not pdf_available():
+        assert report["files"]["pdf"] is None and "chromium" in report["files"]["pdf_reason"]
+        pytest.skip("chromium is not installed")
+    pdf = si2024_report / "report.pdf"
+    assert report["files"]["pdf"] == "report.pdf" and pdf.read_bytes().startswith(b"%PDF")
+    assert pdf_page_count(pdf) >= 3

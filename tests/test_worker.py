@@ -22,7 +22,7 @@ def celery_worker(settings, tmp_path):
         yield
 
 
-def wait_for(job: JobRun, seconds: float = 120) -> JobRun:
+def wait_for(job: JobRun, seconds: float = 300) -> JobRun:
     deadline = time.monotonic() + seconds
     seen_progress = set()
     while time.monotonic() < deadline:

@@ -177,3 +177,103 @@ def histogram(
     ax.set_xlabel(xlabel)
     ax.set_ylabel("splits")
     return _svg(fig, xlabel)
+
+
+def judge_scatter(points: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> str:
+    """Judge score against the human mean per idea, one panel per metric, one colour per
+    judge. `points` hold judge (label), metric, judge_score, human_mean."""
+    metrics = [m for m in metrics if any(p["metric"] == m for p in points)]
+    if not metrics:
+        return ""
+    judges = list(dict.fromkeys(p["judge"] for p in points))
+    colors = {j: PALETTE[i % len(PALETTE)] for i, j in enumerate(judges)}
+    n = len(metrics)
+    fig, axes = plt.subplots(1, n, figsize=(2.9 * n, 2.7), squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        for j in judges:
+            xs = [p["judge_score"] for p in points if p["metric"] == metric and p["judge"] == j]
+            ys = [p["human_mean"] for p in points if p["metric"] == metric and p["judge"] == j]
+            if xs:
+                ax.scatter(xs, ys, s=9, alpha=0.6, color=colors[j], label=f"{j} (n={len(xs)})")
+        ax.set_title(metric)
+        ax.set_xlabel("judge score")
+    axes[0][0].set_ylabel("human mean per idea")
+    axes[0][-1].legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _svg(fig, "Judge score vs human mean")
+
+
+def agreement_bars(
+    rows: Sequence[Mapping[str, Any]], metrics: Sequence[str], *, ceiling: Mapping[str, Any]
+) -> str:
+    """Balanced accuracy per judge and metric with 95 % CIs; the human ceiling per metric as
+    a shaded band (its CI) with a line (its value); 50 % chance dashed.
+
+    `rows`: label, cells {metric: {value, ci_low, ci_high}}; `ceiling`: {metric: cell}."""
+    rows = [r for r in rows if any((r["cells"].get(m) or {}).get("value") for m in metrics)]
+    fig, ax = plt.subplots(figsize=(max(4.8, 1.3 * len(metrics) + 2.4), 2.9))
+    width = 0.8 / max(len(rows), 1)
+    for i, m in enumerate(metrics):
+        c = ceiling.get(m) or {}
+        if c.get("value") is not None:
+            lo, hi = c.get("ci_low"), c.get("ci_high")
+            if lo is not None and hi is not None:
+                ax.fill_between([i - 0.45, i + 0.45], lo, hi, color="#bbb", alpha=0.45, lw=0)
+            ax.plot(
+                [i - 0.45, i + 0.45],
+                [c["value"]] * 2,
+                color="#555",
+                lw=1.5,
+                label="human ceiling (95% CI)" if i == 0 else None,
+            )
+    for k, r in enumerate(rows):
+        xs, ys, err_lo, err_hi = [], [], [], []
+        for i, m in enumerate(metrics):
+            cell = r["cells"].get(m) or {}
+            if cell.get("value") is None:
+                continue
+            v = cell["value"]
+            xs.append(i + (k - (len(rows) - 1) / 2) * width)
+            ys.append(v)
+            err_lo.append(v - cell["ci_low"] if cell.get("ci_low") is not None else 0)
+            err_hi.append(cell["ci_high"] - v if cell.get("ci_high") is not None else 0)
+        ax.bar(xs, ys, width * 0.9, color=PALETTE[k % len(PALETTE)], label=r["label"], alpha=0.85)
+        ax.errorbar(xs, ys, yerr=[err_lo, err_hi], fmt="none", ecolor="#222", lw=0.8, capsize=2)
+    ax.axhline(0.5, color="#888", ls="--", lw=0.8, label="chance")
+    ax.set_xticks(range(len(metrics)))
+    ax.set_xticklabels(metrics)
+    ax.set_ylim(0.2, 1.0)
+    ax.set_ylabel("balanced accuracy")
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _svg(fig, "Agreement with the reviewers against the human ceiling")
+
+
+def confusion_matrices(blocks: Sequence[Mapping[str, Any]]) -> str:
+    """One 3 x 3 count matrix per block: rows the judge's preference, columns the humans'
+    (labels x = the id that sorts first, y = the other, tie). `blocks`: title, matrix."""
+    if not blocks:
+        return ""
+    n = len(blocks)
+    fig, axes = plt.subplots(1, n, figsize=(2.6 * n, 2.6), squeeze=False)
+    labels = ["first id", "second id", "tie"]
+    for ax, b in zip(axes[0], blocks, strict=True):
+        m = np.asarray(b["matrix"], dtype=float)
+        ax.imshow(m, cmap="Blues")
+        for i in range(3):
+            for j in range(3):
+                ax.text(
+                    j,
+                    i,
+                    f"{int(m[i, j])}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if m[i, j] > m.max() * 0.6 else "black",
+                )
+        ax.set_xticks(range(3))
+        ax.set_xticklabels(labels, fontsize=7)
+        ax.set_yticks(range(3))
+        ax.set_yticklabels(labels, fontsize=7)
+        ax.set_xlabel(b.get("xlabel", "humans"))
+        ax.set_ylabel("judge")
+        ax.set_title(b["title"], fontsize=8)
+    return _svg(fig, "Pairwise confusion matrices")

@@ -68,3 +68,32 @@ def get(mapping: Any, key: Any) -> Any:
         return mapping.get(key) if hasattr(mapping, "get") else mapping[key]
     except (KeyError, IndexError, TypeError):
         return None
+
+
+def _fmt(value: Any, fmt: str) -> str:
+    if value is None:
+        return "–"
+    v = float(value)
+    if fmt == "pct":
+        return f"{100 * v:.1f}%"
+    if fmt == "num1":
+        return f"{v:.1f}"
+    if fmt == "num2":
+        return f"{v:.2f}"
+    if fmt == "money":
+        return f"{v:.4f}"
+    return f"{v:.3f}"
+
+
+@register.filter
+def cell(c: Any) -> str:
+    """An agreement-table cell: value, [CI], or "–" when it could not be computed."""
+    if not c:
+        return ""
+    fmt = c.get("format", "num3")
+    text = _fmt(c.get("value"), fmt)
+    if c.get("value") is not None and c.get("ci_low") is not None and c.get("ci_high") is not None:
+        text += f" [{_fmt(c['ci_low'], fmt)}, {_fmt(c['ci_high'], fmt)}]"
+    if c.get("k") is not None and c.get("value") is not None:
+        text += f" of {c['k']}"
+    return text

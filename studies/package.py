@@ -1,0 +1,524 @@
+"""The reproducibility package: one zip a paper can cite (see docs/package.md).
+
+De-identified data under stable pseudonyms, the form and its anchors, the assignment seed
+and solver log, every judge run's prompts (with hashes), models, parameters and cached
+responses, the software version and the report, plus a README saying how to re-run the
+analysis with `import_reviews --format generic`.
+
+Pseudonyms are HMACs of row identities keyed with the deployment's SECRET_KEY: the same
+in every build, unrelated to names, institutions, external ids, conditions or the order
+rows were created in (creation order often follows condition), and not computable by
+anyone without the key.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import hmac
+import io
+import json
+import re
+import zipfile
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from .analysis.report import software_versions
+from .models import (
+    IdeaCondition,
+    JobRun,
+    PairJudgment,
+    PairTask,
+    Review,
+    ReviewScore,
+    Study,
+    StudyReport,
+)
+
+PACKAGE_SCHEMA = "ideareview.package/1"
+REPORT_TEXT_FILES = (".json", ".html", ".csv")
+
+
+@dataclass
+class Pseudonyms:
+    """Stable, keyed pseudonyms for one study's ideas, memberships, reviewers and reviews."""
+
+    study: Study
+    used: dict[str, str] = field(default_factory=dict)
+
+    def _make(self, prefix: str, *parts: Any) -> str:
+        msg = ":".join([str(self.study.pk), prefix, *map(str, parts)]).encode()
+        digest = hmac.new(settings.SECRET_KEY.encode(), msg, hashlib.sha256).hexdigest()
+        name = f"{prefix}{digest[:10]}"
+        owner = self.used.setdefault(name, msg.decode())
+        if owner != msg.decode():  # 40-bit collision: never silently merge two rows
+            raise RuntimeError(f"pseudonym collision on {name}")
+        return name
+
+    def idea(self, public_id: Any) -> str:
+        return self._make("I", public_id)
+
+    def membership(self, public_id: Any, condition: str) -> str:
+        return self._make("C", public_id, condition)
+
+    def reviewer(self, pk: Any) -> str:
+        return self._make("R", pk)
+
+    def review(self, pk: Any) -> str:
+        return self._make("V", pk)
+
+    def run(self, pk: Any) -> str:
+        return self._make("J", pk)
+
+
+def _csv(rows: Iterable[dict[str, Any]], columns: list[str]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: "" if row.get(k) is None else row.get(k) for k in columns})
+    return buf.getvalue()
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False, default=str, allow_nan=False) + "\n"
+
+
+def _replace_ids(value: Any, ids: dict[str, str], key: str | None = None) -> Any:
+    """Swap external idea ids for pseudonyms wherever a field holds an idea id."""
+    if isinstance(value, dict):
+        return {k: _replace_ids(v, ids, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_ids(v, ids, key) for v in value]
+    if isinstance(value, str) and key in {"idea_id", "x", "y", "idea_a", "idea_b"}:
+        return ids.get(value, value)
+    return value
+
+
+class _Collector:
+    def __init__(self, study: Study) -> None:
+        self.study = study
+        self.p = Pseudonyms(study)
+        self.files: dict[str, str | bytes] = {}
+        self.idea_name: dict[int, str] = {}  # idea pk -> condition-free pseudonym
+        self.external: dict[str, str] = {}  # external (per-condition) id -> pseudonym
+
+    def data(self) -> None:
+        study, p = self.study, self.p
+        metrics = study.form_definition().metric_keys
+        members: dict[int, list[tuple[str, str, str]]] = defaultdict(list)
+        for member in (
+            IdeaCondition.objects.filter(study=study)
+            .select_related("condition", "idea")
+            .order_by("condition__key", "external_id")
+        ):
+            public = member.idea.public_id
+            self.idea_name[member.idea_id] = p.idea(public)
+            name = p.membership(public, member.condition.key)
+            self.external[member.external_id] = name
+            members[member.idea_id].append((member.condition.key, member.condition.kind, name))
+        scores: dict[int, dict[str, tuple[float, str]]] = defaultdict(dict)
+        for rid, metric, score, rationale in ReviewScore.objects.filter(
+            review__study=study, review__status=Review.Status.SUBMITTED
+        ).values_list("review_id", "metric", "score", "rationale"):
+            scores[rid][metric] = (score, rationale)
+        reviews = list(
+            Review.objects.filter(study=study, status=Review.Status.SUBMITTED)
+            .select_related("idea__topic", "reviewer")
+            .order_by("id")
+        )
+        with_consent = any(r.consent_raw for r in reviews)
+        with_pledge = any(r.honor_code_raw for r in reviews)
+        rows = []
+        for r in reviews:
+            for cond, _kind, name in sorted(members.get(r.idea_id, [])):
+                row: dict[str, Any] = {
+                    "review_id": p.review(r.pk),
+                    "idea_id": name,
+                    "condition": cond,
+                    "topic": r.idea.topic.name,
+                    "reviewer_id": p.reviewer(r.reviewer_id) if r.reviewer_id else "",
+                    "familiarity": r.familiarity,
+                    "confidence": r.confidence,
+                    "minutes": "" if r.minutes is None else f"{r.minutes:g} min",
+                    "consent": r.consent_raw,
+                    "honor_code": r.honor_code_raw,
+                }
+                for m in metrics:
+                    given = scores[r.pk].get(m)
+                    row[m] = "" if given is None else f"{given[0]:g}"
+                    row[f"{m}_rationale"] = "" if given is None else given[1]
+                rows.append(row)
+        # Rows sorted by pseudonym: their order then says nothing about condition or time.
+        rows.sort(key=lambda row: (row["review_id"], row["condition"]))
+        cols = ["review_id", "idea_id", "condition", "topic", "reviewer_id"]
+        cols += [c for m in metrics for c in (m, f"{m}_rationale")]
+        cols += ["familiarity", "confidence", "minutes"]
+        cols += (["consent"] if with_consent else []) + (["honor_code"] if with_pledge else [])
+        self.files["data/reviews.csv"] = _csv(rows, cols)
+
+        ideas = []
+        for idea in study.ideas.select_related("topic"):
+            if idea.pk not in self.idea_name:
+                continue
+            text = idea.reviewable_text()
+            ideas.append(
+                {
+                    "idea": self.idea_name[idea.pk],
+                    "topic": idea.topic.name,
+                    "conditions": ";".join(c for c, _, _ in sorted(members[idea.pk])),
+                    "condition_ids": ";".join(n for _, _, n in sorted(members[idea.pk])),
+                    "words": len(text.split()),
+                    "text": text,
+                }
+            )
+        ideas.sort(key=lambda r: str(r["idea"]))
+        self.files["data/ideas.csv"] = _csv(
+            ideas, ["idea", "topic", "conditions", "condition_ids", "words", "text"]
+        )
+
+        pairs = []
+        for j in PairJudgment.objects.filter(
+            task__study=study, task__status=PairTask.Status.SUBMITTED
+        ).select_related("task"):
+            t = j.task
+            a, b = self.idea_name.get(t.idea_a_id), self.idea_name.get(t.idea_b_id)
+            if a is None or b is None:
+                continue
+            pairs.append(
+                {
+                    "reviewer_id": p.reviewer(t.reviewer_id),
+                    "idea_a": a,
+                    "idea_b": b,
+                    "shown_first": a if t.a_on_left else b,
+                    "dimension": j.dimension,
+                    "choice": j.choice,
+                }
+            )
+        pairs.sort(key=lambda r: (r["reviewer_id"], r["idea_a"], r["idea_b"], r["dimension"]))
+        self.files["data/pair_ratings.csv"] = _csv(
+            pairs, ["reviewer_id", "idea_a", "idea_b", "shown_first", "dimension", "choice"]
+        )
+        conds = [{"key": c.key, "kind": c.kind, "label": c.label} for c in study.conditions.all()]
+        self.files["data/study.json"] = _json(
+            {
+                "title": study.title,
+                "baseline": study.baseline(),
+                "conditions": conds,
+                "metrics": metrics,
+                "topics": sorted(t.name for t in study.topics.all()),
+                "rows": len(rows),
+                "unique_reviews": len(reviews),
+                "ideas": len(ideas),
+                "reviewers": len({r.reviewer_id for r in reviews if r.reviewer_id}),
+                "pair_ratings": len(pairs),
+            }
+        )
+
+    def design(self) -> None:
+        study = self.study
+        self.files["form.json"] = _json(
+            {
+                "key": study.review_form.key,
+                "version": study.review_form.version,
+                "title": study.review_form.title,
+                "definition": study.review_form.definition,
+            }
+        )
+        job = (
+            JobRun.objects.filter(study=study, kind="assignment", params__has_key="committed_at")
+            .order_by("-created_at")
+            .first()
+        )
+        solver: dict[str, Any] | None = None
+        if job is not None:
+            params = dict(job.params)
+            n_pairs = len(params.pop("pairs", []) or [])
+            params.pop("fingerprint", None)
+            solver = {**params, "n_assignments": n_pairs, "message": job.message}
+        self.files["assignment.json"] = _json(
+            {
+                "seed": study.assignment_seed,
+                "rules": {
+                    "min_reviews_per_idea": study.min_reviews_per_idea,
+                    "max_reviews_per_idea": study.max_reviews_per_idea,
+                    "min_load": study.min_load,
+                    "max_load": study.max_load,
+                },
+                "solver_log": solver,
+                "note": None
+                if solver
+                else "no committed assignment in this study (e.g. imported reviews)",
+            }
+        )
+
+    def judges(self) -> None:
+        from judging.methods import prompts
+        from judging.models import IdeaRating, JudgeRun, Judgment, LLMCall, PairwiseOutcome
+
+        p, name = self.p, self.idea_name
+        runs = list(
+            JudgeRun.objects.filter(study=self.study)
+            .exclude(method=JudgeRun.Method.VALIDATION)
+            .select_related("config")
+            .order_by("created_at", "pk")
+        )
+        meta, judgments, outcomes, ratings = [], [], [], []
+        used_versions: set[str] = set()
+        call_ids: set[int] = set()
+        for run in runs:
+            key = p.run(run.pk)
+            cfg = run.config
+            params = dict(run.params)
+            for k in ("idea_ids",):
+                if params.get(k):
+                    params[k] = sorted(name.get(i, "?") for i in params[k])
+            meta.append(
+                {
+                    "run": key,
+                    "method": run.method,
+                    "baseline": run.is_baseline,
+                    "status": run.status,
+                    "params": params,
+                    "model": cfg.resolved_model() if cfg and not run.is_baseline else None,
+                    "judge": None
+                    if cfg is None
+                    else {
+                        "name": cfg.name,
+                        "parameters": cfg.parameters,
+                        "price_input_per_million": str(cfg.price_input_per_million),
+                        "price_output_per_million": str(cfg.price_output_per_million),
+                    },
+                    "calls_paid": run.http_calls,
+                    "cache_hits": run.cache_hits,
+                    "unparseable": run.unparseable,
+                    "cost": str(run.cost),
+                    "summary": run.summary,
+                    "finished_at": run.finished_at,
+                }
+            )
+            for j in Judgment.objects.filter(run=run):
+                judgments.append(
+                    {
+                        "run": key,
+                        "idea": name.get(j.idea_id),
+                        "metric": j.metric,
+                        "sample": j.sample,
+                        "score": j.score,
+                        "call": j.call_id,
+                        "parse_error": j.parse_error,
+                    }
+                )
+                if j.call_id:
+                    call_ids.add(j.call_id)
+            for o in PairwiseOutcome.objects.filter(run=run):
+                outcomes.append(
+                    {
+                        "run": key,
+                        "idea_a": name.get(o.idea_a_id),
+                        "idea_b": name.get(o.idea_b_id),
+                        "first_shown": name.get(o.first_shown_id),
+                        "dimension": o.dimension,
+                        "round": o.round,
+                        "verdict": o.verdict,
+                        "call": o.call_id,
+                    }
+                )
+                if o.call_id:
+                    call_ids.add(o.call_id)
+            for r in IdeaRating.objects.filter(run=run):
+                ratings.append(
+                    {
+                        "run": key,
+                        "idea": name.get(r.idea_id),
+                        "dimension": r.dimension,
+                        "score": r.score,
+                        "ci_low": r.ci_low,
+                        "ci_high": r.ci_high,
+                    }
+                )
+        calls = LLMCall.objects.filter(pk__in=call_ids) | LLMCall.objects.filter(run__in=runs)
+        lines = []
+        for c in calls.distinct().order_by("pk"):
+            used_versions.add(c.prompt_version)
+            lines.append(
+                json.dumps(
+                    {
+                        "call": c.pk,
+                        "run": p.run(c.run_id) if c.run_id else None,
+                        "cache_key": c.cache_key,
+                        "model": c.model,
+                        "prompt_version": c.prompt_version,
+                        "prompt_hash": c.prompt_hash,
+                        "request": c.request,
+                        "response_text": c.response_text,
+                        "response": c.response,
+                        "parsed": c.parsed,
+                        "parse_error": c.parse_error,
+                        "input_tokens": c.input_tokens,
+                        "output_tokens": c.output_tokens,
+                        "latency_ms": c.latency_ms,
+                        "cost": str(c.cost),
+                        "error": c.error,
+                    },
+                    ensure_ascii=False,
+                    default=str,
+                )
+            )
+        templates = {}
+        for obj in vars(prompts).values():
+            if isinstance(obj, prompts.PromptTemplate):
+                body = json.dumps({"system": obj.system, "user": obj.user}, sort_keys=True)
+                templates[obj.id] = {
+                    "name": obj.name,
+                    "version": obj.version,
+                    "system": obj.system,
+                    "user": obj.user,
+                    "template_sha256": hashlib.sha256(body.encode()).hexdigest(),
+                    "used_by_this_study": obj.id in used_versions,
+                }
+        self.files["judges/runs.json"] = _json(meta)
+        self.files["judges/prompts.json"] = _json(
+            {
+                "hash": "prompt_hash of a call = SHA-256 of its messages as canonical JSON "
+                "(sorted keys, no spaces, UTF-8); template_sha256 = SHA-256 of the template",
+                "templates": templates,
+            }
+        )
+        self.files["judges/calls.jsonl"] = "\n".join(lines) + ("\n" if lines else "")
+        self.files["judges/judgments.csv"] = _csv(
+            judgments, ["run", "idea", "metric", "sample", "score", "call", "parse_error"]
+        )
+        self.files["judges/pairwise_outcomes.csv"] = _csv(
+            outcomes,
+            ["run", "idea_a", "idea_b", "first_shown", "dimension", "round", "verdict", "call"],
+        )
+        self.files["judges/ratings.csv"] = _csv(
+            ratings, ["run", "idea", "dimension", "score", "ci_low", "ci_high"]
+        )
+
+    def report(self, directory: Path | None) -> list[str]:
+        if directory is None or not directory.exists():
+            return []
+        ids = dict(self.external)
+        # Lettered ids only: a bare number could be part of any figure in the text.
+        lettered = sorted((k for k in ids if re.search(r"[A-Za-z]", k)), key=len, reverse=True)
+        pattern = (
+            re.compile(r"(?<![\w-])(" + "|".join(re.escape(k) for k in lettered) + r")(?![\w-])")
+            if lettered
+            else None
+        )
+        names = []
+        for path in sorted(directory.iterdir()):
+            if path.name == "package.zip" or not path.is_file():
+                continue
+            arc = f"report/{path.name}"
+            if path.suffix == ".json":
+                data = _replace_ids(json.loads(path.read_text()), ids)
+                data.get("study", {}).pop("slug", None)
+                self.files[arc] = _json(data)
+            elif path.suffix in REPORT_TEXT_FILES:
+                text = path.read_text()
+                if pattern is not None:
+                    text = pattern.sub(lambda m: ids[m.group(1)], text)
+                self.files[arc] = text
+            else:
+                self.files[arc] = path.read_bytes()
+            names.append(path.name)
+        return names
+
+
+def package_build(
+    *, study: Study, out: Path, report: StudyReport | None = None, use_report: bool = True
+) -> dict[str, Any]:
+    """Write the study's reproducibility package to `out` (a .zip); returns its manifest."""
+    if report is None and use_report:
+        report = StudyReport.objects.filter(study=study).first()
+    c = _Collector(study)
+    c.data()
+    c.design()
+    c.judges()
+    report_files = c.report(Path(report.directory) if report else None)
+    human = [k.key for k in study.conditions.all() if k.kind == "human"]
+    c.files["software.json"] = _json(software_versions())
+    c.files["README.md"] = readme(study=study, human=human, report_files=report_files)
+    manifest = {
+        "schema": PACKAGE_SCHEMA,
+        "generated_at": timezone.now().isoformat(timespec="seconds"),
+        "software": software_versions(),
+        "files": {
+            name: hashlib.sha256(body.encode() if isinstance(body, str) else body).hexdigest()
+            for name, body in sorted(c.files.items())
+        },
+    }
+    c.files["manifest.json"] = _json(manifest)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".part")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for name, body in sorted(c.files.items()):
+            # A fixed timestamp: two builds of unchanged data give identical members.
+            info = zipfile.ZipInfo(f"package/{name}", date_time=(2024, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, body)
+    tmp.replace(out)
+    return manifest
+
+
+def readme(*, study: Study, human: list[str], report_files: list[str]) -> str:
+    baseline = study.baseline()
+    metrics = ", ".join(study.form_definition().metric_keys)
+    report_line = (
+        "`report/` holds the report as built by ideareview: " + ", ".join(report_files) + "."
+        if report_files
+        else "No report had been built when this package was made."
+    )
+    return f"""# Reproducibility package: {study.title}
+
+Made by ideareview (see `software.json` for the versions). Everything here is
+de-identified: reviewers, reviews, ideas and judge runs carry pseudonyms (`R…`, `V…`,
+`I…`/`C…`, `J…`) that are the same in every package built from this study but reveal no
+name, institution, external id or condition. No reviewer name, e-mail, institution or
+author institution is included. The conditions are published as the analysed factor.
+
+## Contents
+- `data/reviews.csv`: one row per review × condition, in ideareview's generic import format
+  (`docs/import-format.md`): review_id, idea_id (one id per idea and condition), condition,
+  topic, reviewer_id, one column per metric ({metrics}) and its rationale, familiarity,
+  confidence, minutes. Rows sharing a review_id are one review of an idea that sits in
+  several conditions.
+- `data/ideas.csv`: each idea's pseudonym, topic, conditions, per-condition ids, and the
+  signed-off text reviewers saw (empty when the study had no texts).
+- `data/pair_ratings.csv`: reviewers' pair ratings (choice as the reviewer saw it;
+  `shown_first` is the idea shown on the left).
+- `data/study.json`: title, baseline, conditions (key and kind), metrics, topics, counts.
+- `form.json`: the review form with every anchor.
+- `assignment.json`: the assignment seed, its rules and the solver's log (if the study was
+  assigned in ideareview).
+- `judges/runs.json`: each judge run: method, parameters, model, judge parameters and
+  prices, cost, summary. `judges/prompts.json`: the prompt templates with their hashes.
+  `judges/calls.jsonl`: every cached LLM call (request as sent, prompt hash, raw response,
+  tokens, cost, latency). `judges/judgments.csv`, `pairwise_outcomes.csv`, `ratings.csv`:
+  what the calls decided, with idea pseudonyms.
+- {report_line}
+- `manifest.json`: SHA-256 of every file.
+
+## Re-running the analysis
+```
+# a checkout of ideareview {software_versions()["ideareview"]}, set up as its README says
+python manage.py migrate
+python manage.py import_reviews --format generic --reviews package/data/reviews.csv \\
+    --study rerun --human-conditions {",".join(human) or "Human"} --baseline {baseline}
+python manage.py study_report rerun --out rerun-report
+```
+The per-condition tests (Tests 1 and 2), the mixed models and the consistency figures of
+`rerun-report/report.json` match `report/report.json` (random parts use the seed in its
+`options`). Judge agreement needs the judge rows above and is not re-imported by
+`import_reviews`.
+"""

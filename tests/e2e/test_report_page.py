@@ -1,0 +1,54 @@
+"""The study report in a real browser: plots, the agreement table with its ceiling row,
+hover explanations, and the PDF and package downloads."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from studies.reporting import report_build
+from tests.e2e.test_review_flow import new_page, owner_login
+from tests.test_report_agreement import FAST, make_agreement_study
+
+pytestmark = pytest.mark.e2e
+
+
+def test_owner_reads_the_report_with_agreement_and_downloads_pdf_and_package(
+    browser, live_server, owner, artifacts, settings, tmp_path
+):
+    settings.REPORTS_ROOT = tmp_path
+    seeded = make_agreement_study(owner, slug="e2e-report")
+    report_build(study=seeded.study, out_dir=tmp_path / "rep", options=FAST)
+
+    context, page = new_page(browser, live_server.url, width=1400, height=1000)
+    owner_login(page)
+    page.goto(f"/studies/{seeded.study.slug}/report/")
+    assert page.locator("article.report svg").count() >= 8
+    assert page.locator("figure.agreement-bars svg").count() == 1
+    assert page.locator("figure.agreement-scatter svg").count() == 1
+    assert page.locator("figure.agreement-confusion svg").count() == 1
+    table = page.locator("#agreement-table-consistency")
+    ceiling = table.locator("tr[data-ceiling]")
+    assert ceiling.count() == 1
+    assert "Human ceiling" in ceiling.inner_text()
+    first = ceiling.locator("td[title]").first
+    assert "bootstrap" in first.get_attribute("title")
+    assert table.locator("tr.row-judge").count() == 2
+    page.locator("#agreement").scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "report-page.png"), full_page=True)
+    table.screenshot(path=str(artifacts / "report-agreement-table.png"))
+
+    with page.expect_download() as pdf_dl:
+        page.click("#download-pdf")
+    pdf = tmp_path / "dl.pdf"
+    pdf_dl.value.save_as(pdf)
+    assert pdf.read_bytes().startswith(b"%PDF")
+    with page.expect_download() as zip_dl:
+        page.click("#download-package")
+    assert zip_dl.value.suggested_filename == "e2e-report-package.zip"
+    package = tmp_path / "dl.zip"
+    zip_dl.value.save_as(package)
+    with zipfile.ZipFile(package) as z:
+        assert "package/data/reviews.csv" in z.namelist()
+    context.close()

@@ -1,0 +1,142 @@
+"""The reproducibility package: de-identified, stable, complete, and re-importable."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import zipfile
+
+import pytest
+from django.core.management import call_command
+
+from studies.analysis import hypothesis as hyp
+from studies.models import Study
+from studies.package import package_build
+from studies.reporting import pdf_available, pdf_page_count, report_build
+from studies.selectors import review_frame
+from tests.test_report_agreement import (
+    FAST,
+    SECRET_INSTITUTIONS,
+    SECRET_NAMES,
+    make_agreement_study,
+)
+
+
+@pytest.fixture
+def built(db, owner, tmp_path, settings):
+    settings.REPORTS_ROOT = tmp_path
+    seeded = make_agreement_study(owner, slug="pkg")
+    snap = report_build(study=seeded.study, out_dir=tmp_path / "rep", options=FAST)
+    return seeded, snap, tmp_path
+
+
+def _members(path):
+    with zipfile.ZipFile(path) as z:
+        return {n.removeprefix("package/"): z.read(n) for n in z.namelist()}
+
+
+def test_package_holds_everything_and_nothing_that_identifies(built):
+    seeded, snap, tmp = built
+    files = _members(tmp / "rep" / "package.zip")
+    for name in [
+        "README.md",
+        "data/reviews.csv",
+        "data/ideas.csv",
+        "data/pair_ratings.csv",
+        "data/study.json",
+        "form.json",
+        "assignment.json",
+        "judges/runs.json",
+        "judges/prompts.json",
+        "judges/calls.jsonl",
+        "judges/judgments.csv",
+        "judges/pairwise_outcomes.csv",
+        "software.json",
+        "manifest.json",
+        "report/report.json",
+        "report/report.html",
+        "report/agreement.csv",
+    ]:
+        assert name in files, name
+    if pdf_available():
+        assert files["report/report.pdf"].startswith(b"%PDF")
+    forbidden = [*SECRET_NAMES, *SECRET_INSTITUTIONS, "orcid-0000", "@example.org"]
+    forbidden += [m.external_id for i in seeded.ideas for m in i.memberships.all()]
+    forbidden += ["127.0.0.1"]  # judge endpoints stay private
+    for name, body in files.items():
+        if name.endswith(".pdf"):
+            continue
+        text = body.decode()
+        for word in forbidden:
+            assert word not in text, (name, word)
+    # idea ids reveal no condition; the form keeps its anchors; judges keep model and prompts
+    rows = list(csv.DictReader(io.StringIO(files["data/reviews.csv"].decode())))
+    assert all(r["idea_id"].startswith("C") and len(r["idea_id"]) == 11 for r in rows)
+    assert not any(c in r["idea_id"] for r in rows for c in ("Human", "AI"))
+    assert "anchors" in files["form.json"].decode()
+    runs = json.loads(files["judges/runs.json"])
+    assert {r["model"] for r in runs} == {"test-scorer-1", "test-pair-1"}
+    assert all(r["run"].startswith("J") for r in runs)
+    call = json.loads(files["judges/calls.jsonl"].decode().splitlines()[0])
+    assert call["prompt_hash"] and call["response_text"] and call["request"]["messages"]
+    prompts = json.loads(files["judges/prompts.json"])["templates"]
+    assert all(len(t["template_sha256"]) == 64 for t in prompts.values())
+    assert "import_reviews --format generic" in files["README.md"].decode()
+
+
+def test_package_pseudonyms_are_stable_across_two_builds(built):
+    seeded, snap, tmp = built
+    package_build(study=seeded.study, out=tmp / "a.zip", report=snap)
+    package_build(study=seeded.study, out=tmp / "b.zip", report=snap)
+    a, b = _members(tmp / "a.zip"), _members(tmp / "b.zip")
+    for name in ("data/reviews.csv", "data/ideas.csv", "data/pair_ratings.csv", "judges/runs.json"):
+        assert a[name] == b[name], name
+
+
+def test_package_round_trip_reproduces_test_1(built, owner):
+    seeded, snap, tmp = built
+    files = _members(tmp / "rep" / "package.zip")
+    path = tmp / "reviews.csv"
+    path.write_bytes(files["data/reviews.csv"])
+    call_command(
+        "import_reviews",
+        "--format",
+        "generic",
+        "--reviews",
+        str(path),
+        "--study",
+        "rerun",
+        "--owner",
+        owner.username,
+        "--human-conditions",
+        "Human",
+        "--baseline",
+        "Human",
+        stdout=io.StringIO(),
+    )
+    metrics = seeded.study.form_definition().metric_keys
+    conds = ["Human", "AI"]
+    original = review_frame(seeded.study)
+    rerun = review_frame(Study.objects.get(slug="rerun"))
+    assert len(rerun) == len(original)
+    t_orig = hyp.test_by_review(original, metrics, baseline="Human", conditions=conds)
+    t_new = hyp.test_by_review(rerun, metrics, baseline="Human", conditions=conds)
+    for a, b in zip(t_orig["comparisons"], t_new["comparisons"], strict=True):
+        for key in ("n", "mean", "n_baseline", "mean_baseline", "t", "p", "p_bonferroni"):
+            assert a[key] == pytest.approx(b[key], rel=1e-12), key
+    # and the report's own Test 1 in the package says the same
+    packaged = json.loads(files["report/report.json"])["by_review"]["comparisons"]
+    for a, b in zip(packaged, t_new["comparisons"], strict=True):
+        assert a["t"] == pytest.approx(b["t"], rel=1e-9)
+
+
+def test_study_package_command_writes_the_zip_and_the_pdf_has_pages(built, tmp_path):
+    seeded, snap, tmp = built
+    out = tmp_path / "cmd.zip"
+    stdout = io.StringIO()
+    call_command("study_package", seeded.study.slug, "--out", str(out), stdout=stdout)
+    assert "package written" in stdout.getvalue() and zipfile.is_zipfile(out)
+    if not pdf_available():
+        pytest.skip("chromium is not installed")
+    assert pdf_page_count(tmp / "rep" / "report.pdf") >= 2
