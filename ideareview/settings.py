@@ -217,7 +217,7 @@ OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "")
 # Analysis defaults; the report records the values it used.
 ANALYSIS_CONSISTENCY_SPLITS = env_int("IDEAREVIEW_CONSISTENCY_SPLITS", 1000)
 ANALYSIS_SEED = env_int("IDEAREVIEW_ANALYSIS_SEED", 20240906)
-ANALYSIS_MIXED_STARTS = env_int("IDEAREVIEW_MIXED_STARTS", 5)
+ANALYSIS_MIXED_STARTS = env_int("IDEAREVIEW_MIXED_STARTS", 3)
 ANALYSIS_MIXED_ENGINE = os.environ.get("IDEAREVIEW_MIXED_ENGINE", "auto")
 if ANALYSIS_MIXED_ENGINE not in {"auto", "statsmodels", "sparse"}:
     raise ImproperlyConfigured(

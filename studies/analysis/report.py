@@ -40,7 +40,7 @@ class ReportOptions:
     consistency_permutations: int = 1000
     consistency_metric: str = "overall"
     seed: int = 20240906
-    mixed_starts: int = 5
+    mixed_starts: int = 3
     mixed_engine: str = "auto"
     mixed_reml: bool = True
     # Refit every main model with R's lme4 (needs Rscript + lme4) and report the gaps.
@@ -176,7 +176,7 @@ def build_report(
     shared_ideas = per_condition and df["source_idea_id"].nunique() != df["idea_id"].nunique()
     mixed["sensitivity"] = {}
 
-    def fit(metric: str, idea_col: str) -> dict[str, Any]:
+    def fit(metric: str, idea_col: str, n_starts: int) -> dict[str, Any]:
         try:
             return fit_mixed(
                 df,
@@ -185,7 +185,7 @@ def build_report(
                 groups=("topic", "reviewer_id", idea_col),
                 reml=options.mixed_reml,
                 engine=options.mixed_engine,
-                n_starts=options.mixed_starts,
+                n_starts=n_starts,
                 seed=options.seed,
             ).to_dict()
         except ValueError as exc:
@@ -193,9 +193,10 @@ def build_report(
 
     for metric in metrics:
         tick(f"mixed model: {metric}")
-        mixed["fits"][metric] = fit(metric, idea_unit)
+        mixed["fits"][metric] = fit(metric, idea_unit, options.mixed_starts)
         if shared_ideas:
-            mixed["sensitivity"][metric] = fit(metric, "idea_id")
+            # A sensitivity fit; two starts still show whether the optimum is unique.
+            mixed["sensitivity"][metric] = fit(metric, "idea_id", min(2, options.mixed_starts))
     mixed["available"] = True
     if options.crosscheck_lme4:
         mixed["lme4_crosscheck"] = lme4_crosscheck(
@@ -605,10 +606,17 @@ def build_agreement(
 
     # The ceiling: human-human split-half consistency on all ideas. The headline metric's
     # value (with CI) comes from the consistency section; the others get a CI here.
+    # A CI for a non-headline metric is only worth its cost where a judge scored it.
+    judged = {
+        str(m)
+        for j in judges
+        if not j.computed and j.judge_scores is not None
+        for m in j.judge_scores["metric"].unique()
+    }
     ceiling: dict[str, Any] = {}
     for m in metrics:
         known = (consistency.get("by_metric") or {}).get(m, {}).get("all")
-        if known is None or known.get("ci_low") is None:
+        if known is None or (known.get("ci_low") is None and m in judged):
             try:
                 known = cons.inter_reviewer_consistency(
                     df,

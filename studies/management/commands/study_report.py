@@ -24,7 +24,7 @@ class Command(BaseCommand):
             "--splits", type=int, default=1000, help="consistency splits (default 1000)"
         )
         parser.add_argument("--seed", type=int, default=20240906)
-        parser.add_argument("--starts", type=int, default=5, help="mixed-model starts per fit")
+        parser.add_argument("--starts", type=int, default=3, help="mixed-model starts per fit")
         parser.add_argument("--engine", choices=["auto", "statsmodels", "sparse"], default="auto")
         parser.add_argument(
             "--crosscheck-lme4",
