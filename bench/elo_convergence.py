@@ -1,0 +1,436 @@
+"""LigBench Elo against synthetic judges of known accuracy: error and rank correlation.
+
+    .venv/bin/python bench/elo_convergence.py                    # defaults, a few seconds
+    .venv/bin/python bench/elo_convergence.py --reps 30 --targets 500
+    .venv/bin/python bench/elo_convergence.py --start fixed      # start every idea at 2.5
+
+A synthetic world: a reference corpus and a set of target ideas, each with a true
+(debiased) score on 0–5 drawn from a normal distribution truncated to [0, 5]. For each
+target, retrieval returns `--references` corpus papers in a random order (relatedness is
+taken to be independent of quality). A synthetic judge compares the target with a
+reference and names the one with the higher true score with probability `accuracy`, the
+other one otherwise ("flat" noise); with `--noise gap` the judge instead errs more often
+on close pairs (a logistic in the score gap, scaled so its mean accuracy over the world's
+pairs is `accuracy`), which is what LigBench reports for its real judges.
+
+The target's score then runs through our pure Elo (`judging.methods.elo.run_elo`, the
+paper's d = 1.5, K_max = 0.5, γ = 0.95, tanh soft clamp, |Δs| < ε or T_max) over those
+references in retrieval order, starting from the mean true score of the first
+`--calibration` references, as the LigBench service does (or from 2.5 with `--start
+fixed`). Two protocols are run:
+
+* "paper": Algorithm 1, up to T_max comparisons (default 50) against a pool of related
+  references (default 50). The paper samples R ∼ ℛ at every step; here each pool member
+  is judged once, in random order, since a deterministic judge would only repeat itself;
+* "service": the service's defaults, one pass over the 8 most related references, so at
+  most 8 comparisons per target.
+
+Per judge accuracy it prints the MAE of the final scores against the true scores, their
+Spearman and Kendall rank correlations (mean ± standard deviation over seeded
+repetitions), the comparisons used per target, and the share of chains that stopped on
+ε; the starting scores' own MAE and correlation are printed as the baseline Elo must
+beat, and LigBench's Table 11 (noise 0/10/20/30 %) beside the paper protocol. Table 11
+does not define its "convergence" or say which rank correlation it reports, nor the
+score distribution, ε or T_max behind it: compare trends, not digits.
+
+The world of one repetition (scores, retrieval order and the judge's random draws per
+target and position) depends only on the seed, so the accuracies are compared on the
+same ideas and the same draws: a judge of lower accuracy errs on a superset of pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from judging.methods.elo import EPSILON, GAMMA, K_MAX, MAX_STEPS, D, run_elo  # noqa: E402
+
+ACCURACIES = (1.0, 0.9, 0.8, 0.7)
+
+# LigBench (seed 000), appendix Table 11, "robustness to judgment noise": judgment noise
+# level -> (final MAE, rank correlation, share converged). Noise = 1 - judge accuracy.
+# The paper does not say which rank correlation, nor the score distribution, ε or T_max.
+PAPER_TABLE_11 = {
+    1.0: (0.251, 0.831, 1.000),
+    0.9: (0.267, 0.812, 0.992),
+    0.8: (0.298, 0.784, 0.976),
+    0.7: (0.342, 0.751, 0.941),
+}
+PAPER_ITERATIONS = 22.3
+"""Table 10: mean iterations to converge at K_max = 0.5, γ = 0.95."""
+
+SERVICE_REFERENCES = 8
+"""The LigBench service's default number of references (judging/services.py)."""
+SERVICE_CALIBRATION = 3
+
+
+@dataclass(frozen=True)
+class World:
+    """Sizes and distributions of one synthetic setting, and the Elo parameters."""
+
+    targets: int = 200
+    corpus: int = 1000
+    references: int = 50
+    """References retrieved per target, compared in retrieval order."""
+    max_steps: int = MAX_STEPS
+    epsilon: float = EPSILON
+    start: str = "refs"
+    """"refs": mean true score of the first `calibration` references; "fixed": 2.5."""
+    calibration: int = SERVICE_CALIBRATION
+    mean: float = 2.75
+    """PAIR-IQ's debiased means are 2.56–2.83 (seed Table 1); the spread is not given."""
+    sd: float = 0.8
+    noise: str = "flat"
+    """"flat": every comparison is right with probability `accuracy`; "gap": see module."""
+    d: float = D
+    k_max: float = K_MAX
+    gamma: float = GAMMA
+
+
+@dataclass(frozen=True)
+class Run:
+    """One repetition at one accuracy: per-target truth, start and final score."""
+
+    accuracy: float
+    seed: int
+    truth: tuple[float, ...]
+    start: tuple[float, ...]
+    final: tuple[float, ...]
+    comparisons: tuple[int, ...]
+    stopped: Counter = field(default_factory=Counter)
+
+    @property
+    def mae(self) -> float:
+        return mae(self.final, self.truth)
+
+    @property
+    def spearman(self) -> float:
+        return spearman(self.final, self.truth)
+
+    @property
+    def kendall(self) -> float:
+        return kendall(self.final, self.truth)
+
+    @property
+    def converged(self) -> float:
+        return self.stopped["converged"] / len(self.truth)
+
+
+def mae(xs: Sequence[float], ys: Sequence[float]) -> float:
+    return math.fsum(abs(x - y) for x, y in zip(xs, ys, strict=True)) / len(xs)
+
+
+def _ranks(xs: Sequence[float]) -> list[float]:
+    """Ranks from 1, ties sharing their mean rank."""
+    order = sorted(range(len(xs)), key=xs.__getitem__)
+    ranks = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float:
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxy = math.fsum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    sxx = math.fsum((x - mx) ** 2 for x in xs)
+    syy = math.fsum((y - my) ** 2 for y in ys)
+    # A constant input (e.g. every start equal) has no correlation: report 0.
+    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else 0.0
+
+
+def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Spearman's ρ: Pearson's r of the (tie-averaged) ranks."""
+    return _pearson(_ranks(xs), _ranks(ys))
+
+
+def kendall(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Kendall's τ-b, O(n²) (n is a few hundred here); 0 if either side is constant."""
+    concordant = discordant = ties_x = ties_y = 0
+    n = len(xs)
+    for i in range(n):
+        xi, yi = xs[i], ys[i]
+        for j in range(i + 1, n):
+            dx, dy = xs[j] - xi, ys[j] - yi
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denom = math.sqrt((concordant + discordant + ties_x) * (concordant + discordant + ties_y))
+    return (concordant - discordant) / denom if denom else 0.0
+
+
+def _truncated_normal(rng: random.Random, mean: float, sd: float) -> float:
+    while True:
+        x = rng.gauss(mean, sd)
+        if 0.0 <= x <= 5.0:
+            return x
+
+
+def _gap_scale(world: World, accuracy: float, rng: random.Random) -> float:
+    """The logistic slope c with mean over random pairs of σ(c·|gap|) equal to accuracy."""
+    if accuracy >= 1.0:
+        return math.inf
+    gaps = [
+        abs(
+            _truncated_normal(rng, world.mean, world.sd)
+            - _truncated_normal(rng, world.mean, world.sd)
+        )
+        for _ in range(4000)
+    ]
+
+    def mean_acc(c: float) -> float:
+        return math.fsum(1.0 / (1.0 + math.exp(-c * g)) for g in gaps) / len(gaps)
+
+    lo, hi = 0.0, 1.0
+    while mean_acc(hi) < accuracy:
+        hi *= 2.0
+    for _ in range(50):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if mean_acc(mid) < accuracy else (lo, mid)
+    return (lo + hi) / 2.0
+
+
+def simulate(accuracy: float, world: World = World(), seed: int = 0) -> Run:
+    """One repetition: every target's Elo chain against its references, one judge.
+
+    The corpus, targets, retrieval order and the uniform draw deciding each (target,
+    position) verdict come from `seed` alone, so calls with different accuracies and
+    the same seed are paired.
+    """
+    if not 0.5 <= accuracy <= 1.0:
+        raise ValueError(f"accuracy must be in [0.5, 1], got {accuracy}")
+    rng = random.Random(seed)
+    corpus = [_truncated_normal(rng, world.mean, world.sd) for _ in range(world.corpus)]
+    truth = [_truncated_normal(rng, world.mean, world.sd) for _ in range(world.targets)]
+    k = min(world.references, world.corpus)
+    pools = [rng.sample(range(world.corpus), k) for _ in truth]
+    draws = [[rng.random() for _ in range(k)] for _ in truth]
+    scale = (
+        _gap_scale(world, accuracy, random.Random(f"gap-{seed}")) if world.noise == "gap" else None
+    )
+
+    def p_right(gap: float) -> float:
+        if scale is None:
+            return accuracy
+        return 1.0 if math.isinf(scale) else 1.0 / (1.0 + math.exp(-scale * abs(gap)))
+
+    def comparisons(t: int) -> Iterator[tuple[int, float, float]]:
+        for j, ref in enumerate(pools[t]):
+            s_ref = corpus[ref]
+            gap = truth[t] - s_ref
+            if gap == 0.0:
+                outcome = 0.5
+            else:
+                right = draws[t][j] < p_right(gap)
+                outcome = float((gap > 0) == right)
+            yield ref, s_ref, outcome
+
+    starts, finals, used = [], [], []
+    stopped: Counter = Counter()
+    for t in range(world.targets):
+        if world.start == "fixed":
+            s0 = 2.5
+        elif world.start == "refs":
+            first = pools[t][: max(1, world.calibration)]
+            s0 = math.fsum(corpus[r] for r in first) / len(first)
+        else:
+            raise ValueError(f"start must be 'refs' or 'fixed', got {world.start!r}")
+        chain = run_elo(
+            comparisons(t),
+            initial=s0,
+            epsilon=world.epsilon,
+            max_steps=world.max_steps,
+            d=world.d,
+            k_max=world.k_max,
+            gamma=world.gamma,
+        )
+        starts.append(s0)
+        finals.append(chain.score)
+        used.append(len(chain.steps))
+        stopped[chain.stopped] += 1
+    return Run(
+        accuracy=accuracy,
+        seed=seed,
+        truth=tuple(truth),
+        start=tuple(starts),
+        final=tuple(finals),
+        comparisons=tuple(used),
+        stopped=stopped,
+    )
+
+
+@dataclass(frozen=True)
+class Summary:
+    accuracy: float
+    runs: tuple[Run, ...]
+
+    def _stat(self, values: list[float]) -> tuple[float, float]:
+        sd = statistics.stdev(values) if len(values) > 1 else 0.0
+        return statistics.fmean(values), sd
+
+    @property
+    def mae(self) -> tuple[float, float]:
+        return self._stat([r.mae for r in self.runs])
+
+    @property
+    def spearman(self) -> tuple[float, float]:
+        return self._stat([r.spearman for r in self.runs])
+
+    @property
+    def kendall(self) -> tuple[float, float]:
+        return self._stat([r.kendall for r in self.runs])
+
+    @property
+    def comparisons(self) -> float:
+        return statistics.fmean(c for r in self.runs for c in r.comparisons)
+
+    @property
+    def converged(self) -> float:
+        return statistics.fmean(r.converged for r in self.runs)
+
+    @property
+    def start(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """MAE and Spearman of the starting scores (the same for every accuracy)."""
+        return (
+            self._stat([mae(r.start, r.truth) for r in self.runs]),
+            self._stat([spearman(r.start, r.truth) for r in self.runs]),
+        )
+
+
+def sweep(
+    world: World, accuracies: Sequence[float] = ACCURACIES, reps: int = 10, seed: int = 0
+) -> list[Summary]:
+    """Every accuracy over the same `reps` seeded worlds (seed, seed + 1, …)."""
+    return [
+        Summary(a, tuple(simulate(a, world, seed + r) for r in range(reps))) for a in accuracies
+    ]
+
+
+def _pm(stat: tuple[float, float]) -> str:
+    return f"{stat[0]:.3f} ± {stat[1]:.3f}"
+
+
+def print_table(title: str, world: World, summaries: Sequence[Summary], paper: bool) -> None:
+    reps = len(summaries[0].runs)
+    print(
+        f"\n{title}: {world.targets} targets × {reps} reps, corpus {world.corpus}, "
+        f"{world.references} references/target, T_max {world.max_steps}, ε {world.epsilon:g}, "
+        f"start {world.start}, noise {world.noise}"
+    )
+    head = (
+        f"{'accuracy':>8}  {'MAE':>13}  {'Spearman':>13}  {'Kendall':>13}  "
+        f"{'comparisons':>11}  {'conv.':>6}"
+    )
+    if paper:
+        head += f"   | paper T11 {'MAE':>5} {'rank':>5} {'conv.':>6}"
+    print(head)
+    (s_mae, s_rho) = summaries[0].start
+    print(f"{'start':>8}  {_pm(s_mae):>13}  {_pm(s_rho):>13}  {'':>13}  {0:>11.1f}  {'':>6}")
+    for s in summaries:
+        line = (
+            f"{s.accuracy:>8.0%}  {_pm(s.mae):>13}  {_pm(s.spearman):>13}  "
+            f"{_pm(s.kendall):>13}  {s.comparisons:>11.1f}  {s.converged:>6.1%}"
+        )
+        if paper and s.accuracy in PAPER_TABLE_11:
+            p_mae, p_rank, p_conv = PAPER_TABLE_11[s.accuracy]
+            line += f"   | {'':>9} {p_mae:>5.3f} {p_rank:>5.3f} {p_conv:>6.1%}"
+        print(line)
+    ordered = sorted(summaries, key=lambda s: s.accuracy, reverse=True)
+    monotone = all(
+        a.mae[0] <= b.mae[0] and a.spearman[0] >= b.spearman[0] and a.kendall[0] >= b.kendall[0]
+        for a, b in zip(ordered, ordered[1:], strict=False)
+    )
+    print(
+        f"{'':>8}  MAE {'rises' if monotone else 'does NOT rise'} and rank correlation "
+        f"{'falls' if monotone else 'does NOT fall'} monotonically as accuracy drops"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--targets", type=int, default=200, help="target ideas per repetition")
+    ap.add_argument("--reps", type=int, default=10, help="seeded repetitions")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--corpus", type=int, default=1000, help="reference papers")
+    ap.add_argument("--pool", type=int, default=50, help="references per target (paper)")
+    ap.add_argument("--max-steps", type=int, default=MAX_STEPS, help="T_max (paper)")
+    ap.add_argument("--epsilon", type=float, default=EPSILON)
+    ap.add_argument("--start", choices=["refs", "fixed"], default="refs")
+    ap.add_argument(
+        "--calibration", type=int, default=SERVICE_CALIBRATION, help="references in the start"
+    )
+    ap.add_argument(
+        "--noise", choices=["flat", "gap"], nargs="+", default=["flat", "gap"], help="judge models"
+    )
+    ap.add_argument("--mean", type=float, default=2.75)
+    ap.add_argument("--sd", type=float, default=0.8)
+    ap.add_argument("--accuracies", type=float, nargs="+", default=list(ACCURACIES), metavar="P")
+    ap.add_argument("--skip-service", action="store_true", help="only the paper protocol")
+    args = ap.parse_args(argv)
+
+    started = time.perf_counter()
+    print(
+        f"true scores ~ N({args.mean:g}, {args.sd:g}²) truncated to [0, 5]; "
+        f"d {D:g}, K_max {K_MAX:g}, γ {GAMMA:g}; values are mean ± sd over reps"
+    )
+    for noise in args.noise:
+        base = World(
+            targets=args.targets,
+            corpus=args.corpus,
+            epsilon=args.epsilon,
+            start=args.start,
+            calibration=args.calibration,
+            mean=args.mean,
+            sd=args.sd,
+            noise=noise,
+        )
+        protocols = [
+            (
+                "paper protocol (Algorithm 1)",
+                replace(base, references=args.pool, max_steps=args.max_steps),
+                True,
+            )
+        ]
+        if not args.skip_service:
+            protocols.append(
+                (
+                    "service defaults (one pass)",
+                    replace(base, references=SERVICE_REFERENCES),
+                    False,
+                )
+            )
+        for title, world, paper in protocols:
+            print_table(title, world, sweep(world, args.accuracies, args.reps, args.seed), paper)
+    print(
+        f"\npaper Table 10: {PAPER_ITERATIONS} iterations to converge at these K_max, γ. "
+        "Table 11's unnamed rank correlation sits nearer our Kendall τ than our Spearman ρ."
+    )
+    print(f"wall time {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
