@@ -1,19 +1,33 @@
 """Fit times and peak memory of the crossed mixed model per engine and study size.
 
-Usage: ``python bench/mixed.py --sizes 300,3000,30000,100000 [--engines sparse,statsmodels,lme4]``
+Usage::
+
+    python bench/mixed.py [--sizes 300,3000,30000,100000] [--engines statsmodels,sparse,lme4]
+                          [--starts 1] [--timeout 300] [--threads 1] [--reml/--ml]
+
+Engines: ``sparse`` is :func:`studies.analysis.mixed.fit_mixed` with our engine (backend
+chosen automatically); ``sparse:hybrid``, ``sparse:cholmod`` and ``sparse:splu`` call
+:func:`studies.analysis.lmm_sparse.fit_lmm` with that backend forced; ``statsmodels`` is the
+reference path (skipped above 3,000 rows: dense matrices); ``lme4`` is R's ``lmer`` through
+:mod:`studies.analysis.rcheck` (its own fit time, without R start-up).
 
 Designs follow the study protocol: 7 topics, 3 conditions, each reviewer takes two topics
-and 2-7 ideas from them (30,000 reviews ~ 13,000 ideas and 7,000 reviewers).  Each
-(engine, size) runs in a fresh child process so that its peak resident memory
-(``ru_maxrss``, which also counts CHOLMOD's C allocations that tracemalloc cannot see) is
-its own.  lme4's time is R's own ``lmer`` time, without R start-up.
+and 2-7 ideas from them (30,000 reviews ~ 12,000 ideas and 7,000 reviewers).  Each
+(engine, size) runs in a fresh child process with its own process group, so that its peak
+resident memory (``ru_maxrss``, which also counts C allocations and, for lme4, the R
+process) is its own and a fit that exceeds ``--timeout`` seconds is killed with everything
+it started: the benchmark always stops by itself.  ``cpu s`` is the CPU time of the fit
+(user + system, R included), a fairer measure than wall time on a shared machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
+import os
 import resource
+import signal
 import sys
 import time
 from pathlib import Path
@@ -62,45 +76,90 @@ def simulate_design(n_reviews: int, seed: int = 0) -> pd.DataFrame:
     )
 
 
-def _child(engine: str, n: int, n_starts: int, queue: mp.Queue) -> None:
+def _cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _child(engine: str, n: int, n_starts: int, reml: bool, threads: int, queue: mp.Queue) -> None:
+    os.setpgid(0, 0)  # R and anything else we start die with us on a timeout
     try:
+        if threads > 0:
+            from threadpoolctl import threadpool_limits
+
+            os.environ["OPENBLAS_NUM_THREADS"] = str(threads)  # for R's BLAS, too
+            threadpool_limits(threads)
         df = simulate_design(n)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu_seconds()
         if engine == "lme4":
             from studies.analysis.rcheck import lme4_fit
 
-            res = lme4_fit(df, "score", baseline="Human")
+            res = lme4_fit(df, "score", baseline="Human", reml=reml)
             secs = res.fit_seconds or float("nan")
+            row = {
+                "loglik": res.loglik,
+                "b_AI": res.term("condition[AI]")["coef"],
+                "backend": "lmer",
+                "levels": res.n_levels,
+                "rows": res.n_obs,
+            }
+        elif engine.startswith("sparse:"):
+            from studies.analysis.lmm_sparse import design_matrix, fit_lmm
+
+            X, names = design_matrix(df, baseline="Human")
+            fit = fit_lmm(
+                df["score"].to_numpy(),
+                X,
+                {g: df[g] for g in ("topic", "reviewer_id", "idea_id")},
+                fixed_names=names,
+                reml=reml,
+                n_starts=n_starts,
+                backend=engine.split(":", 1)[1],
+                satterthwaite=False,
+            )
+            secs = time.perf_counter() - t0
+            row = {
+                "loglik": fit.loglik,
+                "b_AI": float(fit.coef[names.index("condition[AI]")]),
+                "backend": f"{fit.backend} evals={[st.n_evals for st in fit.starts]}",
+                "levels": fit.n_levels,
+                "rows": fit.n_obs,
+            }
         else:
             from studies.analysis.mixed import fit_mixed
 
-            res = fit_mixed(df, "score", baseline="Human", engine=engine, n_starts=n_starts)
+            res = fit_mixed(
+                df, "score", baseline="Human", engine=engine, n_starts=n_starts, reml=reml
+            )
             secs = time.perf_counter() - t0
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        if engine == "lme4":
-            peak_mb = max(peak_mb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
-        queue.put(
-            {
-                "engine": engine,
-                "rows": res.n_obs,
-                "levels": res.n_levels,
-                "seconds": secs,
-                "peak_mb": peak_mb,
+            row = {
                 "loglik": res.loglik,
                 "b_AI": res.term("condition[AI]")["coef"],
-                "backend": res.details.get("backend", ""),
+                "backend": (
+                    f"{res.details.get('backend', '')} evals={res.details.get('evaluations', '')}"
+                ),
+                "levels": res.n_levels,
+                "rows": res.n_obs,
             }
-        )
+        cpu = _cpu_seconds() - c0
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        peak_mb = max(peak_mb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+        queue.put({"engine": engine, "seconds": secs, "cpu": cpu, "peak_mb": peak_mb, **row})
     except Exception as exc:  # a benchmark reports failures, it does not stop
         queue.put({"engine": engine, "rows": n, "error": f"{type(exc).__name__}: {exc}"})
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--sizes", default="300,3000,30000,100000")
     ap.add_argument("--engines", default="statsmodels,sparse,lme4")
     ap.add_argument("--starts", type=int, default=1, help="optimiser starts per fit")
-    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per fit")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per fit")
+    ap.add_argument(
+        "--threads", type=int, default=1, help="BLAS threads per fit (0: library default)"
+    )
+    ap.add_argument("--ml", action="store_true", help="fit by ML instead of REML")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     engines = [e for e in args.engines.split(",") if e]
@@ -111,28 +170,46 @@ def main() -> None:
             print(f"# lme4 skipped: {why}")
             engines.remove("lme4")
     ctx = mp.get_context("fork")
-    print(f"{'reviews':>8} {'engine':>12} {'rows':>7} {'seconds':>9} {'peak MB':>8}  loglik / note")
+    print(
+        f"# {'ML' if args.ml else 'REML'}, {args.starts} start(s), "
+        f"{args.threads or 'default'} BLAS thread(s), timeout {args.timeout:g} s per fit"
+    )
+    print(
+        f"{'reviews':>8} {'engine':>15} {'rows':>7} {'seconds':>9} {'cpu s':>8} {'peak MB':>8}"
+        "  loglik / note"
+    )
     for n in sizes:
         for engine in engines:
             if engine == "statsmodels" and n > STATSMODELS_MAX:
-                print(f"{n:>8} {engine:>12} {'':>7} {'skipped':>9} {'':>8}  dense: impractical")
+                print(
+                    f"{n:>8} {engine:>15} {'':>7} {'skipped':>9} {'':>8} {'':>8}  dense: impractical"
+                )
                 continue
             q: mp.Queue = ctx.Queue()
-            proc = ctx.Process(target=_child, args=(engine, n, args.starts, q))
+            proc = ctx.Process(
+                target=_child, args=(engine, n, args.starts, not args.ml, args.threads, q)
+            )
             proc.start()
             proc.join(args.timeout)
             if proc.is_alive():
-                proc.terminate()
+                assert proc.pid is not None  # started above
+                with contextlib.suppress(ProcessLookupError):  # it may have just finished
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.join()
-                print(f"{n:>8} {engine:>12} {'':>7} {'>' + str(int(args.timeout)):>9}  timed out")
+                print(
+                    f"{n:>8} {engine:>15} {'':>7} {'>' + format(args.timeout, 'g'):>9} "
+                    f"{'':>8} {'':>8}  timed out (killed)",
+                    flush=True,
+                )
                 continue
             r = q.get() if not q.empty() else {"error": "no result"}
             if "error" in r:
-                print(f"{n:>8} {engine:>12} {'':>7} {'error':>9} {'':>8}  {r['error']}")
+                print(f"{n:>8} {engine:>15} {'':>7} {'error':>9} {'':>8} {'':>8}  {r['error']}")
                 continue
             print(
-                f"{n:>8} {engine:>12} {r['rows']:>7} {r['seconds']:>9.2f} {r['peak_mb']:>8.0f}"
-                f"  {r['loglik']:.4f} b_AI={r['b_AI']:.4f} {r['backend']} {r['levels']}",
+                f"{n:>8} {engine:>15} {r['rows']:>7} {r['seconds']:>9.2f} {r['cpu']:>8.2f} "
+                f"{r['peak_mb']:>8.0f}  {r['loglik']:.4f} b_AI={r['b_AI']:.5f} {r['backend']} "
+                f"{r['levels']}",
                 flush=True,
             )
 

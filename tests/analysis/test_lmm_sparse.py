@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse as sp
 
-from studies.analysis.lmm_sparse import design_matrix, fit_lmm
+from studies.analysis import lmm_sparse
+from studies.analysis.lmm_sparse import _HybridFactor, available_backends, design_matrix, fit_lmm
 from studies.analysis.mixed import fit_mixed
 
 
@@ -196,3 +200,115 @@ def test_boundary_fit_is_reported() -> None:
     f = boundary[0]
     assert f.variance["topic"] == pytest.approx(0.0, abs=1e-6)
     assert any("boundary" in w for w in f.warnings)
+
+
+# ------------------------------------------------------------ factorisation back-ends
+
+
+def _random_spd_pattern(m: int, avg_deg: int, seed: int) -> sp.csc_matrix:
+    """A random sparse SPD matrix with a symmetric pattern (an expander-like graph)."""
+    rng = np.random.default_rng(seed)
+    nnz = m * avg_deg // 2
+    a = rng.integers(0, m, nnz)
+    b = rng.integers(0, m, nnz)
+    w = rng.uniform(-1, 1, nnz)
+    off = sp.coo_matrix((w, (a, b)), shape=(m, m)).tocsc()
+    off = off + off.T
+    diag = np.asarray(abs(off).sum(axis=1)).ravel() + 1.0
+    mat = (off + sp.diags(diag)).tocsc()
+    mat.sum_duplicates()
+    mat.sort_indices()
+    return mat
+
+
+@pytest.mark.parametrize(("tau", "avg_deg"), [(4, 6), (96, 6), (10_000, 2)])
+def test_hybrid_factor_is_the_exact_cholesky(tau: int, avg_deg: int) -> None:
+    mat = _random_spd_pattern(400, avg_deg, seed=tau)
+    fac = _HybridFactor(mat, tau=tau)
+    assert fac.n_sparse + fac.n_core == 400
+    if tau == 10_000:  # a sparse enough graph is eliminated without any dense core
+        assert fac.n_core < 400
+    logdet = fac.factorize(mat.data.copy())
+    dense = mat.toarray()
+    assert logdet == pytest.approx(np.linalg.slogdet(dense)[1], rel=1e-12, abs=1e-9)
+    rhs = np.random.default_rng(1).normal(size=(400, 3))
+    np.testing.assert_allclose(fac.solve(rhs), np.linalg.solve(dense, rhs), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(
+        fac.solve(rhs[:, 0]), np.linalg.solve(dense, rhs[:, 0]), rtol=1e-9, atol=1e-11
+    )
+    # new values on the same pattern reuse the symbolic analysis
+    mat2 = mat.copy()
+    mat2.data = mat2.data * 1.5
+    mat2.setdiag(mat2.diagonal() + 2.0)
+    assert fac.factorize(mat2.data.copy()) == pytest.approx(
+        np.linalg.slogdet(mat2.toarray())[1], rel=1e-12
+    )
+
+
+def test_hybrid_factor_refuses_an_indefinite_matrix() -> None:
+    mat = _random_spd_pattern(200, 4, seed=3)
+    bad = mat.copy()
+    bad.setdiag(-1.0)
+    fac = _HybridFactor(mat, tau=8)
+    with pytest.raises(np.linalg.LinAlgError, match="not positive definite"):
+        fac.factorize(bad.tocsc().data.copy())
+
+
+def _crossed_fit(df: pd.DataFrame, backend: str, reml: bool = True, n_starts: int = 1) -> Any:
+    X, names = design_matrix(df, baseline="Human")
+    return fit_lmm(
+        df["score"].to_numpy(),
+        X,
+        {"topic": df["topic"], "reviewer_id": df["reviewer_id"], "idea_id": df["idea_id"]},
+        fixed_names=names,
+        reml=reml,
+        n_starts=n_starts,
+        backend=backend,
+        satterthwaite=False,
+    )
+
+
+@pytest.mark.parametrize("reml", [True, False])
+def test_all_backends_give_the_same_fit(reml: bool) -> None:
+    # 400 reviewers crossed with 500 ideas: the reduced system is far above DENSE_MAX.
+    df = simulate_crossed(n_ideas=500, n_reviewers=400, n_topics=5, seed=21)
+    fits = {b: _crossed_fit(df, b, reml) for b in available_backends()}
+    ref = fits["dense"]
+    assert {f.backend for f in fits.values()} == set(available_backends())
+    for b, f in fits.items():
+        assert f.loglik == pytest.approx(ref.loglik, abs=1e-6), b
+        np.testing.assert_allclose(f.coef, ref.coef, atol=1e-6, err_msg=b)
+        np.testing.assert_allclose(f.se, ref.se, atol=1e-6, err_msg=b)
+        for g, v in ref.variances.items():
+            assert f.variances[g] == pytest.approx(v, abs=1e-5), (b, g)
+
+
+def test_superlu_fallback_works_without_scikit_sparse(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lmm_sparse, "_cholmod", None)
+    assert "cholmod" not in available_backends()
+    df = simulate_crossed(n_ideas=300, n_reviewers=250, n_topics=4, seed=22)
+    auto = _crossed_fit(df, "auto")
+    assert auto.backend in {"hybrid", "dense"}
+    splu = _crossed_fit(df, "splu")
+    assert splu.backend == "splu"
+    assert splu.loglik == pytest.approx(auto.loglik, abs=1e-6)
+    np.testing.assert_allclose(splu.coef, auto.coef, atol=1e-6)
+    with pytest.raises(ValueError, match="backend 'cholmod' is not available"):
+        _crossed_fit(df, "cholmod")
+
+
+def test_extra_starts_explored_on_a_subsample_agree_with_the_full_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    df = simulate_crossed(n_ideas=600, n_reviewers=200, n_topics=5, seed=23)
+    plain = _crossed_fit(df, "auto", n_starts=3)
+    assert all(s.stage == "full data" for s in plain.starts)
+    monkeypatch.setattr(lmm_sparse, "EXPLORE_MIN_ROWS", 1000)
+    explored = _crossed_fit(df, "auto", n_starts=3)
+    assert explored.starts[0].stage == "full data"
+    assert {s.stage for s in explored.starts[1:]} <= {"subsample", "subsample, then full data"}
+    assert explored.starts_agree
+    assert "explore" in explored.extra and explored.extra["explore"]["rows"] < len(df)
+    assert any("subsample" in w for w in explored.warnings)
+    assert explored.loglik == pytest.approx(plain.loglik, abs=1e-6)
+    np.testing.assert_allclose(explored.coef, plain.coef, atol=1e-6)
