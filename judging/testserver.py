@@ -27,10 +27,19 @@ pairwise answers that say A whatever the ideas), `think` (wrap answers in
 
 Style normalization (`studies.protocol.normalization`, recognised by its system prompt):
 the proposal in the user message comes back re-rendered into the seven-section template
-(`normalize_style="template"`, the default) or unchanged (`"echo"`). Content faults:
+(`normalize_style="template"`, the default), re-rendered and with every section's style
+canonicalised as well (`"canonical"`: markup, bullets and numbering dropped, clauses split
+at line breaks, sentence ends, semicolons and ", and ", each written as one capitalised
+sentence; so two proposals with the same clauses come back identical whoever wrote them,
+which is what the style-leakage check needs to see) or unchanged (`"echo"`). Content faults:
 `normalize_drop` lists words or numbers deleted from every rewrite that has them (a
 rewrite that "forgets" GPT-4 or 42), and `normalize_refuse_when` a substring of the
 proposal that gets a refusal instead of a rewrite.
+
+Source guessing (`studies.analysis.leakage`, the style-leakage check): "AI probability: N"
+from the proposal's look (`source_guess="style"`): Markdown headings push N up, bullet
+lines push it down, so it tells the two synthetic styles of the tests apart until a
+rewrite gives both the same headings and no bullets; `"hash"` guesses from a hash.
 """
 
 from __future__ import annotations
@@ -74,6 +83,7 @@ class Rules:
     normalize_style: str = "template"
     normalize_drop: list[str] = field(default_factory=list)
     normalize_refuse_when: str = ""
+    source_guess: str = "style"
 
 
 def _h(*parts: str) -> int:
@@ -104,6 +114,36 @@ def _formalise(text: str) -> dict[str, Any]:
 
 
 _NORMALIZE_MARK = "copy editor for a study in which experts review research proposals"
+_GUESS_MARK = "how likely it is that an AI system wrote the"
+
+
+def _guess_source(proposal: str, rule: str) -> str:
+    if rule == "hash":
+        return f"AI probability: {_h('source', proposal) % 101}"
+    lines = [ln.strip() for ln in proposal.split("\n") if ln.strip()]
+    headings = sum(ln.startswith("#") for ln in lines)
+    bullets = sum(ln.startswith(("- ", "* ")) for ln in lines)
+    lean = (headings - bullets) / (headings + bullets) if headings + bullets else 0.0
+    return f"AI probability: {round(50 + 40 * lean)}"
+
+
+_MARKUP = re.compile(r"^\s*(?:#{1,6}\s*|[-*+\u2022]\s+|\(?\d+[.)]\s+|step\s+\d+\s*[:.]\s*)", re.I)
+_CLAUSE_SPLIT = re.compile(r"\n+|(?<=[.!?;])\s+|;\s*|,\s+and\s+")
+
+
+def _canonical(body: str, *, title: bool = False) -> str:
+    """One house style for a section body: plain sentences, one per clause."""
+    lines = [_MARKUP.sub("", ln).replace("**", "").replace("__", "") for ln in body.split("\n")]
+    clauses = []
+    for raw in _CLAUSE_SPLIT.split("\n".join(lines)):
+        raw = " ".join(raw.split())
+        clause = raw.rstrip(".;:,!? ")
+        if clause:
+            end = "?" if raw.endswith("?") else "."  # a question stays a question
+            clauses.append((clause[:1].upper() + clause[1:], end))
+    if title:
+        return " ".join(c for c, _ in clauses)
+    return " ".join(c + end for c, end in clauses)
 
 
 def _normalize(proposal: str, rules: Rules) -> str:
@@ -117,6 +157,14 @@ def _normalize(proposal: str, rules: Rules) -> str:
         parsed = parse_sections(proposal)
         if parsed.sections:
             text = render_sections(parsed.sections)
+    elif rules.normalize_style == "canonical":
+        from studies.protocol.template import parse_sections, render_sections
+
+        parsed = parse_sections(proposal)
+        if parsed.sections:
+            text = render_sections(
+                {k: _canonical(v, title=k == "title") for k, v in parsed.sections.items()}
+            )
     for word in rules.normalize_drop:
         text = re.sub(rf"(?<![\w.-]){re.escape(word)}(?![\w-]|\.\d)\s?", "", text)
     return text
@@ -129,6 +177,9 @@ def answer_for(messages: list[dict[str, Any]], rules: Rules, rng: random.Random)
     system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
     if _NORMALIZE_MARK in system:
         return _normalize(user, rules)
+    if _GUESS_MARK in system:
+        found = _BLOCK.findall(user)
+        return _guess_source(found[0] if found else user, rules.source_guess)
     blocks = _BLOCK.findall(user)
     if "Restate the research idea below in four parts" in user and blocks:
         return json.dumps(_formalise(blocks[0]))

@@ -9,14 +9,16 @@ functions, as in `services.py`; the pure parts live in `studies/protocol` and
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
 import logging
+import os
 import random
 import secrets
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +51,7 @@ from .protocol.normalization import (
     NORMALIZATION_PROMPT,
     NORMALIZATION_PROMPT_VERSION,
     CheckBounds,
+    CheckResult,
     check_rewrite,
     clean_model_output,
     normalization_messages,
@@ -651,6 +654,22 @@ def _salt(idea: Idea, rerun: bool) -> str:
     return f"rerun-{n.count()}"
 
 
+# Threads for the automatic checks of one job: the embedding is numpy with one BLAS
+# thread per call, so two checks use two cores where there are two.
+CHECK_THREADS = max(1, min(2, os.cpu_count() or 1))
+
+
+@contextlib.contextmanager
+def _blas_single_threaded() -> Iterator[None]:
+    """Hold the BLAS thread limit for the whole job: each embedding call sets and restores
+    it, and with two check threads one restoring it under the other's feet let BLAS
+    threads spin against each other."""
+    from .embeddings import _blas_controller, _blas_threads
+
+    with _blas_controller().limit(limits=_blas_threads(), user_api="blas"):
+        yield
+
+
 def normalization_run(
     *,
     job: JobRun,
@@ -681,8 +700,35 @@ def normalization_run(
     width = max(1, int(config.concurrency))
     queue = list(ideas)
     in_flight: dict[Future[Attempt], _Item] = {}
-    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="normalize") as pool:
-        while queue or in_flight:
+    # The automatic checks embed the original and the rewrite: ~0.2 s of CPU per idea on
+    # a small machine. Run on this thread, they kept it from refilling the HTTP slots, and
+    # the job took 2.5× its latency bound (bench/normalization.py). They run on their own
+    # threads instead (pure functions, no ORM), overlapping the requests on the wire.
+    checking: dict[Future[list[CheckResult]], tuple[_Item, LLMCall]] = {}
+
+    def finish(item: _Item, call: LLMCall, checks: list[CheckResult] | None) -> None:
+        nonlocal done
+        _store(item.idea, call, job, config, item.prepared, embed, bounds, outcome, checks)
+        done += 1
+
+    def settle(item: _Item, call: LLMCall) -> None:
+        text, error = _usable(call)
+        if error:
+            finish(item, call, None)
+        else:
+            future = checker.submit(
+                check_rewrite, item.idea.raw_text, text, embed=embed, bounds=bounds
+            )
+            checking[future] = (item, call)
+
+    with (
+        _blas_single_threaded(),
+        ThreadPoolExecutor(max_workers=width, thread_name_prefix="normalize") as pool,
+        ThreadPoolExecutor(
+            max_workers=CHECK_THREADS, thread_name_prefix="normalize-check"
+        ) as checker,
+    ):
+        while queue or in_flight or checking:
             while queue and len(in_flight) < width:
                 idea = queue.pop(0)
                 salt = _salt(idea, rerun)
@@ -694,30 +740,48 @@ def normalization_run(
                 )
                 hit = lookup(prepared)
                 if hit is not None:
-                    _store(idea, hit, job, config, prepared, embed, bounds, outcome)
-                    done += 1
+                    settle(_Item(idea, salt, prepared), hit)
                     continue
                 in_flight[pool.submit(send, prepared)] = _Item(idea, salt, prepared)
-            if not in_flight:
+            if not in_flight and not checking:
                 continue
-            finished, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+            before = done
+            waiting: list[Future[Any]] = [*in_flight, *checking]
+            finished, _ = wait(waiting, return_when=FIRST_COMPLETED)
             for future in finished:
-                item = in_flight.pop(future)
-                call = record(item.prepared, future.result())
-                _store(item.idea, call, job, config, item.prepared, embed, bounds, outcome)
-                done += 1
-            job_progress(
-                job=job,
-                done=done,
-                message=f"{done} of {total}: {outcome.proposed} rewritten, "
-                f"{outcome.flagged} flagged, {outcome.failed} failed",
-            )
+                if future in in_flight:
+                    item = in_flight.pop(future)
+                    settle(item, record(item.prepared, future.result()))
+                else:
+                    item, call = checking.pop(future)
+                    finish(item, call, future.result())
+            if done != before:
+                job_progress(
+                    job=job,
+                    done=done,
+                    message=f"{done} of {total}: {outcome.proposed} rewritten, "
+                    f"{outcome.flagged} flagged, {outcome.failed} failed",
+                )
     job.message = (
         f"{outcome.proposed} rewritten ({outcome.flagged} flagged), {outcome.failed} failed"
         + (f", {outcome.skipped} skipped" if outcome.skipped else "")
     )[:300]
     job.save(update_fields=["message"])
     return outcome
+
+
+def _usable(call: LLMCall) -> tuple[str, str]:
+    """The call's rewrite and, when it cannot be used, why (marked on the call once)."""
+    text = clean_model_output(call.response_text or "")
+    error = call.error
+    if not error:
+        error = output_problem(text, call.response)
+        if error:
+            # A refusal or an empty answer is a failed call: it must not answer the
+            # resumed job from the cache (only calls without an error do).
+            call.error = f"unusable output: {error}"
+            LLMCall.objects.filter(pk=call.pk).update(error=call.error)
+    return text, error
 
 
 def _store(
@@ -729,16 +793,10 @@ def _store(
     embed: Callable[[Sequence[str]], np.ndarray],
     bounds: CheckBounds | None,
     outcome: NormalizationOutcome,
+    checks: list[CheckResult] | None = None,
 ) -> NormalizationResult:
-    text = clean_model_output(call.response_text or "")
-    error = call.error
-    if not error:
-        error = output_problem(text, call.response)
-        if error:
-            # A refusal or an empty answer is a failed call: it must not answer the
-            # resumed job from the cache (only calls without an error do).
-            call.error = f"unusable output: {error}"
-            LLMCall.objects.filter(pk=call.pk).update(error=call.error)
+    """Store a call's rewrite with its checks (run here unless `checks` are given)."""
+    text, error = _usable(call)
     result = NormalizationResult(
         idea=idea,
         job=job,
@@ -768,7 +826,8 @@ def _store(
             outcome.failed += 1
             outcome.errors.append(f"idea {idea.pk}: {error}")
             return result
-        checks = check_rewrite(idea.raw_text, text, embed=embed, bounds=bounds)
+        if checks is None:
+            checks = check_rewrite(idea.raw_text, text, embed=embed, bounds=bounds)
         result.checks = [
             {"name": c.name, "passed": c.passed, "detail": c.detail, "lost": list(c.lost)}
             for c in checks
@@ -1040,3 +1099,275 @@ def leakage_csv(export: LeakageExport, kind: str) -> str:
     else:
         raise ValueError(kind)
     return out.getvalue()
+
+
+# --------------------------------------------------------------------------- leakage check
+
+LEAKAGE_JOB = "leakage"
+LEAKAGE_SIDES = (("before", "raw text"), ("after", "approved normalised text"))
+
+
+@dataclass
+class LeakageSample:
+    """The texts of one side of the check, each with its source (human or ai)."""
+
+    idea_ids: list[int] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        return {"human": self.labels.count("human"), "ai": self.labels.count("ai")}
+
+
+def leakage_samples(study: Study) -> tuple[dict[str, LeakageSample], list[str]]:
+    """Raw text of every included idea ("before") and approved text ("after"), each
+    labelled with its conditions' kind; notes say which ideas could not be labelled."""
+    samples = {"before": LeakageSample(), "after": LeakageSample()}
+    notes: list[str] = []
+    mixed: list[int] = []
+    unlabelled: list[int] = []
+    ideas = study_ideas(study).prefetch_related("memberships__condition").order_by("pk")
+    for idea in ideas:
+        kinds = {m.condition.kind for m in idea.memberships.all()}
+        if len(kinds) != 1:
+            (mixed if kinds else unlabelled).append(idea.pk)
+            continue
+        label = "ai" if kinds == {Condition.Kind.AI} else "human"
+        texts = {"before": idea.raw_text}
+        if idea.normalization_status in REVIEWABLE and idea.normalized_text.strip():
+            texts["after"] = idea.normalized_text
+        for side, text in texts.items():
+            samples[side].idea_ids.append(idea.pk)
+            samples[side].texts.append(text)
+            samples[side].labels.append(label)
+    if mixed:
+        notes.append(f"{len(mixed)} idea(s) in both a human and an AI condition are left out")
+    if unlabelled:
+        notes.append(f"{len(unlabelled)} idea(s) in no condition are left out")
+    before, after = len(samples["before"].texts), len(samples["after"].texts)
+    if after < before:
+        notes.append(
+            f"only {after} of {before} idea(s) have approved text: “after” covers those, "
+            "“before” all of them"
+        )
+    return samples, notes
+
+
+def _leakage_folds(sample: LeakageSample, folds: int) -> tuple[int, str]:
+    """Folds to use (fewer than asked when a source is small), or 0 and why not."""
+    from .analysis.leakage import LeakageError, check_sample, max_folds
+
+    k = max_folds(sample.labels, limit=folds)
+    if k == 0:
+        try:
+            check_sample(sample.texts, sample.labels, 2)
+        except LeakageError as exc:
+            return 0, str(exc)
+    return k, ""
+
+
+def leakage_check_plan(study: Study, *, folds: int = 5) -> dict[str, Any]:
+    """What a check would compute now: per side the counts, the folds or why it cannot."""
+    samples, notes = leakage_samples(study)
+    sides = {}
+    for side, label in LEAKAGE_SIDES:
+        k, problem = _leakage_folds(samples[side], folds)
+        sides[side] = {"label": label, "counts": samples[side].counts(), "folds": k}
+        sides[side]["problem"] = problem
+    return {"sides": sides, "notes": notes, "ready": any(s["folds"] for s in sides.values())}
+
+
+def leakage_check_enqueue(
+    *,
+    study: Study,
+    actor: Any = None,
+    seed: int | None = None,
+    folds: int = 5,
+    n_permutations: int = 100,
+    n_bootstrap: int = 2000,
+    llm: bool = False,
+) -> JobRun:
+    """Start the classifier check (or return the one already running). With `llm`, the
+    study's normalization model is also asked to guess each text's source."""
+    from .tasks import check_leakage
+
+    active = JobRun.objects.filter(
+        study=study, kind=LEAKAGE_JOB, status__in=[JobRun.Status.QUEUED, JobRun.Status.RUNNING]
+    ).first()
+    if active is not None:
+        return active
+    plan = leakage_check_plan(study, folds=folds)
+    if not plan["ready"]:
+        raise PreparationError(
+            "The leakage check cannot run yet: " + plan["sides"]["before"]["problem"]
+        )
+    config_id = None
+    if llm:
+        problem = normalization_problem(study)
+        if problem:
+            raise PreparationError("No model to ask: " + problem)
+        config_id = study.normalization_config_id
+    seed = seed if seed is not None else secrets.randbelow(10**6)
+    runs = [s for s in plan["sides"].values() if s["folds"]]
+    calls = sum(s["counts"]["human"] + s["counts"]["ai"] for s in runs) if llm else 0
+    job = job_start(
+        study=study,
+        kind=LEAKAGE_JOB,
+        actor=actor,
+        total=len(runs) * (1 + n_permutations) + calls,
+        seed=seed,
+        folds=folds,
+        n_permutations=n_permutations,
+        n_bootstrap=n_bootstrap,
+        llm_config_id=config_id,
+    )
+    audit(study=study, actor=actor, verb="leakage_check_started", job=job.pk, seed=seed)
+    transaction.on_commit(lambda: check_leakage.delay(job.pk))
+    return job
+
+
+def leakage_check_run(*, job: JobRun) -> dict[str, Any]:
+    """Run the classifier on raw and on approved text; the result goes to `job.params`."""
+    from .analysis.leakage import LeakageError, leakage_classifier
+
+    p = job.params
+    samples, notes = leakage_samples(job.study)
+    n_perm = int(p.get("n_permutations", 100))
+    result: dict[str, Any] = {"notes": notes}
+    offset = 0
+    folds = int(p.get("folds", 5))
+    runnable = [
+        samples[side] for side, _ in LEAKAGE_SIDES if _leakage_folds(samples[side], folds)[0]
+    ]
+    total = len(runnable) * (1 + n_perm)
+    if p.get("llm_config_id"):
+        total += sum(len(sample.texts) for sample in runnable)
+    job_progress(job=job, done=0, total=max(total, 1), message="reading texts")
+    for side, label in LEAKAGE_SIDES:
+        sample = samples[side]
+        k, problem = _leakage_folds(sample, int(p.get("folds", 5)))
+        if not k:
+            result[side] = {"error": problem, "counts": sample.counts(), "label": label}
+            continue
+        if k < int(p.get("folds", 5)):
+            result.setdefault("fold_notes", []).append(
+                f"{label}: {k}-fold, as a source has fewer than {2 * int(p.get('folds', 5))} ideas"
+            )
+        base = offset
+
+        def progress(done: int, total: int, message: str, base: int = base) -> None:
+            job_progress(job=job, done=base + done, message=message)
+
+        try:
+            estimate = leakage_classifier(
+                sample.texts,
+                sample.labels,
+                folds=k,
+                seed=int(p.get("seed", 0)),
+                n_bootstrap=int(p.get("n_bootstrap", 2000)),
+                n_permutations=n_perm,
+                name=side,
+                progress=progress,
+            )
+        except LeakageError as exc:
+            result[side] = {"error": str(exc), "counts": sample.counts(), "label": label}
+            continue
+        result[side] = {**estimate.to_dict(), "label": label}
+        offset += 1 + n_perm
+        if p.get("llm_config_id"):
+            result[side]["llm"] = _leakage_llm(job, sample, side, offset)
+            offset += len(sample.texts)
+    job.params = {**p, "result": result}
+    before, after = result.get("before", {}), result.get("after", {})
+    job.message = (
+        f"AUC before {before['auc']:.2f}" if "auc" in before else "before: not computed"
+    ) + (f", after {after['auc']:.2f}" if "auc" in after else ", after: not computed")
+    job.total = max(offset, 1)
+    job.save(update_fields=["params", "message", "total"])
+    audit(
+        study=job.study,
+        actor=None,
+        verb="leakage_check_finished",
+        job=job.pk,
+        auc_before=before.get("auc"),
+        auc_after=after.get("auc"),
+    )
+    return result
+
+
+def _leakage_llm(job: JobRun, sample: LeakageSample, side: str, offset: int) -> dict[str, Any]:
+    """Ask the model for P(AI) of every text, `concurrency` at a time; score the guesses
+    like the classifier. A call that fails or gives no number counts as a coin flip."""
+    from .analysis.leakage import (
+        SOURCE_GUESS_PROMPT_VERSION,
+        LeakageError,
+        auc_with_ci,
+        parse_source_guess,
+        source_guess_messages,
+    )
+
+    config = JudgeConfig.objects.filter(pk=job.params.get("llm_config_id")).first()
+    if config is None or not config.is_configured():
+        return {"error": "the judge config is gone or has no endpoint"}
+    guesses: list[float | None] = [None] * len(sample.texts)
+    pending: dict[Future[Attempt], tuple[int, Prepared]] = {}
+    done = 0
+    with ThreadPoolExecutor(
+        max_workers=max(1, int(config.concurrency)), thread_name_prefix="leakage"
+    ) as pool:
+        for i, text in enumerate(sample.texts):
+            prepared = prepare(
+                config, source_guess_messages(text), prompt_version=SOURCE_GUESS_PROMPT_VERSION
+            )
+            hit = lookup(prepared)
+            if hit is not None:
+                guesses[i] = parse_source_guess(hit.response_text or "")
+                done += 1
+            else:
+                pending[pool.submit(send, prepared)] = (i, prepared)
+        while pending:
+            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for future in finished:
+                i, prepared = pending.pop(future)
+                attempt = future.result()
+                guess = None if attempt.error else parse_source_guess(attempt.text)
+                record(
+                    prepared,
+                    attempt,
+                    parsed=None if guess is None else {"p_ai": guess},
+                    parse_error="" if guess is not None or attempt.error else "no AI probability",
+                )
+                guesses[i] = guess
+                done += 1
+            job_progress(
+                job=job, done=offset + done, message=f"{side}: the model guessed {done} source(s)"
+            )
+    answered = sum(g is not None for g in guesses)
+    try:
+        estimate = auc_with_ci(
+            sample.labels,
+            [0.5 if g is None else g for g in guesses],
+            n_bootstrap=int(job.params.get("n_bootstrap", 2000)),
+            seed=int(job.params.get("seed", 0)),
+        )
+    except LeakageError as exc:
+        return {"error": str(exc)}
+    return {
+        "model": config.resolved_model(),
+        "config": config.name,
+        "answered": answered,
+        "failed": len(guesses) - answered,
+        "auc": round(estimate.auc, 4),
+        "ci_low": round(estimate.ci_low, 4),
+        "ci_high": round(estimate.ci_high, 4),
+        "p_value": estimate.p_value,
+        "prompt_version": SOURCE_GUESS_PROMPT_VERSION,
+    }
+
+
+def leakage_check_latest(study: Study) -> JobRun | None:
+    return (
+        JobRun.objects.filter(study=study, kind=LEAKAGE_JOB, status=JobRun.Status.DONE)
+        .order_by("-finished_at", "-pk")
+        .first()
+    )

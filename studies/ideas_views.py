@@ -573,10 +573,33 @@ def idea_decide(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
 # --------------------------------------------------------------------------- leakage export
 
 
+def _leakage_sides(job: JobRun | None) -> list[dict[str, Any]]:
+    result = (job.params.get("result") or {}) if job is not None else {}
+    return [
+        {"key": key, **(result.get(key) or {"label": label, "error": "not computed"})}
+        for key, label in ideaprep.LEAKAGE_SIDES
+    ]
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def leakage(request: HttpRequest, slug: str) -> HttpResponse:
+    from .analysis.leakage_plots import leakage_svg
+
     study = get_study_for_owner(request, slug)
+    if request.method == "POST" and request.POST.get("form") == "classifier":
+        try:
+            started = ideaprep.leakage_check_enqueue(
+                study=study, actor=request.user, llm=request.POST.get("llm") == "on"
+            )
+        except ideaprep.PreparationError as exc:
+            messages.error(request, str(exc))
+        else:
+            if is_htmx(request):
+                return render(
+                    request, "studies/ideas/leakage.html#job", {"study": study, "job": started}
+                )
+        return redirect("studies:leakage", study.slug)
     if request.method == "POST":
         try:
             export = ideaprep.leakage_export_create(study=study, actor=request.user)
@@ -585,10 +608,32 @@ def leakage(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, f"Export {export.pk} made from {len(export.key)} text(s).")
         return redirect("studies:leakage", study.slug)
+    job = JobRun.objects.filter(study=study, kind=ideaprep.LEAKAGE_JOB).first()
+    if is_htmx(request) and request.GET.get("fragment") == "job":
+        response = render(request, "studies/ideas/leakage.html#job", {"study": study, "job": job})
+        if job is None or not job.is_active:
+            response["HX-Refresh"] = "true"
+        return response
+    latest = ideaprep.leakage_check_latest(study)
+    sides = _leakage_sides(latest)
+    computed = [(s["label"], s) for s in sides if s.get("auc") is not None]
     return render(
         request,
         "studies/ideas/leakage.html",
-        {"study": study, "exports": LeakageExport.objects.filter(study=study)},
+        {
+            "study": study,
+            "exports": LeakageExport.objects.filter(study=study),
+            "job": job,
+            "latest": latest,
+            "sides": sides,
+            "notes": (latest.params.get("result") or {}).get("notes", []) if latest else [],
+            "fold_notes": (latest.params.get("result") or {}).get("fold_notes", [])
+            if latest
+            else [],
+            "plot": leakage_svg(computed) if computed else "",
+            "plan": ideaprep.leakage_check_plan(study),
+            "llm_problem": ideaprep.normalization_problem(study),
+        },
     )
 
 

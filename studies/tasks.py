@@ -70,3 +70,10 @@ def normalize_ideas(job_id: int) -> None:
     from .ideaprep import normalization_run
 
     _run_job(job_id, lambda job: normalization_run(job=job))
+
+
+@shared_task(soft_time_limit=3600, time_limit=3700)
+def check_leakage(job_id: int) -> None:
+    from .ideaprep import leakage_check_run
+
+    _run_job(job_id, lambda job: leakage_check_run(job=job))

@@ -243,6 +243,24 @@ def build_report(
         main_metric = (
             options.consistency_metric if options.consistency_metric in metrics else metrics[-1]
         )
+        # Resampling cost grows with ideas x draws; past ~1,500 ideas the draws shrink in
+        # proportion (never below 100), which widens the Monte Carlo error of the CI and
+        # p a little, and the report says so.
+        n_units = int(df.groupby(["condition", "idea_id"]).ngroups)
+        scale = min(1.0, 1500 / max(n_units, 1))
+        n_boot = max(
+            min(100, options.consistency_bootstrap), int(options.consistency_bootstrap * scale)
+        )
+        n_perm = max(
+            min(100, options.consistency_permutations),
+            int(options.consistency_permutations * scale),
+        )
+        if scale < 1:
+            notes.append(
+                f"{n_units} idea units: the consistency bootstrap and permutation test use "
+                f"{n_boot} and {n_perm} draws instead of {options.consistency_bootstrap} and "
+                f"{options.consistency_permutations}, to keep the report's time bounded."
+            )
         for metric in metrics:
             entry = {}
             heavy = metric == main_metric
@@ -254,8 +272,8 @@ def build_report(
                     metric,
                     rows=rows,
                     n_splits=options.consistency_splits,
-                    n_bootstrap=options.consistency_bootstrap if heavy else 0,
-                    n_permutations=options.consistency_permutations if heavy else 0,
+                    n_bootstrap=n_boot if heavy else 0,
+                    n_permutations=n_perm if heavy else 0,
                     seed=options.seed,
                 )
             consistency["by_metric"][metric] = entry
