@@ -16,6 +16,7 @@ from .forms import ReviewImportForm
 from .http import is_htmx
 from .importers import ImportFailed, format_quality_summary
 from .models import ImportBatch, JobRun, Study, StudyReport
+from .overview import next_step, study_steps
 from .services import reviews_import, reviews_parse
 from .tasks import report_enqueue
 
@@ -59,6 +60,7 @@ def study_list(request: HttpRequest) -> HttpResponse:
 def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_owner(request, slug)
     batch = ImportBatch.objects.filter(study=study).first()
+    steps = study_steps(study)
     conditions = [
         {"key": c.key, "kind": c.get_kind_display(), "ideas": c.memberships.count()}
         for c in study.conditions.all()
@@ -76,6 +78,8 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "n_reviews": study.reviews.filter(status="submitted").count(),
             "n_flagged": study.reviews.exclude(flags=[]).count(),
             "report": StudyReport.objects.filter(study=study).first(),
+            "steps": steps,
+            "next_step": next_step(steps),
         },
     )
 

@@ -1,0 +1,512 @@
+"""A whole synthetic study, end to end, through the services and views the web uses.
+
+`demo_study_build` imports generated ideas (seven sections, each with a known quality
+and a condition effect), normalises them against the local OpenAI-compatible test
+server over HTTP and signs every rewrite off, invites, profiles, screens and assigns
+reviewers with the solver, enters their reviews and pair ratings through the reviewer
+views with Django's test client (scores drawn from the known effects plus reviewer and
+residual noise), runs a direct and a pairwise judge against the test server and the
+random baseline, builds the report and the package, and checks that the simulated
+effects come out of the report. `manage.py demo_study` is a thin wrapper.
+
+Better ideas are written longer, so the test server's pairwise judge ("the longer text
+wins") tracks the human ratings; its direct scores are a hash of the text and do not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.test import Client, override_settings
+from django.urls import reverse
+
+from judging.models import JudgeConfig, JudgeRun
+from judging.services import judge_config_create, judge_run_create, judge_run_execute
+
+from . import ideaprep, recruitment
+from .analysis.report import ReportOptions
+from .models import Assignment, Idea, JobRun, PairTask, Reviewer, Study, StudyReport
+from .protocol.template import render_sections
+from .reporting import report_build
+from .services import study_create
+
+HUMAN, AI = "Human", "AI"
+TOPICS = ("Factuality", "Reasoning")
+# The simulated AI − human difference per metric, on the 1–10 scale.
+EFFECTS = {
+    "novelty": 1.5,
+    "excitement": 1.2,
+    "feasibility": -0.4,
+    "effectiveness": 0.6,
+    "overall": 1.0,
+}
+IDEA_SD, REVIEWER_SD, RESIDUAL_SD = 0.6, 0.4, 0.8
+BASE = 5.0
+# How far the report's difference may sit from the simulated one before the check fails.
+TOLERANCE = 0.8
+P_MAX = 0.05
+CHECKED_METRICS = ("novelty", "overall")
+
+
+class DemoError(Exception):
+    """The demo cannot be built as asked; the message says why."""
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass
+class DemoResult:
+    study: Study
+    report: StudyReport
+    directory: Path
+    checks: list[Check] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    judge_runs: list[JudgeRun] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    def summary(self) -> list[str]:
+        lines = [
+            f"study {self.study.slug}: " + ", ".join(f"{v} {k}" for k, v in self.counts.items()),
+            f"report and package in {self.directory}",
+        ]
+        for run in self.judge_runs:
+            lines.append(f"judge {run.method}: {run.status} ({run.message})")
+        for c in self.checks:
+            lines.append(f"[{'ok' if c.passed else 'FAIL'}] {c.name}: {c.detail}")
+        return lines
+
+
+# --------------------------------------------------------------------------- synthetic data
+
+
+@dataclass
+class _SynthIdea:
+    external_id: str
+    topic: str
+    condition: str
+    quality: float  # the idea's own quality, in score points
+    text: str = ""
+
+
+FILLER = [
+    "Each step is logged so that failures can be traced back to their cause.",
+    "The comparison uses the same prompts and the same budget for every system.",
+    "Results are broken down by question type to show where the gain comes from.",
+    "A small pilot checks that the annotation guidelines are followed consistently.",
+    "Ablations remove one component at a time to measure its contribution.",
+    "Error cases are collected and grouped by hand into a short taxonomy.",
+]
+
+
+def _idea_text(idea: _SynthIdea, n: int) -> str:
+    # Length carries the quality signal (see the module docstring).
+    lift = idea.quality + (EFFECTS["overall"] if idea.condition == AI else 0.0)
+    extra = max(1, round(4 + 2.5 * lift))
+    method = "Prompt the model to draft an answer, then check each claim against retrieved "
+    method += f"evidence for {idea.topic.lower()} problems. "
+    method += " ".join(FILLER[k % len(FILLER)] for k in range(extra))
+    return render_sections(
+        {
+            "title": f"Checked drafting for {idea.topic.lower()}, variant {n}",
+            "problem_statement": f"Language models make {idea.topic.lower()} errors that "
+            "users cannot spot.",
+            "motivation": "Existing methods check answers only at the end, when errors "
+            "have already compounded.",
+            "proposed_method": method,
+            "experiment_plan": "1. Collect benchmark questions. 2. Run the baseline. "
+            "3. Run the method. 4. Compare accuracy per category.",
+            "test_cases": "Input: a question whose baseline answer has one false claim. "
+            "Expected: the method removes the claim.",
+            "fallback_plan": "If the checks do not help, analyse which claims they miss.",
+        }
+    )
+
+
+def _synth_ideas(per_condition: int, rng: random.Random) -> list[_SynthIdea]:
+    ideas: list[_SynthIdea] = []
+    for cond in (HUMAN, AI):
+        for k in range(per_condition):
+            idea = _SynthIdea(
+                external_id=f"demo-{cond.lower()}-{k + 1:02d}",
+                topic=TOPICS[k % len(TOPICS)],
+                condition=cond,
+                quality=rng.gauss(0, IDEA_SD),
+            )
+            ideas.append(idea)
+    # Centred per condition, so the conditions differ by the simulated effect exactly and
+    # only reviewer and residual noise stand between it and the report.
+    for cond in (HUMAN, AI):
+        group = [i for i in ideas if i.condition == cond]
+        mean = sum(i.quality for i in group) / len(group)
+        for i in group:
+            i.quality -= mean
+    for n, idea in enumerate(ideas, start=1):
+        idea.text = _idea_text(idea, n)
+    return ideas
+
+
+def _score(true: float, rng: random.Random) -> int:
+    return int(min(10, max(1, round(true + rng.gauss(0, RESIDUAL_SD)))))
+
+
+def _true_score(idea: _SynthIdea, metric: str, bias: float) -> float:
+    effect = EFFECTS.get(metric, 0.0) if idea.condition == AI else 0.0
+    return BASE + idea.quality + effect + bias
+
+
+# --------------------------------------------------------------------------- the build
+
+
+@contextlib.contextmanager
+def _quiet_and_eager() -> Iterator[None]:
+    """Mail stays in memory (no console flood of invitations), the test client's host is
+    allowed, and Celery tasks enqueued on commit run here, in order, not on a worker."""
+    from django.conf import settings
+
+    from ideareview.celery import app
+
+    saved = (app.conf.task_always_eager, app.conf.task_eager_propagates)
+    app.conf.task_always_eager = True
+    app.conf.task_eager_propagates = True
+    hosts = [*settings.ALLOWED_HOSTS, "testserver"]
+    try:
+        with override_settings(
+            EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend", ALLOWED_HOSTS=hosts
+        ):
+            yield
+    finally:
+        app.conf.task_always_eager, app.conf.task_eager_propagates = saved
+
+
+def demo_study_build(
+    *,
+    slug: str = "demo-study",
+    ideas_per_condition: int = 10,
+    reviewers: int = 10,
+    seed: int = 1,
+    base_url: str | None = None,
+    out_dir: Path | None = None,
+    report_options: ReportOptions | None = None,
+    echo: Callable[[str], None] | None = None,
+) -> DemoResult:
+    """Build the demo study; refuses if `slug` exists. Without `base_url` the local test
+    server is started on a free port for the duration of the build."""
+    if Study.objects.filter(slug=slug).exists():
+        raise DemoError(
+            f"a study {slug!r} exists already: delete it (admin) or choose another --slug"
+        )
+    if ideas_per_condition < 2:
+        raise DemoError("--ideas-per-condition must be at least 2")
+    if reviewers < 2:
+        raise DemoError("--reviewers must be at least 2")
+    if base_url is None:
+        from judging.testserver import Rules, TestServer
+
+        with TestServer(Rules()) as server:
+            return demo_study_build(
+                slug=slug,
+                ideas_per_condition=ideas_per_condition,
+                reviewers=reviewers,
+                seed=seed,
+                base_url=server.base_url,
+                out_dir=out_dir,
+                report_options=report_options,
+                echo=echo,
+            )
+    say = echo or (lambda _line: None)
+    with _quiet_and_eager():
+        return _build(
+            slug=slug,
+            per_condition=ideas_per_condition,
+            n_reviewers=reviewers,
+            seed=seed,
+            base_url=base_url,
+            out_dir=out_dir,
+            options=report_options,
+            say=say,
+        )
+
+
+def _owner() -> Any:
+    User = get_user_model()
+    owner, created = User.objects.get_or_create(username="demo-owner")
+    if created:
+        owner.set_unusable_password()
+        owner.save(update_fields=["password"])
+    return owner
+
+
+def _user_of(reviewer: Reviewer) -> Any:
+    if reviewer.user is None:
+        raise DemoError(f"reviewer {reviewer.pseudonym} has no account")
+    return reviewer.user
+
+
+def _config(base_url: str, slug: str, owner: Any) -> JudgeConfig:
+    name = f"demo test server ({slug})"
+    fields = dict(
+        base_url=base_url,
+        model="scripted-1",
+        api_key_env="IDEAREVIEW_DEMO_KEY",
+        parameters={"temperature": 0},
+        concurrency=4,
+        timeout_seconds=10,
+        max_attempts=3,
+        backoff_seconds=0.01,
+    )
+    config = JudgeConfig.objects.filter(name=name).first()
+    if config is not None:
+        # The server's port changes from run to run.
+        JudgeConfig.objects.filter(pk=config.pk).update(**fields)
+        config.refresh_from_db()
+        return config
+    return judge_config_create(name=name, actor=owner, **fields)
+
+
+def _build(
+    *,
+    slug: str,
+    per_condition: int,
+    n_reviewers: int,
+    seed: int,
+    base_url: str,
+    out_dir: Path | None,
+    options: ReportOptions | None,
+    say: Callable[[str], None],
+) -> DemoResult:
+    rng = random.Random(seed)
+    owner = _owner()
+    study = study_create(
+        owner=owner, slug=slug, title="Demo study (synthetic)", baseline_condition=HUMAN
+    )
+    n_ideas = 2 * per_condition
+    load = min(7, max(2, math.ceil(3 * n_ideas / n_reviewers)))
+    study.min_reviews_per_idea, study.max_reviews_per_idea = 2, 4
+    study.min_load, study.max_load = 2, max(load, 2)
+    study.save()
+
+    # Ideas: topics and conditions, then one pasted proposal at a time.
+    for name in TOPICS:
+        ideaprep.topic_add(study=study, name=name, actor=owner)
+    ideaprep.condition_add(study=study, key=HUMAN, kind="human", actor=owner)
+    ideaprep.condition_add(study=study, key=AI, kind="ai", actor=owner)
+    synth = _synth_ideas(per_condition, rng)
+    for s in synth:
+        batch = ideaprep.ideas_read_pasted(
+            study=study,
+            text=s.text,
+            external_id=s.external_id,
+            topic=s.topic,
+            conditions=[s.condition],
+        )
+        ideaprep.ideas_import(
+            study=study, batch=batch, source=f"pasted {s.external_id}", actor=owner
+        )
+    by_external = {s.external_id: s for s in synth}
+    truth: dict[int, _SynthIdea] = {}
+    for idea in Idea.objects.filter(study=study).prefetch_related("memberships"):
+        truth[idea.pk] = by_external[idea.memberships.all()[0].external_id]
+    say(f"imported {len(truth)} ideas")
+
+    # Normalization over HTTP, then the owner's sign-off of every rewrite.
+    config = _config(base_url, slug, owner)
+    ideaprep.normalization_config_choose(study=study, config=config, actor=owner)
+    job = ideaprep.normalization_enqueue(study=study, actor=owner)
+    job.refresh_from_db()
+    if job.status in (JobRun.Status.QUEUED, JobRun.Status.RUNNING):
+        # Inside an outer transaction (a test) on_commit has not fired: run it here.
+        from .tasks import normalize_ideas
+
+        normalize_ideas(job.pk)
+        job.refresh_from_db()
+    if job.status != JobRun.Status.DONE:
+        raise DemoError(f"normalization failed: {job.message} {job.error}".strip())
+    for idea_id in ideaprep.signoff_queue(study):
+        ideaprep.normalization_approve(idea=Idea.objects.get(pk=idea_id), actor=owner)
+    say(f"normalised and approved: {job.message}")
+
+    # Reviewers: invited, accepted, consented, profiled, screened by the rule.
+    User = get_user_model()
+    biases: dict[int, float] = {}
+    for j in range(n_reviewers):
+        email = f"demo-reviewer-{j + 1:02d}@{slug}.example.org"
+        invitation = recruitment.invitation_create(
+            study=study, email=email, name=f"Demo reviewer {j + 1}", actor=owner
+        )
+        user = User(username=email, email=email)
+        user.set_unusable_password()  # synthetic people never log in
+        user.save()
+        reviewer = recruitment.invitation_accept(
+            token=recruitment.invitation_token(invitation), user=user
+        )
+        recruitment.reviewer_consent(reviewer=reviewer)
+        recruitment.reviewer_profile_save(
+            reviewer=reviewer,
+            data={
+                "institution": f"Demo Lab {j + 1}",
+                "position": "Postdoc",
+                "major_venue_papers": 2 + j % 3,
+                "topic_first": TOPICS[j % 2],
+                "topic_second": TOPICS[(j + 1) % 2],
+                "preferred_load": load,
+            },
+        )
+        biases[reviewer.pk] = rng.gauss(0, REVIEWER_SD)
+    screened = recruitment.reviewers_screen_by_rule(study=study, actor=owner)
+    say(f"{screened} reviewers screened in")
+
+    preview, result, _ = recruitment.assignment_preview(study=study, seed=seed, actor=owner)
+    if not result.feasible:
+        raise DemoError("no feasible assignment: " + result.explanation())
+    recruitment.assignment_commit(study=study, job=preview, actor=owner)
+    study.refresh_from_db()
+
+    # Reviews and pair ratings through the reviewer views.
+    metrics = study.form_definition().metric_keys
+    client = Client()
+    submitted = 0
+    assignments = Assignment.objects.filter(study=study).select_related("reviewer__user")
+    for a in assignments.order_by("reviewer_id", "pk"):
+        client.force_login(_user_of(a.reviewer))
+        client.get(reverse("studies:review_page", args=[a.pk]))
+        known = truth[a.idea_id]
+        bias = biases[a.reviewer_id]
+        data: dict[str, str] = {}
+        for m in metrics:
+            data[m] = str(_score(_true_score(known, m, bias), rng))
+            data[f"{m}_rationale"] = " ".join(["The plan is concrete and testable."] * 8)
+        data.update(familiarity="3", confidence="4", minutes=str(20 + rng.randrange(30)))
+        response = client.post(reverse("studies:review_submit", args=[a.pk]), data)
+        if response.status_code != 302:
+            raise DemoError(f"review submit for assignment {a.pk}: HTTP {response.status_code}")
+        submitted += 1
+    recruitment.pair_tasks_create(
+        study=study, per_reviewer=2, condition_a=HUMAN, condition_b=AI, seed=seed, actor=owner
+    )
+    rated = 0
+    tasks = PairTask.objects.filter(study=study).select_related(
+        "reviewer__user", "idea_a", "idea_b"
+    )
+    for task in tasks.order_by("reviewer_id", "pk"):
+        client.force_login(_user_of(task.reviewer))
+        client.get(reverse("studies:pair_page", args=[task.pk]))
+        left, right = truth[task.left.pk], truth[task.right.pk]
+        choices: dict[str, str] = {}
+        for d in task.dimensions:
+            gap = _true_score(left, d, 0) - _true_score(right, d, 0) + rng.gauss(0, RESIDUAL_SD)
+            choices[d] = "first" if gap > 0.3 else "second" if gap < -0.3 else "tie"
+        response = client.post(reverse("studies:pair_submit", args=[task.pk]), choices)
+        if response.status_code != 302:
+            raise DemoError(f"pair submit for task {task.pk}: HTTP {response.status_code}")
+        rated += 1
+    client.logout()
+    say(f"{submitted} reviews and {rated} pair ratings entered over HTTP")
+
+    # Judges: direct and pairwise over HTTP, and the random baseline.
+    runs = []
+    for method, cfg in (("direct", config), ("pairwise", config), ("baseline_random", None)):
+        run = judge_run_create(study=study, method=method, config=cfg, actor=owner)
+        runs.append(judge_run_execute(run=run))
+        say(f"judge {method}: {runs[-1].status}")
+
+    options = options or ReportOptions(
+        consistency_splits=200,
+        consistency_bootstrap=200,
+        consistency_permutations=200,
+        seed=seed,
+        mixed_starts=1,
+        agreement_splits=100,
+        agreement_bootstrap=100,
+        agreement_permutations=100,
+    )
+    snapshot = report_build(study=study, out_dir=out_dir, options=options, echo=None)
+    directory = Path(snapshot.directory)
+    say(f"report built in {snapshot.data.get('timing_seconds')} s")
+    counts = {
+        "ideas": len(truth),
+        "reviewers": Reviewer.objects.filter(study=study).count(),
+        "reviews": submitted,
+        "pair ratings": rated,
+    }
+    demo = DemoResult(
+        study=study, report=snapshot, directory=directory, counts=counts, judge_runs=runs
+    )
+    demo.checks = demo_checks(directory, runs)
+    return demo
+
+
+PAIRWISE_RHO_MIN = 0.3
+
+
+def _pairwise_check(agreement: dict[str, Any]) -> Check:
+    """Better ideas are longer and the test server's pairwise judge prefers the longer
+    text, so its ranking must follow the human means (its direct scores are a hash)."""
+    name = "pairwise judge vs human overall (Spearman)"
+    for judge in agreement.get("judges") or []:
+        if judge.get("method") != "pairwise":
+            continue
+        try:
+            by_metric = judge["result"]["absolute"]["by_metric"]
+            rho = float(by_metric["overall"]["spearman"]["estimate"])
+        except (KeyError, TypeError, ValueError):
+            return Check(name, False, "no Spearman for overall in the agreement section")
+        return Check(name, rho >= PAIRWISE_RHO_MIN, f"ρ = {rho:.2f} (must be ≥ {PAIRWISE_RHO_MIN})")
+    return Check(name, False, "the agreement section has no pairwise judge")
+
+
+def demo_checks(directory: Path, runs: list[JudgeRun]) -> list[Check]:
+    """Do the simulated effects show up in the report on disk?"""
+    report = json.loads((directory / "report.json").read_text())
+    checks: list[Check] = []
+    comparisons = {(c["metric"], c["condition"]): c for c in report["by_review"]["comparisons"]}
+    for metric in CHECKED_METRICS:
+        c = comparisons.get((metric, AI))
+        if c is None:
+            checks.append(Check(f"{metric} difference", False, "missing from report.json"))
+            continue
+        diff = c["mean"] - c["mean_baseline"]
+        checks.append(
+            Check(
+                f"{metric}: AI − Human mean",
+                abs(diff - EFFECTS[metric]) <= TOLERANCE,
+                f"{diff:+.2f} (simulated {EFFECTS[metric]:+.2f}, tolerance {TOLERANCE})",
+            )
+        )
+        checks.append(
+            Check(
+                f"{metric}: Test 1 p-value",
+                c["p"] < P_MAX,
+                f"p = {c['p']:.2g} (must be < {P_MAX}), n = {c['n']} vs {c['n_baseline']}",
+            )
+        )
+    checks.append(
+        Check(
+            "judges finished",
+            all(r.status == JudgeRun.Status.DONE for r in runs),
+            ", ".join(f"{r.method} {r.status}" for r in runs),
+        )
+    )
+    checks.append(_pairwise_check(report.get("agreement") or {}))
+    missing = [
+        n for n in ("report.json", "report.html", "package.zip") if not (directory / n).exists()
+    ]
+    checks.append(
+        Check("files", not missing, "missing: " + ", ".join(missing) if missing else "all present")
+    )
+    return checks

@@ -1,0 +1,239 @@
+"""Where a study stands: the owner's step list from draft to closed (issue 6, item 5).
+
+`study_steps(study)` reads counts from the database and hands them to `steps_from`, a
+pure function, so the rules are tested on plain numbers as well as on real studies.
+A study built from an imported review dataset (si2024) never went through preparation,
+recruitment or assignment here: those steps say "imported dataset" instead of asking
+for work that can no longer be done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .models import Assignment, Idea, ImportBatch, Review, Reviewer, Study, StudyReport
+
+DONE, CURRENT, TODO, BLOCKED = "done", "current", "todo", "blocked"
+IMPORTED = "imported dataset"
+REVIEWABLE = (Idea.NormalizationStatus.APPROVED, Idea.NormalizationStatus.EDITED)
+
+
+# What each step needs before it can be worked on; steps not listed can start at once.
+NEEDS: dict[str, tuple[str, ...]] = {
+    "Sections complete": ("Ideas imported",),
+    "Topics matched": ("Ideas imported",),
+    "Normalised and signed off": ("Ideas imported",),
+    "Reviewers recruited and screened": ("Ideas imported",),
+    "Assignment committed": (
+        "Sections complete",
+        "Topics matched",
+        "Normalised and signed off",
+        "Reviewers recruited and screened",
+    ),
+    "Reviews in": ("Assignment committed",),
+    "Judges run": ("Normalised and signed off",),
+    "Report built": ("Reviews in",),
+    "Closed": ("Reviews in",),
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    state: str  # done | current | todo | blocked
+    detail: str
+    next_action_url_name: str  # a "studies:…" or "judging:…" URL name taking the slug
+
+    @property
+    def is_done(self) -> bool:
+        return self.state == DONE
+
+
+@dataclass(frozen=True)
+class StudyCounts:
+    """Everything the step list needs, as plain numbers."""
+
+    status: str
+    ideas: int = 0
+    incomplete_ideas: int = 0
+    unbalanced_topics: int = 0
+    topic_reason: bool = False
+    signed_off: int = 0
+    reviewers: int = 0
+    approved_reviewers: int = 0
+    pending_reviewers: int = 0
+    assignments: int = 0
+    open_assignments: int = 0
+    submitted_reviews: int = 0
+    imported_reviews: int = 0
+    judge_runs_done: int = 0
+    judge_runs_active: int = 0
+    reports: int = 0
+
+    @property
+    def imported(self) -> bool:
+        """Reviews came from a file, not from reviewers working in this app."""
+        return self.imported_reviews > 0 and self.assignments == 0
+
+
+def study_counts(study: Study) -> StudyCounts:
+    from judging.models import JudgeRun
+
+    from .ideaprep import study_ideas, topic_matching_table
+
+    ideas = list(study_ideas(study).only("sections", "normalization_status"))
+    incomplete = 0
+    for idea in ideas:
+        sections = idea.section_status()
+        incomplete += bool(sections["missing"] or sections["empty"])
+    table = topic_matching_table(study=study) if ideas else None
+    reviewers = Reviewer.objects.filter(study=study, dropped_at__isnull=True)
+    assignments = Assignment.objects.filter(study=study).exclude(status=Assignment.Status.WITHDRAWN)
+    submitted = Review.objects.filter(study=study, status=Review.Status.SUBMITTED)
+    runs = JudgeRun.objects.filter(study=study)
+    return StudyCounts(
+        status=study.status,
+        ideas=len(ideas),
+        incomplete_ideas=incomplete,
+        unbalanced_topics=len(table.unbalanced) if table else 0,
+        topic_reason=bool(study.topic_mismatch_reason.strip()),
+        signed_off=sum(1 for i in ideas if i.normalization_status in REVIEWABLE),
+        reviewers=reviewers.count(),
+        approved_reviewers=reviewers.filter(screening=Reviewer.Screening.APPROVED).count(),
+        pending_reviewers=reviewers.filter(
+            screening=Reviewer.Screening.PENDING, profile_completed_at__isnull=False
+        ).count(),
+        assignments=assignments.count(),
+        open_assignments=sum(1 for a in assignments if a.is_open),
+        submitted_reviews=submitted.count(),
+        imported_reviews=submitted.filter(assignment__isnull=True).count()
+        if ImportBatch.objects.filter(study=study).exclude(kind="ideas").exists()
+        else 0,
+        judge_runs_done=runs.filter(status=JudgeRun.Status.DONE).count(),
+        judge_runs_active=runs.filter(status__in=JudgeRun.ACTIVE).count(),
+        reports=StudyReport.objects.filter(study=study).count(),
+    )
+
+
+def steps_from(c: StudyCounts) -> list[Step]:
+    """The ten steps with their states: the first step that can be worked on is current;
+    a step waiting for an unfinished step it needs (`NEEDS`) is blocked."""
+    closed = c.status == Study.Status.CLOSED
+    raw: list[tuple[str, bool, str, str]] = []  # name, done, detail, url name
+
+    def add(name: str, done: bool, detail: str, url: str) -> None:
+        raw.append((name, done, detail, url))
+
+    if c.imported:
+        for name, url in [
+            ("Ideas imported", "studies:ideas_list"),
+            ("Sections complete", "studies:ideas_list"),
+            ("Topics matched", "studies:topic_matching"),
+            ("Normalised and signed off", "studies:normalization"),
+            ("Reviewers recruited and screened", "studies:study_reviewers"),
+            ("Assignment committed", "studies:assignment_preview"),
+        ]:
+            add(name, True, f"{IMPORTED}: not done in this app", url)
+        add(
+            "Reviews in",
+            True,
+            f"{IMPORTED}: {c.imported_reviews} review(s) imported",
+            "studies:study_import",
+        )
+    else:
+        add(
+            "Ideas imported",
+            c.ideas > 0,
+            f"{c.ideas} idea(s)" if c.ideas else "Import ideas: a file, a folder or a paste.",
+            "studies:ideas_import",
+        )
+        add(
+            "Sections complete",
+            c.ideas > 0 and c.incomplete_ideas == 0,
+            f"{c.incomplete_ideas} idea(s) miss template sections: fill them in"
+            if c.incomplete_ideas
+            else "every idea has the seven sections",
+            "studies:ideas_list",
+        )
+        matched = c.ideas > 0 and (c.unbalanced_topics == 0 or c.topic_reason)
+        add(
+            "Topics matched",
+            matched,
+            f"{c.unbalanced_topics} topic(s) differ across conditions: leave ideas out or "
+            "record a reason"
+            if c.unbalanced_topics and not c.topic_reason
+            else "conditions balanced per topic"
+            if not c.unbalanced_topics
+            else "unbalanced, reason recorded",
+            "studies:topic_matching",
+        )
+        add(
+            "Normalised and signed off",
+            c.ideas > 0 and c.signed_off == c.ideas,
+            f"{c.signed_off} of {c.ideas} idea(s) have approved text",
+            "studies:normalization",
+        )
+        add(
+            "Reviewers recruited and screened",
+            c.approved_reviewers > 0 and c.pending_reviewers == 0,
+            f"{c.approved_reviewers} approved, {c.pending_reviewers} waiting for screening"
+            if c.reviewers
+            else "Invite reviewers.",
+            "studies:study_reviewers" if c.reviewers else "studies:study_invitations",
+        )
+        add(
+            "Assignment committed",
+            c.assignments > 0,
+            f"{c.assignments} assignment(s)" if c.assignments else "Preview and commit one.",
+            "studies:assignment_preview",
+        )
+        add(
+            "Reviews in",
+            c.assignments > 0 and c.open_assignments == 0,
+            f"{c.submitted_reviews} submitted, {c.open_assignments} open",
+            "studies:study_progress",
+        )
+    add(
+        "Judges run",
+        c.judge_runs_done > 0 and c.judge_runs_active == 0,
+        f"{c.judge_runs_done} run(s) done"
+        + (f", {c.judge_runs_active} running" if c.judge_runs_active else ""),
+        "judging:home",
+    )
+    add(
+        "Report built",
+        c.reports > 0,
+        f"{c.reports} report(s)" if c.reports else "Build the report.",
+        "studies:study_report",
+    )
+    add(
+        "Closed",
+        closed,
+        "closed" if closed else "Close the study when reviews are in.",
+        "studies:study_progress",
+    )
+
+    steps: list[Step] = []
+    done_names = {name for name, done, _, _ in raw if done}
+    current_given = False
+    for name, done, detail, url in raw:
+        if done or closed:
+            steps.append(Step(name, DONE if done else TODO, detail, url))
+            continue
+        ready = all(n in done_names for n in NEEDS.get(name, ()))
+        if name == "Report built" and c.submitted_reviews > 0:
+            ready = True  # an interim report needs only some reviews
+        if ready and not current_given:
+            steps.append(Step(name, CURRENT, detail, url))
+            current_given = True
+        else:
+            steps.append(Step(name, TODO if ready else BLOCKED, detail, url))
+    return steps
+
+
+def study_steps(study: Study) -> list[Step]:
+    return steps_from(study_counts(study))
+
+
+def next_step(steps: list[Step]) -> Step | None:
+    return next((s for s in steps if s.state == CURRENT), None)

@@ -1,0 +1,82 @@
+"""The whole study end to end (issue 6, item 4): `manage.py demo_study` at a small size."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+import zipfile
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from judging.models import JudgeRun
+from studies.demo import EFFECTS, demo_study_build
+from studies.models import Assignment, PairTask, Review, Study
+from tests.test_recruitment import _fast_and_clean  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def no_pdf(monkeypatch):
+    # The PDF is chromium's job and costs seconds; the report page tests cover it.
+    monkeypatch.setenv("IDEAREVIEW_CHROMIUM", "/nonexistent/chromium")
+
+
+def test_demo_study_command_builds_the_study_and_finds_the_simulated_effects(tmp_path, no_pdf):
+    out = io.StringIO()
+    started = time.perf_counter()
+    call_command(
+        "demo_study",
+        "--slug",
+        "demo-small",
+        "--ideas-per-condition",
+        "6",
+        "--reviewers",
+        "8",
+        "--seed",
+        "3",
+        "--out",
+        str(tmp_path / "report"),
+        stdout=out,
+        stderr=io.StringIO(),
+    )
+    elapsed = time.perf_counter() - started
+    text = out.getvalue()
+    assert "all checks passed" in text, text
+    assert elapsed < 120, elapsed
+
+    study = Study.objects.get(slug="demo-small")
+    assert study.status == Study.Status.REVIEWING
+    assert study.ideas.exclude(normalization_status__in=["approved", "edited"]).count() == 0
+    assert Review.objects.filter(study=study, status="submitted").count() == (
+        Assignment.objects.filter(study=study).count()
+    )
+    assert PairTask.objects.filter(study=study, status="submitted").exists()
+    methods = dict(JudgeRun.objects.filter(study=study).values_list("method", "status"))
+    assert methods == {"direct": "done", "pairwise": "done", "baseline_random": "done"}
+
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    comparisons = {(c["metric"], c["condition"]): c for c in report["by_review"]["comparisons"]}
+    novelty = comparisons[("novelty", "AI")]
+    assert abs(novelty["mean"] - novelty["mean_baseline"] - EFFECTS["novelty"]) < 0.8
+    assert novelty["p"] < 0.05
+    assert report["agreement"]
+    for name in ("report.html", "by_review.csv", "package.zip"):
+        assert (tmp_path / "report" / name).exists(), name
+    with zipfile.ZipFile(tmp_path / "report" / "package.zip") as z:
+        names = z.namelist()
+    assert "package/README.md" in names and "package/manifest.json" in names
+
+    # A second run on the same slug refuses clearly and changes nothing.
+    with pytest.raises(CommandError, match="exists already"):
+        call_command("demo_study", "--slug", "demo-small", stdout=io.StringIO())
+    assert Study.objects.filter(slug="demo-small").count() == 1
+
+
+def test_demo_refuses_sizes_too_small_to_assign(db):
+    from studies.demo import DemoError
+
+    with pytest.raises(DemoError, match="at least 2"):
+        demo_study_build(slug="tiny", ideas_per_condition=1, reviewers=4)

@@ -1,0 +1,149 @@
+"""The owner's step list from draft to closed (issue 6, item 5)."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from studies.models import Idea, Study
+from studies.overview import (
+    BLOCKED,
+    CURRENT,
+    DONE,
+    IMPORTED,
+    TODO,
+    StudyCounts,
+    next_step,
+    steps_from,
+    study_steps,
+)
+from studies.protocol.template import parse_sections
+from studies.recruitment import assignment_commit, assignment_preview, study_close
+from studies.services import study_create
+from tests.test_recruitment import _fast_and_clean, make_review_study  # noqa: F401
+
+NAMES = [
+    "Ideas imported",
+    "Sections complete",
+    "Topics matched",
+    "Normalised and signed off",
+    "Reviewers recruited and screened",
+    "Assignment committed",
+    "Reviews in",
+    "Judges run",
+    "Report built",
+    "Closed",
+]
+
+
+def states(steps):
+    return {s.name: s.state for s in steps}
+
+
+def test_a_fresh_study_asks_for_ideas_first_and_everything_else_waits(owner):
+    study = study_create(owner=owner, slug="fresh", title="Fresh")
+    steps = study_steps(study)
+    assert [s.name for s in steps] == NAMES
+    got = states(steps)
+    assert got["Ideas imported"] == CURRENT
+    assert next_step(steps).next_action_url_name == "studies:ideas_import"
+    assert all(got[n] == BLOCKED for n in NAMES[1:])
+    assert "Import ideas" in steps[0].detail
+
+
+def _mid_way(owner, commit: bool):
+    seeded = make_review_study(owner, slug="midway", commit=commit)
+    for idea in seeded.study.ideas.all():
+        idea.sections = dict(parse_sections(idea.normalized_text).sections)
+        idea.save(update_fields=["sections"])
+    return seeded.study
+
+
+def test_a_prepared_study_with_screened_reviewers_asks_for_the_assignment(owner):
+    study = _mid_way(owner, commit=False)
+    got = states(study_steps(study))
+    for name in NAMES[:5]:
+        assert got[name] == DONE, name
+    assert got["Assignment committed"] == CURRENT
+    assert got["Reviews in"] == BLOCKED
+    assert got["Judges run"] == TODO  # judges need signed-off text only
+    assert got["Report built"] == BLOCKED and got["Closed"] == BLOCKED
+
+
+def test_a_study_under_review_asks_for_the_reviews_and_then_the_close(owner):
+    study = _mid_way(owner, commit=False)
+    job, result, _ = assignment_preview(study=study, seed=7)
+    assert result.feasible
+    assignment_commit(study=study, job=job)
+    study.refresh_from_db()
+    steps = study_steps(study)
+    got = states(steps)
+    assert got["Assignment committed"] == DONE
+    assert got["Reviews in"] == CURRENT
+    assert "0 submitted" in next_step(steps).detail
+    study_close(study=study)
+    study.refresh_from_db()
+    got = states(study_steps(study))
+    assert got["Closed"] == DONE and CURRENT not in got.values()
+
+
+def test_an_unsigned_idea_keeps_sign_off_current_and_blocks_the_assignment(owner):
+    study = _mid_way(owner, commit=False)
+    Idea.objects.filter(pk=study.ideas.first().pk).update(
+        normalization_status=Idea.NormalizationStatus.PROPOSED
+    )
+    steps = study_steps(study)
+    got = states(steps)
+    assert got["Normalised and signed off"] == CURRENT
+    assert got["Assignment committed"] == BLOCKED
+    assert got["Judges run"] == BLOCKED
+    assert "9 of 10" in next(s for s in steps if s.name == "Normalised and signed off").detail
+
+
+def test_si2024_marks_preparation_as_imported_dataset_and_asks_for_judges(si2024_study):
+    steps = study_steps(si2024_study)
+    got = states(steps)
+    for step in steps[:7]:
+        assert step.state == DONE, step.name
+        assert IMPORTED in step.detail, step.name
+    assert "review(s) imported" in steps[6].detail
+    assert got["Judges run"] == CURRENT
+    assert got["Report built"] == TODO
+    assert got["Closed"] == TODO
+
+
+def test_an_interim_report_needs_only_some_reviews():
+    counts = StudyCounts(
+        status=Study.Status.REVIEWING,
+        ideas=4,
+        signed_off=4,
+        approved_reviewers=2,
+        assignments=8,
+        open_assignments=3,
+        submitted_reviews=5,
+    )
+    got = states(steps_from(counts))
+    assert got["Reviews in"] == CURRENT
+    assert got["Report built"] == TODO and got["Closed"] == BLOCKED
+
+
+def test_the_study_page_shows_the_steps_and_what_to_do_next(owner, other_researcher):
+    study = study_create(owner=owner, slug="paged", title="Paged")
+    client = Client()
+    client.force_login(owner)
+    page = client.get(reverse("studies:study_detail", args=[study.slug])).content.decode()
+    assert "Where the study stands" in page
+    assert page.count('data-state="blocked"') == 9
+    assert reverse("studies:ideas_import", args=[study.slug]) in page
+    client.force_login(other_researcher)
+    assert client.get(reverse("studies:study_detail", args=[study.slug])).status_code == 404
+
+
+@pytest.mark.parametrize("status", [Study.Status.DRAFT, Study.Status.CLOSED])
+def test_every_step_has_a_url_that_resolves(owner, status):
+    study = study_create(owner=owner, slug=f"urls-{status}", title="Urls")
+    study.status = status
+    study.save()
+    for step in study_steps(study):
+        assert reverse(step.next_action_url_name, args=[study.slug])
