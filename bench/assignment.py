@@ -1,6 +1,6 @@
 """Assignment solver timings and rule checks at multiples of the Si et al. scale.
 
-python bench/assignment.py --scales 1,10,100 [--seed 0] [--time-limit 300]
+python bench/assignment.py --scales 1,10,100 [--seed 0 | --seed 0-9 | --seed 0,3] [--time-limit 300]
 """
 
 from __future__ import annotations
@@ -23,19 +23,23 @@ from studies.protocol.assignment import (  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scales", default="1,10,100")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", default="0", help="a seed, a range 0-9 or a list 0,3")
     parser.add_argument("--time-limit", type=float, default=300.0)
     args = parser.parse_args()
     header = (
-        f"{'scale':>6} {'ideas':>6} {'memb':>6} {'revs':>6} {'reviews':>7} {'status':>9} "
+        f"{'scale':>6} {'seed':>4} {'ideas':>6} {'memb':>6} {'revs':>6} {'reviews':>7} {'status':>9} "
         f"{'total s':>8} {'build':>6} {'milp':>6} {'place':>6} {'vars':>7} {'types':>6} "
         f"{'strategy':>17} {'violations':>10}"
     )
+    seeds: list[int] = []
+    for part in args.seed.split(","):
+        lo, _, hi = part.partition("-")
+        seeds.extend(range(int(lo), int(hi or lo) + 1))
     print(header)
-    for token in args.scales.split(","):
+    for token, seed in ((t, s) for t in args.scales.split(",") for s in seeds):
         scale = float(token)
         inputs = synthetic_inputs(
-            scale, seed=args.seed, params=Parameters(seed=args.seed, time_limit=args.time_limit)
+            scale, seed=seed, params=Parameters(seed=seed, time_limit=args.time_limit)
         )
         started = time.perf_counter()
         result = solve_assignment(inputs)
@@ -44,7 +48,7 @@ def main() -> None:
         memberships = sum(len(i.conditions) for i in inputs.ideas)
         st = result.stats
         print(
-            f"{scale:>6g} {len(inputs.ideas):>6} {memberships:>6} {len(inputs.reviewers):>6} "
+            f"{scale:>6g} {seed:>4} {len(inputs.ideas):>6} {memberships:>6} {len(inputs.reviewers):>6} "
             f"{len(result.pairs):>7} {result.status:>9} {elapsed:>8.2f} "
             f"{st.get('build_seconds', 0):>6.2f} {st.get('milp_seconds', 0):>6.2f} "
             f"{st.get('placement_seconds', 0):>6.2f} {st.get('variables', 0):>7} "
