@@ -487,6 +487,37 @@ def _as_json(value: Any) -> Any:
     return value
 
 
+def _store_reference_verdicts(
+    run: JudgeRun,
+    call: LLMCall,
+    dimensions: Iterable[str],
+    target_first: bool,
+    **ids: Any,
+) -> bool:
+    """Store one per-dimension comparison answer (against a reference paper); True when
+    the answer was unparseable. `ids` names the two sides (and the retrieval rank)."""
+    verdicts = parse_dimension_verdicts(call.response_text, list(dimensions))
+    _mark_parsed(call, verdicts)
+    ReferenceComparison.objects.bulk_create(
+        [
+            ReferenceComparison(
+                run=run,
+                target_first=target_first,
+                dimension=dim,
+                verdict=_stored_verdict(
+                    None if isinstance(verdicts, Unparseable) else verdicts.winners[dim],
+                    target_first,
+                ),
+                call=call,
+                parse_error=verdicts.reason if isinstance(verdicts, Unparseable) else "",
+                **ids,
+            )
+            for dim in dimensions
+        ]
+    )
+    return isinstance(verdicts, Unparseable)
+
+
 def _mark_parsed(call: LLMCall | None, parsed: Any) -> None:
     if call is None or call.parsed is not None or call.parse_error:
         return
@@ -1323,28 +1354,15 @@ class _LigBenchCorpusDriver(_Driver):
             )
             return isinstance(parsed, Unparseable)
         _, target, ref, target_first, rank = unit.key
-        verdicts = parse_dimension_verdicts(call.response_text, list(self.dimensions))
-        _mark_parsed(call, verdicts)
-        ReferenceComparison.objects.bulk_create(
-            [
-                ReferenceComparison(
-                    run=self.run,
-                    idea_id=target,
-                    reference_id=ref,
-                    target_first=target_first,
-                    dimension=dim,
-                    rank=rank,
-                    verdict=_stored_verdict(
-                        None if isinstance(verdicts, Unparseable) else verdicts.winners[dim],
-                        target_first,
-                    ),
-                    call=call,
-                    parse_error=verdicts.reason if isinstance(verdicts, Unparseable) else "",
-                )
-                for dim in self.dimensions
-            ]
+        return _store_reference_verdicts(
+            self.run,
+            call,
+            self.dimensions,
+            target_first,
+            idea_id=target,
+            reference_id=ref,
+            rank=rank,
         )
-        return isinstance(verdicts, Unparseable)
 
     def after(self, unit: Unit) -> list[Unit]:
         if (
@@ -1571,27 +1589,9 @@ class _ValidationDriver(_Driver):
     def store(self, unit: Unit, call: LLMCall | None) -> bool:
         assert call is not None
         _, a, b, first = unit.key
-        verdicts = parse_dimension_verdicts(call.response_text, list(self.dimensions))
-        _mark_parsed(call, verdicts)
-        ReferenceComparison.objects.bulk_create(
-            [
-                ReferenceComparison(
-                    run=self.run,
-                    target_reference_id=a,
-                    reference_id=b,
-                    target_first=first,
-                    dimension=dim,
-                    verdict=_stored_verdict(
-                        None if isinstance(verdicts, Unparseable) else verdicts.winners[dim],
-                        first,
-                    ),
-                    call=call,
-                    parse_error=verdicts.reason if isinstance(verdicts, Unparseable) else "",
-                )
-                for dim in self.dimensions
-            ]
+        return _store_reference_verdicts(
+            self.run, call, self.dimensions, first, target_reference_id=a, reference_id=b
         )
-        return isinstance(verdicts, Unparseable)
 
     def finish(self) -> dict[str, Any]:
         rows = list(
