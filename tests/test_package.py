@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import zipfile
 
 import pytest
@@ -138,5 +139,7 @@ def test_study_package_command_writes_the_zip_and_the_pdf_has_pages(built, tmp_p
     call_command("study_package", seeded.study.slug, "--out", str(out), stdout=stdout)
     assert "package written" in stdout.getvalue() and zipfile.is_zipfile(out)
     if not pdf_available():
+        if os.environ.get("IDEAREVIEW_REQUIRE_BROWSER") == "1":
+            pytest.fail("chromium is required (IDEAREVIEW_REQUIRE_BROWSER=1) but not installed")
         pytest.skip("chromium is not installed")
     assert pdf_page_count(tmp / "rep" / "report.pdf") >= 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 
 import pytest
 from django.core.management import call_command
@@ -272,6 +273,8 @@ def test_report_pdf_is_written_beside_the_html_and_has_pages(si2024_report):
     report = _load(si2024_report)
     if not pdf_available():
         assert report["files"]["pdf"] is None and "chromium" in report["files"]["pdf_reason"]
+        if os.environ.get("IDEAREVIEW_REQUIRE_BROWSER") == "1":
+            pytest.fail("chromium is required (IDEAREVIEW_REQUIRE_BROWSER=1) but not installed")
         pytest.skip("chromium is not installed")
     pdf = si2024_report / "report.pdf"
     assert report["files"]["pdf"] == "report.pdf" and pdf.read_bytes().startswith(b"%PDF")
