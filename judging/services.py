@@ -487,6 +487,29 @@ def _as_json(value: Any) -> Any:
     return value
 
 
+def _elo_rating(run: JudgeRun, idea_id: int, dim: str, chain: Any, **final: Any) -> IdeaRating:
+    """An Elo chain as a rating row: every step in the history, then how it ended."""
+    return IdeaRating(
+        run=run,
+        idea_id=idea_id,
+        dimension=f"elo_{dim}",
+        score=chain.score,
+        history=[
+            {
+                "t": s.t,
+                "reference": s.reference,
+                "reference_score": s.reference_score,
+                "outcome": s.outcome,
+                "expected": s.expected,
+                "k": s.k,
+                "score": s.score_after,
+            }
+            for s in chain.steps
+        ]
+        + [{"stopped": chain.stopped, "skipped": chain.skipped, **final}],
+    )
+
+
 def _store_reference_verdicts(
     run: JudgeRun,
     call: LLMCall,
@@ -1140,27 +1163,7 @@ class _LigBenchDriver(_Driver):
         ratings = []
         for target, per_dim in chains.items():
             for dim, chain in per_dim.items():
-                ratings.append(
-                    IdeaRating(
-                        run=self.run,
-                        idea_id=target,
-                        dimension=f"elo_{dim}",
-                        score=chain.score,
-                        history=[
-                            {
-                                "t": s.t,
-                                "reference": s.reference,
-                                "reference_score": s.reference_score,
-                                "outcome": s.outcome,
-                                "expected": s.expected,
-                                "k": s.k,
-                                "score": s.score_after,
-                            }
-                            for s in chain.steps
-                        ]
-                        + [{"stopped": chain.stopped, "skipped": chain.skipped}],
-                    )
-                )
+                ratings.append(_elo_rating(self.run, target, dim, chain))
         IdeaRating.objects.bulk_create(ratings)
         return {
             "formalised": sum(1 for f in self.forms.values() if f),
@@ -1431,31 +1434,13 @@ class _LigBenchCorpusDriver(_Driver):
             )
             for dim, chain in chains.items():
                 ratings.append(
-                    IdeaRating(
-                        run=self.run,
-                        idea_id=target,
-                        dimension=f"elo_{dim}",
-                        score=chain.score,
-                        history=[
-                            {
-                                "t": s.t,
-                                "reference": s.reference,
-                                "reference_score": s.reference_score,
-                                "outcome": s.outcome,
-                                "expected": s.expected,
-                                "k": s.k,
-                                "score": s.score_after,
-                            }
-                            for s in chain.steps
-                        ]
-                        + [
-                            {
-                                "stopped": chain.stopped,
-                                "skipped": chain.skipped,
-                                "initial": initial[dim],
-                                "calibration_examples": examples,
-                            }
-                        ],
+                    _elo_rating(
+                        self.run,
+                        target,
+                        dim,
+                        chain,
+                        initial=initial[dim],
+                        calibration_examples=examples,
                     )
                 )
             if self.novelty and hits:
