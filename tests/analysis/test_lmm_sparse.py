@@ -305,10 +305,113 @@ def test_extra_starts_explored_on_a_subsample_agree_with_the_full_fit(
     assert all(s.stage == "full data" for s in plain.starts)
     monkeypatch.setattr(lmm_sparse, "EXPLORE_MIN_ROWS", 1000)
     explored = _crossed_fit(df, "auto", n_starts=3)
-    assert explored.starts[0].stage == "full data"
+    # the first start is a pilot: subsample from theta = 1, then all rows from there
+    assert explored.starts[0].stage == "subsample, then full data"
     assert {s.stage for s in explored.starts[1:]} <= {"subsample", "subsample, then full data"}
     assert explored.starts_agree
     assert "explore" in explored.extra and explored.extra["explore"]["rows"] < len(df)
     assert any("subsample" in w for w in explored.warnings)
     assert explored.loglik == pytest.approx(plain.loglik, abs=1e-6)
     np.testing.assert_allclose(explored.coef, plain.coef, atol=1e-6)
+
+
+def test_a_single_start_on_a_large_study_is_piloted_on_a_subsample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    df = simulate_crossed(n_ideas=600, n_reviewers=200, n_topics=5, seed=24)
+    plain = _crossed_fit(df, "auto", n_starts=1)
+    monkeypatch.setattr(lmm_sparse, "EXPLORE_MIN_ROWS", 1000)
+    piloted = _crossed_fit(df, "auto", n_starts=1)
+    assert [s.stage for s in piloted.starts] == ["subsample, then full data"]
+    assert piloted.starts[0].converged
+    assert piloted.loglik == pytest.approx(plain.loglik, abs=1e-6)
+    np.testing.assert_allclose(piloted.coef, plain.coef, atol=1e-6)
+
+
+def _dense_reml_deviance(
+    y: np.ndarray, X: np.ndarray, codes: list[np.ndarray], theta: np.ndarray, reml: bool
+) -> float:
+    """The lme4 deviance written out densely: solve the full penalised least squares
+    system for (u, beta) and compute the residuals directly (no Schur complements, no
+    ``y'y - b'A^-1 b`` identity, no profiling of small factors)."""
+    n, p = X.shape
+    blocks, lam = [], []
+    for c, t in zip(codes, theta, strict=True):
+        z = np.zeros((n, c.max() + 1))
+        z[np.arange(n), c] = 1.0
+        blocks.append(z)
+        lam.append(np.full(z.shape[1], t))
+    zl = np.hstack(blocks) * np.concatenate(lam)[None, :]
+    q = zl.shape[1]
+    big = np.block([[zl.T @ zl + np.eye(q), zl.T @ X], [X.T @ zl, X.T @ X]])
+    sol = np.linalg.solve(big, np.concatenate([zl.T @ y, X.T @ y]))
+    u, beta = sol[:q], sol[q:]
+    pwrss = float(np.sum((y - X @ beta - zl @ u) ** 2) + u @ u)
+    logdet_a = np.linalg.slogdet(zl.T @ zl + np.eye(q))[1]
+    # R_X'R_X is the Schur complement of A in the full system
+    rx = X.T @ X - X.T @ zl @ np.linalg.solve(zl.T @ zl + np.eye(q), zl.T @ X)
+    if reml:
+        d = n - p
+        return float(logdet_a + np.linalg.slogdet(rx)[1] + d * (1 + np.log(2 * np.pi * pwrss / d)))
+    return float(logdet_a + n * (1 + np.log(2 * np.pi * pwrss / n)))
+
+
+@pytest.mark.parametrize("reml", [True, False])
+def test_profiled_deviance_equals_a_dense_computation(reml: bool) -> None:
+    # Scores around 100 check that working with y - X beta_ols loses nothing.
+    df = simulate_crossed(n_ideas=90, n_reviewers=40, n_topics=5, seed=31)
+    y = df["score"].to_numpy() + 95.0
+    X, _ = design_matrix(df, baseline="Human")
+    codes = [pd.factorize(df[g], sort=True)[0] for g in ("topic", "reviewer_id", "idea_id")]
+    levels = [int(c.max()) + 1 for c in codes]
+    prob = lmm_sparse._Problem(y, X, codes, levels, reml, "auto")
+    assert prob.k_outer == 2  # ideas and reviewers searched; topics profiled inside
+    rng = np.random.default_rng(5)
+    for theta_user in [np.array([0.3, 0.8, 0.5]), np.array([0.0, 1.7, 0.05]), rng.uniform(0, 2, 3)]:
+        ours = prob.deviance(np.asarray(theta_user)[prob.order])
+        assert ours == pytest.approx(
+            _dense_reml_deviance(y, X, codes, theta_user, reml), rel=1e-10, abs=1e-8
+        )
+    # profiling: the inner minimum over the topic theta is the minimum of the full curve
+    th_out = np.array([0.45, 0.7])
+    best, th_topic = prob.profile(th_out)
+    grid = np.linspace(0.0, 2.0, 401)
+    curve = [prob.deviance(np.concatenate([th_out, [t]])) for t in grid]
+    assert best <= min(curve) + 1e-9
+    assert th_topic[0] == pytest.approx(grid[int(np.argmin(curve))], abs=0.01)
+
+
+def test_profiling_the_topic_factor_gives_the_same_fit_as_searching_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    df = simulate_crossed(n_ideas=300, n_reviewers=120, n_topics=6, seed=32)
+    profiled = _crossed_fit(df, "auto")
+    monkeypatch.setattr(lmm_sparse, "SMALL_MAX", 0)  # every factor searched by COBYQA
+    searched = _crossed_fit(df, "auto")
+    assert profiled.loglik == pytest.approx(searched.loglik, abs=1e-6)
+    np.testing.assert_allclose(profiled.coef, searched.coef, atol=1e-6)
+    np.testing.assert_allclose(profiled.se, searched.se, atol=1e-6)
+    for g, v in searched.variances.items():
+        assert profiled.variances[g] == pytest.approx(v, abs=1e-5), g
+    # fewer factorisations: COBYQA searches two dimensions instead of three
+    assert profiled.starts[0].n_evals < searched.starts[0].n_evals
+
+
+def test_newton_refinement_converges_from_a_warm_start_and_gives_up_cleanly() -> None:
+    calls = 0
+
+    def bowl(x: np.ndarray) -> float:  # smooth, even in each coordinate, minimum (0.4, 0.9)
+        nonlocal calls
+        calls += 1
+        a, b = x[0] ** 2, x[1] ** 2
+        return float(50 * (a - 0.16) ** 2 + 30 * (b - 0.81) ** 2 + 10 * (a - 0.16) * (b - 0.81))
+
+    x, fx, ok, why = lmm_sparse._newton(bowl, np.array([0.43, 0.86]))
+    assert ok, why
+    np.testing.assert_allclose(x, [0.4, 0.9], atol=1e-6)
+    assert calls <= 20
+    # a saddle: the Hessian is indefinite, so Newton refuses and the caller falls back
+    x, fx, ok, why = lmm_sparse._newton(
+        lambda v: float((v[0] - 1) ** 2 - (v[1] - 1) ** 2), np.array([0.9, 0.9])
+    )
+    assert not ok and "not positive definite" in why
