@@ -1,9 +1,16 @@
 """Wall time of the full study analysis (five metrics, mixed models, 1,000 consistency
-splits, bootstrap and permutation test) on si2024 and on a simulated larger study.
+splits, bootstrap and permutation test) on si2024 and on a simulated larger study, then
+the crossed mixed model alone at conference scale, engine by engine with lme4 beside.
 
     python bench/analysis.py [--sizes 3000] [--engine auto|sparse|statsmodels] [--starts 5]
+                             [--mixed-sizes 300,3000,30000,100000]
+                             [--mixed-engines statsmodels,sparse,lme4]
+                             [--mixed-timeout 900] [--mixed-threads 1]
 
-Prints one line per data set and engine with the time per part. Target: si2024 < 5 s.
+Prints one line per data set and engine with the time per part (target: si2024 < 5 s),
+then one line per (size, engine) of the mixed model with seconds, CPU seconds, peak
+memory and the log-likelihood (targets: 30,000 reviews < 20 s, 100,000 < 2 min and
+4 GB).  ``--mixed-sizes ''`` skips the second table; ``bench/mixed.py`` prints it alone.
 """
 
 from __future__ import annotations
@@ -73,6 +80,10 @@ def main() -> None:
         "--starts", type=int, default=3, help="mixed-model starts (the report default)"
     )
     parser.add_argument("--splits", type=int, default=1000)
+    parser.add_argument("--mixed-sizes", default="300,3000,30000,100000")
+    parser.add_argument("--mixed-engines", default="statsmodels,sparse,lme4")
+    parser.add_argument("--mixed-timeout", type=float, default=900.0, help="seconds per fit")
+    parser.add_argument("--mixed-threads", type=int, default=1, help="BLAS threads (0: all)")
     args = parser.parse_args()
     import os
 
@@ -85,6 +96,18 @@ def main() -> None:
     for size in [int(s) for s in args.sizes.split(",") if s]:
         df, conds = simulated(size)
         run(f"simulated {size}", df, conds, args.engine, args.starts, args.splits)
+    mixed_sizes = [int(s) for s in args.mixed_sizes.split(",") if s]
+    if mixed_sizes:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from mixed import run_table
+
+        print("\n# crossed mixed model alone (bench/mixed.py), one fresh process per fit")
+        run_table(
+            mixed_sizes,
+            [e for e in args.mixed_engines.split(",") if e],
+            timeout=args.mixed_timeout,
+            threads=args.mixed_threads,
+        )
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -76,6 +77,26 @@ def simulate_design(n_reviews: int, seed: int = 0) -> pd.DataFrame:
     )
 
 
+def _estimates(res: Any) -> dict[str, dict[str, float]]:
+    """Coefficients, SEs and variance components of a MixedResult, by name."""
+    return {
+        "coef": {r["term"]: float(r["coef"]) for r in res.fixed},
+        "se": {r["term"]: float(r["se"]) for r in res.fixed},
+        "var": {g: float(v) for g, v in res.variance.items()},
+    }
+
+
+def _differences(ours: dict[str, Any], ref: dict[str, Any]) -> str:
+    """Largest absolute differences from lme4 (the issue's tolerances: 1e-3 and 1e-2)."""
+    parts = []
+    for key in ("coef", "se", "var"):
+        common = set(ours[key]) & set(ref[key])
+        worst = max((abs(ours[key][t] - ref[key][t]) for t in common), default=float("nan"))
+        parts.append(f"max |d {key}| {worst:.2e}")
+    parts.append(f"|d loglik| {abs(ours['loglik'] - ref['loglik']):.2e}")
+    return ", ".join(parts)
+
+
 def _cpu_seconds() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -103,6 +124,7 @@ def _child(engine: str, n: int, n_starts: int, reml: bool, threads: int, queue: 
                 "backend": "lmer",
                 "levels": res.n_levels,
                 "rows": res.n_obs,
+                **_estimates(res),
             }
         elif engine.startswith("sparse:"):
             from studies.analysis.lmm_sparse import design_matrix, fit_lmm
@@ -125,6 +147,9 @@ def _child(engine: str, n: int, n_starts: int, reml: bool, threads: int, queue: 
                 "backend": f"{fit.backend} evals={[st.n_evals for st in fit.starts]}",
                 "levels": fit.n_levels,
                 "rows": fit.n_obs,
+                "coef": dict(zip(names, map(float, fit.coef), strict=True)),
+                "se": dict(zip(names, map(float, fit.se), strict=True)),
+                "var": {**fit.variances, "residual": fit.sigma2},
             }
         else:
             from studies.analysis.mixed import fit_mixed
@@ -141,6 +166,7 @@ def _child(engine: str, n: int, n_starts: int, reml: bool, threads: int, queue: 
                 ),
                 "levels": res.n_levels,
                 "rows": res.n_obs,
+                **_estimates(res),
             }
         cpu = _cpu_seconds() - c0
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -150,19 +176,17 @@ def _child(engine: str, n: int, n_starts: int, reml: bool, threads: int, queue: 
         queue.put({"engine": engine, "rows": n, "error": f"{type(exc).__name__}: {exc}"})
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--sizes", default="300,3000,30000,100000")
-    ap.add_argument("--engines", default="statsmodels,sparse,lme4")
-    ap.add_argument("--starts", type=int, default=1, help="optimiser starts per fit")
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per fit")
-    ap.add_argument(
-        "--threads", type=int, default=1, help="BLAS threads per fit (0: library default)"
-    )
-    ap.add_argument("--ml", action="store_true", help="fit by ML instead of REML")
-    args = ap.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",") if s]
-    engines = [e for e in args.engines.split(",") if e]
+def run_table(
+    sizes: list[int],
+    engines: list[str],
+    *,
+    starts: int = 1,
+    timeout: float = 300.0,
+    threads: int = 1,
+    reml: bool = True,
+) -> None:
+    """Print one line per (size, engine): fit time, CPU, peak memory, log-likelihood."""
+    engines = list(engines)
     if "lme4" in engines:
         from studies.analysis.rcheck import r_unavailable_reason
 
@@ -171,14 +195,15 @@ def main() -> None:
             engines.remove("lme4")
     ctx = mp.get_context("fork")
     print(
-        f"# {'ML' if args.ml else 'REML'}, {args.starts} start(s), "
-        f"{args.threads or 'default'} BLAS thread(s), timeout {args.timeout:g} s per fit"
+        f"# {'REML' if reml else 'ML'}, {starts} start(s), "
+        f"{threads or 'default'} BLAS thread(s), timeout {timeout:g} s per fit"
     )
     print(
         f"{'reviews':>8} {'engine':>15} {'rows':>7} {'seconds':>9} {'cpu s':>8} {'peak MB':>8}"
         "  loglik / note"
     )
     for n in sizes:
+        done: dict[str, dict[str, Any]] = {}
         for engine in engines:
             if engine == "statsmodels" and n > STATSMODELS_MAX:
                 print(
@@ -186,18 +211,16 @@ def main() -> None:
                 )
                 continue
             q: mp.Queue = ctx.Queue()
-            proc = ctx.Process(
-                target=_child, args=(engine, n, args.starts, not args.ml, args.threads, q)
-            )
+            proc = ctx.Process(target=_child, args=(engine, n, starts, reml, threads, q))
             proc.start()
-            proc.join(args.timeout)
+            proc.join(timeout)
             if proc.is_alive():
                 assert proc.pid is not None  # started above
                 with contextlib.suppress(ProcessLookupError):  # it may have just finished
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.join()
                 print(
-                    f"{n:>8} {engine:>15} {'':>7} {'>' + format(args.timeout, 'g'):>9} "
+                    f"{n:>8} {engine:>15} {'':>7} {'>' + format(timeout, 'g'):>9} "
                     f"{'':>8} {'':>8}  timed out (killed)",
                     flush=True,
                 )
@@ -212,6 +235,32 @@ def main() -> None:
                 f"{r['levels']}",
                 flush=True,
             )
+            done[engine] = r
+        if "lme4" in done:
+            for engine, r in done.items():
+                if engine != "lme4" and "coef" in r:
+                    print(f"{n:>8} {engine + ' vs lme4':>24}  {_differences(r, done['lme4'])}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--sizes", default="300,3000,30000,100000")
+    ap.add_argument("--engines", default="statsmodels,sparse,lme4")
+    ap.add_argument("--starts", type=int, default=1, help="optimiser starts per fit")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per fit")
+    ap.add_argument(
+        "--threads", type=int, default=1, help="BLAS threads per fit (0: library default)"
+    )
+    ap.add_argument("--ml", action="store_true", help="fit by ML instead of REML")
+    args = ap.parse_args()
+    run_table(
+        [int(s) for s in args.sizes.split(",") if s],
+        [e for e in args.engines.split(",") if e],
+        starts=args.starts,
+        timeout=args.timeout,
+        threads=args.threads,
+        reml=not args.ml,
+    )
 
 
 if __name__ == "__main__":
