@@ -28,6 +28,7 @@ import multiprocessing as mp
 import os
 import resource
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -95,6 +96,26 @@ def _differences(ours: dict[str, Any], ref: dict[str, Any]) -> str:
         parts.append(f"max |d {key}| {worst:.2e}")
     parts.append(f"|d loglik| {abs(ours['loglik'] - ref['loglik']):.2e}")
     return ", ".join(parts)
+
+
+def _r_blas() -> str:
+    """The BLAS R loads (CHOLMOD's supernodal factorisation inside lme4 runs on it).
+
+    Debian's R uses the ``libblas.so.3`` alternative; to give lme4 OpenBLAS for one run
+    without changing the system, install ``libopenblas0-pthread`` and set
+    ``R_LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread:/usr/lib/R/lib:/usr/lib/x86_64-linux-gnu``.
+    """
+    try:
+        out = subprocess.run(
+            ["Rscript", "-e", "cat(sessionInfo()$BLAS)"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unknown ({exc})"
+    return out.stdout.strip() or "unknown"
 
 
 def _cpu_seconds() -> float:
@@ -193,6 +214,8 @@ def run_table(
         if (why := r_unavailable_reason()) is not None:
             print(f"# lme4 skipped: {why}")
             engines.remove("lme4")
+        else:
+            print(f"# lme4's BLAS: {_r_blas()}")
     ctx = mp.get_context("fork")
     print(
         f"# {'REML' if reml else 'ML'}, {starts} start(s), "

@@ -13,8 +13,18 @@ model with one of two engines:
 * ``"sparse"``: our lme4-style engine (:mod:`studies.analysis.lmm_sparse`), which scales
   to 100,000 reviews.
 
-``"auto"`` uses statsmodels for small data and the sparse engine beyond.  Pure module:
-no Django imports.
+``"auto"`` uses statsmodels for small data and the sparse engine beyond.
+
+Numeric covariates (a reviewer's familiarity or confidence, the length of the rationale)
+can enter as further fixed effects: ``metric ~ condition + cov1 + ... + (1|g) ...``.  They
+are used as given (not centred).  A covariate that is missing, non-numeric, constant or
+collinear with the other fixed effects is refused with a message naming it.
+
+Degrees of freedom: the sparse engine adds Satterthwaite df and t p-values (``df`` and
+``p_satterthwaite`` in each fixed-effect row, lmerTest's method) for data of up to 20,000
+rows; the ``p`` column is always the Wald z p-value, and ``df`` is ``None`` where
+Satterthwaite df were not computed (statsmodels engine, larger data, or a failed Hessian).
+Pure module: no Django imports.
 """
 
 from __future__ import annotations
@@ -115,6 +125,7 @@ class PreparedMixedData:
     groups_dropped: dict[str, str]
     group_labels: dict[str, np.ndarray]
     notes: list[str]
+    covariates: list[str] = field(default_factory=list)
 
 
 def _missing_reason(col: str) -> str:
@@ -130,8 +141,14 @@ def prepare_mixed_data(
     baseline: str,
     condition_col: str = "condition",
     groups: Sequence[str] = ("topic", "reviewer_id", "idea_id"),
+    covariates: Sequence[str] = (),
 ) -> PreparedMixedData:
     """Validate the frame and decide which grouping factors the data identify.
+
+    ``covariates`` name numeric columns that enter as fixed effects after the condition
+    terms (term names are the column names).  Among the rows with a score, a covariate
+    must be present, numeric (numbers written as text are accepted) and not constant;
+    otherwise a ``ValueError`` names it.
 
     A grouping column that is absent or entirely empty (``reviewer_id`` in the released
     Si et al. file) is dropped with the reason recorded, as is a factor with a single
@@ -145,6 +162,7 @@ def prepare_mixed_data(
         raise ValueError(f"no condition column {condition_col!r} in the data")
     if len(df) == 0:
         raise ValueError("the data have no rows")
+    covs = _check_covariate_names(df, covariates, metric, condition_col, groups)
     notes: list[str] = []
     cond_all = df[condition_col]
     if isinstance(cond_all.dtype, pd.CategoricalDtype):
@@ -175,7 +193,11 @@ def prepare_mixed_data(
             f"only the baseline condition {baseline!r} has {metric} scores: there is no "
             "condition effect to estimate"
         )
-    X, names = design_matrix(sub, condition_col=condition_col, baseline=baseline)
+    cov_values = {c: _covariate_values(sub[c], c, metric) for c in covs}
+    design_frame = sub.assign(**cov_values) if covs else sub
+    X, names = design_matrix(
+        design_frame, condition_col=condition_col, baseline=baseline, covariates=covs
+    )
     levels = [baseline] + [lv for lv in present_levels if lv != baseline]
 
     used: list[str] = []
@@ -216,7 +238,64 @@ def prepare_mixed_data(
         groups_dropped=dropped,
         group_labels=labels,
         notes=notes,
+        covariates=covs,
     )
+
+
+def _check_covariate_names(
+    df: pd.DataFrame,
+    covariates: Sequence[str],
+    metric: str,
+    condition_col: str,
+    groups: Sequence[str],
+) -> list[str]:
+    covs = [covariates] if isinstance(covariates, str) else list(covariates)
+    seen: set[str] = set()
+    for c in covs:
+        if c in seen:
+            raise ValueError(f"covariate {c!r} is listed twice")
+        seen.add(c)
+        if c == metric:
+            raise ValueError(f"covariate {c!r} is the metric being modelled")
+        if c == condition_col:
+            raise ValueError(f"covariate {c!r} is the condition column")
+        if c in groups:
+            raise ValueError(f"covariate {c!r} is also a grouping factor")
+        if c == "Intercept":
+            raise ValueError("a covariate cannot be called 'Intercept' (that term name is taken)")
+        if c not in df.columns:
+            raise ValueError(f"no covariate column {c!r} in the data")
+    return covs
+
+
+def _covariate_values(col: pd.Series, name: str, metric: str) -> pd.Series:
+    """``col`` as floats, or a ``ValueError`` naming the covariate and the bad rows."""
+    if pd.api.types.is_numeric_dtype(col) and not isinstance(col.dtype, pd.CategoricalDtype):
+        vals = col.astype(float)  # includes booleans (0/1) and nullable integers
+    else:
+        vals = pd.to_numeric(col.astype(object), errors="coerce").astype(float)
+        bad = col.notna() & vals.isna()
+        if bad.any():
+            examples = ", ".join(repr(v) for v in pd.unique(col[bad].astype(str))[:3])
+            raise ValueError(
+                f"covariate {name!r} has non-numeric values in {int(bad.sum())} of "
+                f"{len(col)} rows with a {metric} score (e.g. {examples}); only numeric "
+                "covariates can enter the model: encode it as numbers first"
+            )
+    missing = ~np.isfinite(vals.to_numpy())
+    if missing.any():
+        rows = ", ".join(str(r) for r in col.index[missing][:5])
+        raise ValueError(
+            f"covariate {name!r} is missing (or not finite) in {int(missing.sum())} of "
+            f"{len(col)} rows with a {metric} score (rows {rows}"
+            f"{', ...' if missing.sum() > 5 else ''}); fill it in or drop those rows first"
+        )
+    if np.ptp(vals.to_numpy()) == 0:
+        raise ValueError(
+            f"covariate {name!r} is constant ({vals.iloc[0]:g} in every row with a {metric} "
+            "score): it is collinear with the intercept and its effect is not estimable"
+        )
+    return vals
 
 
 # --------------------------------------------------------------------- entry point
@@ -233,8 +312,12 @@ def fit_mixed(
     engine: str = "auto",
     n_starts: int = 5,
     seed: int = 0,
+    covariates: Sequence[str] = (),
 ) -> MixedResult:
     """Fit ``metric ~ condition (baseline explicit) + (1|g)`` for each identifiable ``g``.
+
+    ``covariates`` adds numeric columns as fixed effects (``+ cov1 + cov2``), for both
+    engines; see :func:`prepare_mixed_data` for what is refused.
 
     ``engine``: ``"sparse"`` (our lme4-style profiled fit), ``"statsmodels"`` (MixedLM,
     the reference path) or ``"auto"``, which is the sparse engine: on this 2-core machine
@@ -247,7 +330,12 @@ def fit_mixed(
     if n_starts < 1:
         raise ValueError("n_starts must be at least 1")
     prep = prepare_mixed_data(
-        df, metric, baseline=baseline, condition_col=condition_col, groups=groups
+        df,
+        metric,
+        baseline=baseline,
+        condition_col=condition_col,
+        groups=groups,
+        covariates=covariates,
     )
     _check_estimable(prep)
     if engine == "auto":
@@ -258,6 +346,8 @@ def fit_mixed(
     else:
         res = _fit_statsmodels(prep, metric, baseline, reml, n_starts, seed)
     res.fit_seconds = time.perf_counter() - t0
+    if prep.covariates:
+        res.details["covariates"] = list(prep.covariates)
     return res
 
 
@@ -269,9 +359,19 @@ def _check_estimable(prep: PreparedMixedData) -> None:
         raise ValueError(f"all {n} scores are equal ({y[0]:g}): there is no variation to model")
     rank = np.linalg.matrix_rank(prep.X)
     if rank < p:
+        # Name the columns that add nothing to the ones before them (intercept, then
+        # conditions, then covariates in the order given): those are the redundant ones.
+        redundant = []
+        kept: list[int] = []
+        for j in range(p):
+            if np.linalg.matrix_rank(prep.X[:, [*kept, j]]) > len(kept):
+                kept.append(j)
+            else:
+                redundant.append(prep.fixed_names[j])
         raise ValueError(
             f"the fixed effects are perfectly collinear (rank {rank} < {p} columns: "
-            f"{', '.join(prep.fixed_names)})"
+            f"{', '.join(prep.fixed_names)}); redundant given the terms before them: "
+            f"{', '.join(redundant)}"
         )
     k = len(prep.groups_used)
     if n <= p + k + 1:

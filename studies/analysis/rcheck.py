@@ -6,6 +6,13 @@ Each call starts ``Rscript`` once (R start-up costs about a second), so several 
 batched into one run: the data go to a temporary CSV, the jobs to a JSON spec, and R writes
 one JSON result per job, which is turned into the same :class:`MixedResult` shape the
 Python engines return (``engine="lme4"``, R's own fit time in ``fit_seconds``).
+
+A job may add numeric covariates as further fixed effects (``y ~ condition + cov1 + ...``)
+and may ask for lmerTest's Satterthwaite degrees of freedom (``satterthwaite=True``): that
+job is then fitted with ``lmerTest::lmer`` (the same lme4 fit, plus lmerTest's Hessian of
+the deviance over ``(theta, sigma)``), and ``summary(fit, ddf = "Satterthwaite")`` fills
+each fixed-effect row's ``df`` and ``p_satterthwaite``.  lmerTest is loaded only when some
+job asks for it, so plain lme4 checks keep working where it is not installed.
 """
 
 from __future__ import annotations
@@ -27,12 +34,22 @@ from scipy import stats
 
 from .mixed import MixedResult, prepare_mixed_data
 
-__all__ = ["RJob", "lme4_fit", "lme4_fit_many", "r_available", "r_unavailable_reason"]
+__all__ = [
+    "RJob",
+    "lme4_fit",
+    "lme4_fit_many",
+    "lmertest_unavailable_reason",
+    "r_available",
+    "r_unavailable_reason",
+]
 
 _R_SCRIPT = r"""
 suppressPackageStartupMessages({library(lme4); library(jsonlite)})
 args <- commandArgs(trailingOnly = TRUE)
 spec <- fromJSON(args[1], simplifyVector = FALSE)
+if (any(vapply(spec$jobs, function(j) isTRUE(j$satterthwaite), logical(1)))) {
+  suppressPackageStartupMessages(library(lmerTest))
+}
 dat <- read.csv(spec$csv, stringsAsFactors = FALSE, colClasses = "character")
 out <- list()
 for (job in spec$jobs) {
@@ -40,17 +57,42 @@ for (job in spec$jobs) {
   d$condition <- factor(dat[[job$condition_col]], levels = unlist(job$levels))
   gcols <- unlist(job$group_cols)
   for (g in gcols) d[[g]] <- factor(dat[[g]])
+  xcols <- unlist(job$covariate_cols)
+  for (x in xcols) d[[x]] <- as.numeric(dat[[x]])
   d <- d[!is.na(d$y), , drop = FALSE]
   rhs <- paste0("(1 | ", gcols, ")", collapse = " + ")
-  form <- as.formula(paste("y ~ condition +", rhs))
+  form <- as.formula(paste("y ~", paste(c("condition", xcols, rhs), collapse = " + ")))
+  satt <- isTRUE(job$satterthwaite)
   t0 <- proc.time()[["elapsed"]]
-  fit <- lmer(form, data = d, REML = isTRUE(job$reml))
+  if (satt) {
+    # lmerTest::lmer is lme4::lmer plus the Hessian and Jacobian Satterthwaite needs.
+    fit <- lmerTest::lmer(form, data = d, REML = isTRUE(job$reml))
+  } else {
+    fit <- lme4::lmer(form, data = d, REML = isTRUE(job$reml))
+  }
   secs <- proc.time()[["elapsed"]] - t0
   vc <- as.data.frame(VarCorr(fit))
-  cf <- summary(fit)$coefficients
+  df_satt <- list()
+  p_satt <- list()
+  if (satt) {
+    cf <- if (inherits(fit, "lmerModLmerTest")) {
+      summary(fit, ddf = "Satterthwaite")$coefficients
+    } else {
+      NULL
+    }
+    if (!is.null(cf) && "df" %in% colnames(cf)) {
+      df_satt <- unname(cf[, "df"])
+      p_satt <- unname(cf[, "Pr(>|t|)"])
+    } else {
+      cf <- summary(as(fit, "lmerMod"))$coefficients
+    }
+  } else {
+    cf <- summary(fit)$coefficients
+  }
   msgs <- fit@optinfo$conv$lme4$messages
   out[[length(out) + 1]] <- list(
     id = job$id, terms = rownames(cf), coef = unname(cf[, 1]), se = unname(cf[, 2]),
+    df = df_satt, p_satt = p_satt,
     vc_grp = vc$grp, vc_var = vc$vcov,
     loglik = as.numeric(logLik(fit)), n_obs = nobs(fit),
     ngrps_names = names(ngrps(fit)), ngrps = unname(ngrps(fit)),
@@ -59,19 +101,26 @@ for (job in spec$jobs) {
     singular = isSingular(fit)
   )
 }
-writeLines(toJSON(out, auto_unbox = TRUE, digits = NA), spec$out)
+writeLines(toJSON(out, auto_unbox = TRUE, digits = NA, na = "null"), spec$out)
 """
 
 
 @dataclass(frozen=True)
 class RJob:
-    """One ``lmer`` fit to run in a batch."""
+    """One ``lmer`` fit to run in a batch.
+
+    ``covariates`` are numeric columns entered as fixed effects after the condition, as
+    :func:`~studies.analysis.mixed.fit_mixed` does; ``satterthwaite`` fits with
+    ``lmerTest::lmer`` and returns its Satterthwaite df and t p-values.
+    """
 
     metric: str
     baseline: str
     reml: bool = True
     condition_col: str = "condition"
     groups: tuple[str, ...] = ("topic", "reviewer_id", "idea_id")
+    covariates: tuple[str, ...] = ()
+    satterthwaite: bool = False
 
 
 @functools.cache
@@ -99,6 +148,28 @@ def r_unavailable_reason() -> str | None:
     return None
 
 
+@functools.cache
+def lmertest_unavailable_reason() -> str | None:
+    """Why lmerTest cannot be used here, or ``None`` when it can (R with lme4 first)."""
+    reason = r_unavailable_reason()
+    if reason is not None:
+        return reason
+    exe = shutil.which("Rscript")
+    assert exe is not None
+    try:
+        proc = subprocess.run(
+            [exe, "-e", "quit(status = !requireNamespace('lmerTest', quietly = TRUE))"],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"Rscript failed to start: {exc}"
+    if proc.returncode != 0:
+        return "R and lme4 are installed but lmerTest is missing (apt-get install r-cran-lmertest)"
+    return None
+
+
 def r_available() -> bool:
     """True when ``Rscript`` and the lme4 and jsonlite packages are installed."""
     return r_unavailable_reason() is None
@@ -122,6 +193,10 @@ def lme4_fit_many(
     reason = r_unavailable_reason()
     if reason is not None:
         raise RuntimeError(f"lme4 is unavailable: {reason}")
+    if any(job.satterthwaite for job in jobs):
+        reason = lmertest_unavailable_reason()
+        if reason is not None:
+            raise RuntimeError(f"a job asks for Satterthwaite df but {reason}")
     with tempfile.TemporaryDirectory(prefix="ideareview-lme4-") as tmp:
         tmpdir = Path(tmp)
         columns: dict[str, pd.Series] = {}
@@ -134,6 +209,7 @@ def lme4_fit_many(
                 baseline=job.baseline,
                 condition_col=job.condition_col,
                 groups=job.groups,
+                covariates=job.covariates,
             )
             prepared.append(prep)
             # R wants syntactic column names; the mapping stays on this side.
@@ -149,6 +225,14 @@ def lme4_fit_many(
                 columns[gname] = pd.Series("", index=df.index)
                 columns[gname].loc[prep.rows] = prep.group_labels[g]
                 gcols.append(gname)
+            # Covariates go over as the design's own columns, after intercept and condition.
+            xcols: list[str] = []
+            first_cov = len(prep.fixed_names) - len(job.covariates)
+            for j in range(len(job.covariates)):
+                xname = f"x{i}_{j}"
+                columns[xname] = pd.Series(np.nan, index=df.index)
+                columns[xname].loc[prep.rows] = prep.X[:, first_cov + j]
+                xcols.append(xname)
             specs.append(
                 {
                     "id": i,
@@ -156,7 +240,9 @@ def lme4_fit_many(
                     "condition_col": ccol,
                     "levels": prep.levels,
                     "group_cols": gcols,
+                    "covariate_cols": xcols,
                     "reml": bool(job.reml),
+                    "satterthwaite": bool(job.satterthwaite),
                 }
             )
         csv_path = tmpdir / "data.csv"
@@ -205,6 +291,17 @@ def _to_result(job: RJob, prep: Any, r: dict[str, Any]) -> MixedResult:
         }
         for name, c, s, zz, pp in zip(names, coef, se, z, p, strict=True)
     ]
+    df_satt = _as_list(r.get("df", []))
+    p_satt = _as_list(r.get("p_satt", []))
+    method = "Wald z (normal)"
+    if job.satterthwaite:
+        if len(df_satt) == len(names):
+            for row, d, pt in zip(fixed, df_satt, p_satt, strict=True):
+                row["df"] = None if d is None else float(d)
+                row["p_satterthwaite"] = None if pt is None else float(pt)
+            method = "Wald z (normal); lmerTest Satterthwaite df and t p-values"
+        else:
+            method = "Wald z (normal); lmerTest could not compute Satterthwaite df"
     col_to_group = {f"g{r['id']}_{j}": g for j, g in enumerate(prep.groups_used)}
     variance: dict[str, float] = {}
     for grp, var in zip(_as_list(r["vc_grp"]), _as_list(r["vc_var"]), strict=True):
@@ -236,7 +333,7 @@ def _to_result(job: RJob, prep: Any, r: dict[str, Any]) -> MixedResult:
         converged=not msgs,
         boundary=boundary,
         warnings=msgs,
-        p_value_method="Wald z (normal)",
+        p_value_method=method,
         fit_seconds=float(r["seconds"]),
     )
 
