@@ -447,6 +447,8 @@ def _fit_sparse(
             "backend": fit.backend,
             "theta": fit.theta,
             "evaluations": [s.n_evals for s in fit.starts],
+            "stages": [s.stage for s in fit.starts],
+            "profiled_factor": fit.extra.get("profiled_factor"),
         },
     )
 

@@ -415,3 +415,10 @@ def test_newton_refinement_converges_from_a_warm_start_and_gives_up_cleanly() ->
         lambda v: float((v[0] - 1) ** 2 - (v[1] - 1) ** 2), np.array([0.9, 0.9])
     )
     assert not ok and "not positive definite" in why
+
+
+def test_the_profiled_factor_and_start_stages_are_reported() -> None:
+    df = simulate_crossed(n_ideas=120, n_reviewers=50, n_topics=4, seed=33)
+    res = fit_mixed(df, "score", baseline="Human", engine="sparse", n_starts=2)
+    assert res.details["profiled_factor"] == "topic"
+    assert res.details["stages"] == ["full data", "full data"]
