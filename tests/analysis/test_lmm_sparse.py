@@ -422,3 +422,23 @@ def test_the_profiled_factor_and_start_stages_are_reported() -> None:
     res = fit_mixed(df, "score", baseline="Human", engine="sparse", n_starts=2)
     assert res.details["profiled_factor"] == "topic"
     assert res.details["stages"] == ["full data", "full data"]
+
+
+def test_when_newton_gives_up_cobyqa_finishes_the_piloted_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    df = simulate_crossed(n_ideas=600, n_reviewers=200, n_topics=5, seed=25)
+    plain = _crossed_fit(df, "auto", n_starts=1)
+    monkeypatch.setattr(lmm_sparse, "EXPLORE_MIN_ROWS", 1000)
+    real_newton = lmm_sparse._newton
+
+    def failing(f: Any, x0: np.ndarray, max_iter: int = 6) -> Any:
+        x, fx, _, _ = real_newton(f, x0, max_iter=1)  # one round, then "give up"
+        return x, fx, False, "Newton: not converged in 1 rounds"
+
+    monkeypatch.setattr(lmm_sparse, "_newton", failing)
+    fit = _crossed_fit(df, "auto", n_starts=1)
+    assert fit.starts[0].converged
+    assert "Newton" not in fit.starts[0].message  # COBYQA's message: it took over
+    assert fit.loglik == pytest.approx(plain.loglik, abs=1e-6)
+    np.testing.assert_allclose(fit.coef, plain.coef, atol=1e-6)
