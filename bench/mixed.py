@@ -12,7 +12,8 @@ reference path (skipped above 3,000 rows: dense matrices); ``lme4`` is R's ``lme
 :mod:`studies.analysis.rcheck` (its own fit time, without R start-up).
 
 Designs follow the study protocol: 7 topics, 3 conditions, each reviewer takes two topics
-and 2-7 ideas from them (30,000 reviews ~ 12,000 ideas and 7,000 reviewers).  Each
+(``--topics-per-reviewer 1``: one) and 2-7 ideas from them (30,000 reviews ~ 12,000 ideas
+and 7,000 reviewers).  Each
 (engine, size) runs in a fresh child process with its own process group, so that its peak
 resident memory (``ru_maxrss``, which also counts C allocations and, for lme4, the R
 process) is its own and a fit that exceeds ``--timeout`` seconds is killed with everything
@@ -42,7 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 STATSMODELS_MAX = 3000  # dense matrices: minutes at 3,000 rows, impractical beyond
 
 
-def simulate_design(n_reviews: int, seed: int = 0) -> pd.DataFrame:
+def simulate_design(n_reviews: int, seed: int = 0, topics_per_reviewer: int = 2) -> pd.DataFrame:
+    """The bench's study: ``topics_per_reviewer`` = 2 crosses reviewers across the whole
+    study at random (the hard case); 1 keeps every reviewer inside one topic."""
     rng = np.random.default_rng(seed)
     n_topics = 7
     n_ideas = max(8, round(n_reviews / 2.3))
@@ -54,7 +57,8 @@ def simulate_design(n_reviews: int, seed: int = 0) -> pd.DataFrame:
     loads = np.maximum(1, np.round(loads * n_reviews / loads.sum())).astype(int)
     rr, ii = [], []
     for r in range(n_rev):
-        pool = np.concatenate([by_topic[t] for t in rng.choice(n_topics, 2, replace=False)])
+        chosen = rng.choice(n_topics, topics_per_reviewer, replace=False)
+        pool = np.concatenate([by_topic[t] for t in chosen])
         pick = rng.choice(pool, min(loads[r], len(pool)), replace=False)
         rr.append(np.full(len(pick), r))
         ii.append(pick)
@@ -124,7 +128,9 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _child(engine: str, n: int, n_starts: int, reml: bool, threads: int, queue: mp.Queue) -> None:
+def _child(
+    engine: str, n: int, n_starts: int, reml: bool, threads: int, topics: int, queue: mp.Queue
+) -> None:
     os.setpgid(0, 0)  # R and anything else we start die with us on a timeout
     try:
         if threads > 0:
@@ -132,7 +138,7 @@ def _child(engine: str, n: int, n_starts: int, reml: bool, threads: int, queue: 
 
             os.environ["OPENBLAS_NUM_THREADS"] = str(threads)  # for R's BLAS, too
             threadpool_limits(threads)
-        df = simulate_design(n)
+        df = simulate_design(n, topics_per_reviewer=topics)
         t0, c0 = time.perf_counter(), _cpu_seconds()
         if engine == "lme4":
             from studies.analysis.rcheck import lme4_fit
@@ -205,6 +211,7 @@ def run_table(
     timeout: float = 300.0,
     threads: int = 1,
     reml: bool = True,
+    topics_per_reviewer: int = 2,
 ) -> None:
     """Print one line per (size, engine): fit time, CPU, peak memory, log-likelihood."""
     engines = list(engines)
@@ -219,7 +226,8 @@ def run_table(
     ctx = mp.get_context("fork")
     print(
         f"# {'REML' if reml else 'ML'}, {starts} start(s), "
-        f"{threads or 'default'} BLAS thread(s), timeout {timeout:g} s per fit"
+        f"{threads or 'default'} BLAS thread(s), timeout {timeout:g} s per fit, "
+        f"reviewers in {topics_per_reviewer} of 7 topics"
     )
     print(
         f"{'reviews':>8} {'engine':>15} {'rows':>7} {'seconds':>9} {'cpu s':>8} {'peak MB':>8}"
@@ -234,7 +242,9 @@ def run_table(
                 )
                 continue
             q: mp.Queue = ctx.Queue()
-            proc = ctx.Process(target=_child, args=(engine, n, starts, reml, threads, q))
+            proc = ctx.Process(
+                target=_child, args=(engine, n, starts, reml, threads, topics_per_reviewer, q)
+            )
             proc.start()
             proc.join(timeout)
             if proc.is_alive():
@@ -275,6 +285,14 @@ def main() -> None:
         "--threads", type=int, default=1, help="BLAS threads per fit (0: library default)"
     )
     ap.add_argument("--ml", action="store_true", help="fit by ML instead of REML")
+    ap.add_argument(
+        "--topics-per-reviewer",
+        type=int,
+        default=2,
+        choices=[1, 2],
+        help="2: reviewers cross the study at random (default, the hard case); 1: each "
+        "reviewer stays within one topic",
+    )
     args = ap.parse_args()
     run_table(
         [int(s) for s in args.sizes.split(",") if s],
@@ -283,6 +301,7 @@ def main() -> None:
         timeout=args.timeout,
         threads=args.threads,
         reml=not args.ml,
+        topics_per_reviewer=args.topics_per_reviewer,
     )
 
 
