@@ -442,3 +442,17 @@ def test_when_newton_gives_up_cobyqa_finishes_the_piloted_fit(
     assert "Newton" not in fit.starts[0].message  # COBYQA's message: it took over
     assert fit.loglik == pytest.approx(plain.loglik, abs=1e-6)
     np.testing.assert_allclose(fit.coef, plain.coef, atol=1e-6)
+
+
+def test_hybrid_factor_splits_an_independent_core_into_dense_blocks() -> None:
+    # Two expander-like graphs with no edge between them (reviewers who stay inside their
+    # own topic): the dense core must come out as (at least) two blocks, still exact.
+    a, b = _random_spd_pattern(300, 8, seed=41), _random_spd_pattern(200, 8, seed=42)
+    mat = sp.block_diag([a, b], format="csc")
+    mat.sort_indices()
+    fac = _HybridFactor(mat, tau=4)
+    assert len(fac.block_sizes) >= 2 and fac.block_sizes.sum() == fac.n_core
+    dense = mat.toarray()
+    assert fac.factorize(mat.data.copy()) == pytest.approx(np.linalg.slogdet(dense)[1], rel=1e-12)
+    rhs = np.random.default_rng(2).normal(size=(500, 4))
+    np.testing.assert_allclose(fac.solve(rhs), np.linalg.solve(dense, rhs), rtol=1e-9, atol=1e-11)
