@@ -1181,6 +1181,35 @@ def _subsample_problem(
     return _Problem(y[rows], Xs, sub_codes, sub_levels, reml, "auto")
 
 
+def _axis_differences(
+    f: Any, x: np.ndarray, fx: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Steps, f(x + h e_j), gradient and curvature by central differences on each axis.
+
+    The steps straddle the bound theta_j = 0 legitimately: the deviance is even in theta_j.
+    """
+    h = 1e-4 * np.maximum(1.0, x)
+    eye = np.diag(h)
+    fp = np.array([f(x + eye[j]) for j in range(x.size)])
+    fm = np.array([f(x - eye[j]) for j in range(x.size)])
+    return h, fp, (fp - fm) / (2 * h), (fp - 2 * fx + fm) / h**2
+
+
+def _scaled_gradient(x: np.ndarray, g: np.ndarray, curv: np.ndarray) -> float:
+    """lme4's convergence measure: per axis the smaller of |gradient| and the Newton step.
+
+    An axis at the bound with non-negative curvature is a genuine minimum on the bound
+    (its zero gradient says nothing) and is skipped.
+    """
+    worst = 0.0
+    for xj, gj, cj in zip(x, g, curv, strict=True):
+        if xj <= 0 and cj >= 0:
+            continue
+        step = abs(gj) / cj if cj > 0 else math.inf
+        worst = max(worst, min(abs(gj), step))
+    return worst
+
+
 def _newton(f: Any, x0: np.ndarray, max_iter: int = 6) -> tuple[np.ndarray, float, bool, str]:
     """Newton's method with a central-difference gradient and Hessian, from a warm start.
 
@@ -1199,24 +1228,20 @@ def _newton(f: Any, x0: np.ndarray, max_iter: int = 6) -> tuple[np.ndarray, floa
     fx = f(x)
     cross: np.ndarray | None = None
     for _ in range(max_iter):
-        h = 1e-4 * np.maximum(1.0, x)
+        h, fp, g, curv = _axis_differences(f, x, fx)
         eye = np.diag(h)
-        fp = np.array([f(x + eye[j]) for j in range(k)])
-        fm = np.array([f(x - eye[j]) for j in range(k)])
-        g = (fp - fm) / (2 * h)
         if cross is None:  # mixed second derivatives: measured in the first round only
             cross = np.zeros((k, k))
             for i in range(k):
                 for j in range(i + 1, k):
                     fij = f(x + eye[i] + eye[j])
                     cross[i, j] = cross[j, i] = (fij - fp[i] - fp[j] + fx) / (h[i] * h[j])
-        hess = cross + np.diag((fp - 2 * fx + fm) / h**2)
+        hess = cross + np.diag(curv)
         if not np.all(np.isfinite(hess)) or np.linalg.eigvalsh(hess).min() <= 0:
             return x, fx, False, "Newton: the Hessian is not positive definite here"
         step = -np.linalg.solve(hess, g)
         scaled = np.abs(step) / np.maximum(1.0, x)
-        lme4_check = np.minimum(np.abs(g), np.abs(g) / np.diag(hess)).max()
-        done = scaled.max() < 1e-3 and lme4_check < 2e-3
+        done = scaled.max() < 1e-3 and _scaled_gradient(x, g, curv) < 2e-3
         for shrink in (1.0, 0.5, 0.25, 0.125):
             xn = np.abs(x + shrink * step)  # the deviance is even in each theta_j
             fn = f(xn)
@@ -1309,20 +1334,10 @@ def _optimise(
         dev, th_small = prob.profile(th_outer)
         f(th_outer)
         theta = np.concatenate([th_outer, th_small])
-        # Central differences straddle the bound legitimately: the deviance is even in
-        # theta_j.  Perturbing a small factor reuses the cached factorisation.
-        worst = 0.0
-        for j in range(k):
-            h = 1e-4 * max(1.0, theta[j])
-            e = np.zeros(k)
-            e[j] = h
-            fp, fm = full(theta + e), full(theta - e)
-            g = (fp - fm) / (2 * h)
-            curv = (fp - 2 * dev + fm) / (h * h)
-            if theta[j] <= 0 and curv >= 0:
-                continue  # a minimum on the bound: the zero gradient is genuine
-            step = abs(g) / curv if curv > 0 else math.inf
-            worst = max(worst, min(abs(g), step))
+        # lme4's check on every theta_j; perturbing the profiled factor reuses the cached
+        # factorisation.
+        _, _, g, curv = _axis_differences(full, theta, dev)
+        worst = _scaled_gradient(theta, g, curv)
     except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
         return {
             "theta": theta0,

@@ -123,51 +123,35 @@ class RJob:
     satterthwaite: bool = False
 
 
-@functools.cache
-def r_unavailable_reason() -> str | None:
-    """Why lme4 cannot be used here, or ``None`` when ``Rscript`` with lme4 works."""
+def _r_probe(expr: str, missing: str) -> str | None:
+    """Run one R expression that quits with status 0 when what it checks is there."""
     exe = shutil.which("Rscript")
     if exe is None:
         return "Rscript is not on PATH (install r-base-core and r-cran-lme4)"
     try:
-        proc = subprocess.run(
-            [
-                exe,
-                "-e",
-                "quit(status = !(requireNamespace('lme4', quietly = TRUE) && "
-                "requireNamespace('jsonlite', quietly = TRUE)))",
-            ],
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
+        proc = subprocess.run([exe, "-e", expr], capture_output=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"Rscript failed to start: {exc}"
-    if proc.returncode != 0:
-        return "R is installed but lme4 or jsonlite is missing (apt-get install r-cran-lme4)"
-    return None
+    return missing if proc.returncode != 0 else None
+
+
+@functools.cache
+def r_unavailable_reason() -> str | None:
+    """Why lme4 cannot be used here, or ``None`` when ``Rscript`` with lme4 works."""
+    return _r_probe(
+        "quit(status = !(requireNamespace('lme4', quietly = TRUE) && "
+        "requireNamespace('jsonlite', quietly = TRUE)))",
+        "R is installed but lme4 or jsonlite is missing (apt-get install r-cran-lme4)",
+    )
 
 
 @functools.cache
 def lmertest_unavailable_reason() -> str | None:
     """Why lmerTest cannot be used here, or ``None`` when it can (R with lme4 first)."""
-    reason = r_unavailable_reason()
-    if reason is not None:
-        return reason
-    exe = shutil.which("Rscript")
-    assert exe is not None
-    try:
-        proc = subprocess.run(
-            [exe, "-e", "quit(status = !requireNamespace('lmerTest', quietly = TRUE))"],
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"Rscript failed to start: {exc}"
-    if proc.returncode != 0:
-        return "R and lme4 are installed but lmerTest is missing (apt-get install r-cran-lmertest)"
-    return None
+    return r_unavailable_reason() or _r_probe(
+        "quit(status = !requireNamespace('lmerTest', quietly = TRUE))",
+        "R and lme4 are installed but lmerTest is missing (apt-get install r-cran-lmertest)",
+    )
 
 
 def r_available() -> bool:
