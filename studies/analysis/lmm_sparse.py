@@ -927,7 +927,9 @@ def fit_lmm(
     """
     t_start = time.perf_counter()
     y = np.asarray(y, dtype=float).ravel()
-    X = np.asarray(X, dtype=float)
+    # One memory layout for every caller: BLAS sums in a layout-dependent order, and the
+    # same design must give the same fit to the last digit whichever way it was built.
+    X = np.ascontiguousarray(X, dtype=float)
     if X.ndim != 2:
         raise ValueError("X must be a 2-d design matrix")
     names = list(fixed_names) if fixed_names is not None else [f"x{j}" for j in range(X.shape[1])]

@@ -92,6 +92,18 @@ def test_engine_recovers_variance_components_roughly() -> None:
     assert fit.df is not None and np.all(fit.df > 1)
 
 
+def test_the_fit_does_not_depend_on_the_design_matrix_memory_layout() -> None:
+    # formulaic hands over column-major matrices; a hand-built design is row-major
+    df = simulate_crossed(seed=11)
+    X, names = design_matrix(df, baseline="Human")
+    groups = {g: df[g] for g in ("topic", "reviewer_id", "idea_id")}
+    rows = fit_lmm(df["score"].to_numpy(), np.ascontiguousarray(X), groups, n_starts=1)
+    cols = fit_lmm(df["score"].to_numpy(), np.asfortranarray(X), groups, n_starts=1)
+    assert cols.loglik == rows.loglik
+    np.testing.assert_array_equal(cols.coef, rows.coef)
+    np.testing.assert_array_equal(cols.se, rows.se)
+
+
 def test_single_level_factor_is_dropped_with_a_reason() -> None:
     df = simulate_crossed(n_topics=1, seed=1)
     res = fit_mixed(df, "score", baseline="Human", engine="sparse", n_starts=1)
