@@ -9,6 +9,7 @@ message naming the variable.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -123,8 +124,20 @@ def _database() -> dict:
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "ideareview.sqlite3",
-            # Web process and Celery worker share the file: wait instead of failing.
-            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+            # Web process and Celery worker share the file: wait instead of failing, and
+            # let readers go on while one writes (write-ahead log).
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+            },
+            # Tests run a Celery worker and a live server in threads beside the test. On
+            # Django's default in-memory test database (shared cache) SQLite locks whole
+            # tables and fails at once with "database table is locked" instead of waiting,
+            # so tests get a file of their own, one per process.
+            "TEST": {
+                "NAME": str(Path(tempfile.gettempdir()) / f"ideareview-test-{os.getpid()}.sqlite3")
+            },
         }
     try:
         return dict(dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60)))

@@ -58,7 +58,7 @@ from .protocol.normalization import (
     prompt_sha256,
 )
 from .protocol.template import SECTION_KEYS, parse_sections, render_sections
-from .services import audit, job_progress, job_start
+from .services import audit, job_active, job_progress, job_start
 
 log = logging.getLogger(__name__)
 
@@ -468,9 +468,7 @@ def _idea_text(idea: Idea) -> str:
 def duplicates_enqueue(*, study: Study, threshold: float = 0.8, actor: Any = None) -> JobRun:
     from .tasks import find_duplicates
 
-    running = JobRun.objects.filter(
-        study=study, kind=DUPLICATES_JOB, status__in=[JobRun.Status.QUEUED, JobRun.Status.RUNNING]
-    ).first()
+    running = job_active(study=study, kind=DUPLICATES_JOB)
     if running is not None:
         return running
     if not 0 < threshold < 1:
@@ -580,11 +578,7 @@ def normalization_enqueue(
     problem = normalization_problem(study)
     if problem:
         raise PreparationError(problem)
-    active = JobRun.objects.filter(
-        study=study,
-        kind=NORMALIZATION_JOB,
-        status__in=[JobRun.Status.QUEUED, JobRun.Status.RUNNING],
-    ).first()
+    active = job_active(study=study, kind=NORMALIZATION_JOB)
     if active is not None:
         return active
     pending = _pending(study, idea_ids, rerun)
@@ -1191,9 +1185,7 @@ def leakage_check_enqueue(
     study's normalization model is also asked to guess each text's source."""
     from .tasks import check_leakage
 
-    active = JobRun.objects.filter(
-        study=study, kind=LEAKAGE_JOB, status__in=[JobRun.Status.QUEUED, JobRun.Status.RUNNING]
-    ).first()
+    active = job_active(study=study, kind=LEAKAGE_JOB)
     if active is not None:
         return active
     plan = leakage_check_plan(study, folds=folds)

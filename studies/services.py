@@ -6,6 +6,7 @@ Views, commands and tasks call these; they hold no request or Celery objects.
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -280,6 +281,44 @@ def job_start(
         params=params,
         created_by=actor if getattr(actor, "pk", None) else None,
     )
+
+
+JOB_TIME_LIMITS: dict[str, int] = {
+    "report": 1900,
+    "duplicates": 1900,
+    "normalization": 6 * 3600 + 120,
+    "leakage": 3700,
+}
+"""Celery's hard time limit of each job kind's task, in seconds. A job still queued or
+running this long after it was created (plus a margin for the queue) has lost its worker:
+the worker was killed, or the write that would have finished the row failed."""
+
+JOB_LOST_MARGIN = 600
+
+
+def job_active(*, study: Study, kind: str) -> JobRun | None:
+    """The study's queued or running job of this kind, if one can still be running.
+
+    A job past its kind's hard time limit cannot be: it is marked failed with a message
+    that says so, and None is returned so the caller may start a fresh one."""
+    job = JobRun.objects.filter(
+        study=study, kind=kind, status__in=[JobRun.Status.QUEUED, JobRun.Status.RUNNING]
+    ).first()
+    if job is None:
+        return None
+    limit = JOB_TIME_LIMITS.get(kind, JOB_TIME_LIMITS["report"]) + JOB_LOST_MARGIN
+    if job.created_at > timezone.now() - timedelta(seconds=limit):
+        return job
+    JobRun.objects.filter(pk=job.pk, status=job.status).update(
+        status=JobRun.Status.FAILED,
+        finished_at=timezone.now(),
+        error=(
+            f"lost: still {job.status} {limit // 60} minutes after it was queued, past the "
+            "task's time limit. Its worker stopped or never took it; check that a Celery "
+            "worker is running."
+        ),
+    )
+    return None
 
 
 def job_progress(*, job: JobRun, done: int, total: int | None = None, message: str = "") -> None:

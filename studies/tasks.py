@@ -9,6 +9,7 @@ from celery import shared_task
 from django.db import transaction
 
 from .models import JobRun, Study
+from .services import JOB_TIME_LIMITS
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,7 @@ def report_enqueue(*, study: Study, actor: Any = None) -> JobRun:
     return job
 
 
-@shared_task(soft_time_limit=1800, time_limit=1900)
+@shared_task(soft_time_limit=1800, time_limit=JOB_TIME_LIMITS["report"])
 def build_report(job_id: int) -> None:
     from .reporting import report_build
     from .services import job_finish
@@ -58,21 +59,21 @@ def _run_job(job_id: int, work: Any) -> None:
     job_finish(job=job)
 
 
-@shared_task(soft_time_limit=1800, time_limit=1900)
+@shared_task(soft_time_limit=1800, time_limit=JOB_TIME_LIMITS["duplicates"])
 def find_duplicates(job_id: int) -> None:
     from .ideaprep import duplicates_find
 
     _run_job(job_id, lambda job: duplicates_find(job=job))
 
 
-@shared_task(soft_time_limit=6 * 3600, time_limit=6 * 3600 + 120)
+@shared_task(soft_time_limit=6 * 3600, time_limit=JOB_TIME_LIMITS["normalization"])
 def normalize_ideas(job_id: int) -> None:
     from .ideaprep import normalization_run
 
     _run_job(job_id, lambda job: normalization_run(job=job))
 
 
-@shared_task(soft_time_limit=3600, time_limit=3700)
+@shared_task(soft_time_limit=3600, time_limit=JOB_TIME_LIMITS["leakage"])
 def check_leakage(job_id: int) -> None:
     from .ideaprep import leakage_check_run
 

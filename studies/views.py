@@ -17,7 +17,7 @@ from .http import is_htmx
 from .importers import ImportFailed, format_quality_summary
 from .models import ImportBatch, JobRun, Study, StudyReport
 from .overview import next_step, study_steps
-from .services import reviews_import, reviews_parse
+from .services import job_active, reviews_import, reviews_parse
 from .tasks import report_enqueue
 
 REPORT_FILES = {
@@ -154,9 +154,7 @@ def _report_body(document: str) -> str:
 @require_POST
 def study_report_build(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_owner(request, slug)
-    job = JobRun.objects.filter(
-        study=study, kind="report", status__in=["queued", "running"]
-    ).first()
+    job = job_active(study=study, kind="report")
     if job is None:
         job = report_enqueue(study=study, actor=request.user)
     if is_htmx(request):

@@ -101,3 +101,58 @@ def test_healthcheck_answers_with_the_database_vendor(client, db):
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.json()["status"] == "ok"
+
+
+@pytest.mark.django_db
+def test_a_report_job_past_its_time_limit_is_marked_lost_and_a_new_build_starts(
+    client, si2024_study, owner
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from studies.models import JobRun
+    from studies.services import JOB_LOST_MARGIN, JOB_TIME_LIMITS
+
+    client.force_login(owner)
+    url = reverse("studies:study_report_build", args=["si2024"])
+    fresh = JobRun.objects.create(study=si2024_study, kind="report", status="running")
+    client.post(url)
+    # a job that may still be running blocks a second build
+    assert list(JobRun.objects.filter(study=si2024_study)) == [fresh]
+
+    limit = JOB_TIME_LIMITS["report"] + JOB_LOST_MARGIN
+    fresh.created_at = timezone.now() - timedelta(seconds=limit + 5)
+    fresh.save(update_fields=["created_at"])
+    client.post(url)
+    fresh.refresh_from_db()
+    assert fresh.status == JobRun.Status.FAILED
+    assert "lost" in fresh.error and "Celery worker" in fresh.error
+    new = JobRun.objects.filter(study=si2024_study, kind="report").exclude(pk=fresh.pk).get()
+    assert new.status == JobRun.Status.QUEUED
+    page = client.get(reverse("studies:study_report", args=["si2024"])).content.decode()
+    assert "lost" not in page  # the page shows the newest job, which is queued
+
+
+@pytest.mark.django_db
+def test_a_lost_normalization_job_does_not_block_a_new_one(si2024_study):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from studies.models import JobRun
+    from studies.services import job_active
+
+    old = JobRun.objects.create(
+        study=si2024_study,
+        kind="normalization",
+        status="queued",
+        created_at=timezone.now() - timedelta(hours=5),
+    )
+    # 5 hours is inside normalization's 6-hour limit: still counted as active
+    assert job_active(study=si2024_study, kind="normalization") == old
+    old.created_at = timezone.now() - timedelta(hours=7)
+    old.save(update_fields=["created_at"])
+    assert job_active(study=si2024_study, kind="normalization") is None
+    old.refresh_from_db()
+    assert old.status == JobRun.Status.FAILED and old.finished_at is not None
