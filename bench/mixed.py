@@ -83,11 +83,12 @@ def simulate_design(n_reviews: int, seed: int = 0, topics_per_reviewer: int = 2)
 
 
 def _estimates(res: Any) -> dict[str, dict[str, float]]:
-    """Coefficients, SEs and variance components of a MixedResult, by name."""
+    """Coefficients, SEs, variance components and any Satterthwaite df, by name."""
     return {
         "coef": {r["term"]: float(r["coef"]) for r in res.fixed},
         "se": {r["term"]: float(r["se"]) for r in res.fixed},
         "var": {g: float(v) for g, v in res.variance.items()},
+        "df": {r["term"]: float(r["df"]) for r in res.fixed if r.get("df") is not None},
     }
 
 
@@ -99,6 +100,10 @@ def _differences(ours: dict[str, Any], ref: dict[str, Any]) -> str:
         worst = max((abs(ours[key][t] - ref[key][t]) for t in common), default=float("nan"))
         parts.append(f"max |d {key}| {worst:.2e}")
     parts.append(f"|d loglik| {abs(ours['loglik'] - ref['loglik']):.2e}")
+    common = set(ours.get("df", {})) & set(ref.get("df", {}))
+    if common:  # lmerTest's tolerance in the tests: 2e-3 relative
+        worst = max(abs(ours["df"][t] / ref["df"][t] - 1) for t in common)
+        parts.append(f"max rel d df {worst:.2e}")
     return ", ".join(parts)
 
 
@@ -129,7 +134,14 @@ def _cpu_seconds() -> float:
 
 
 def _child(
-    engine: str, n: int, n_starts: int, reml: bool, threads: int, topics: int, queue: mp.Queue
+    engine: str,
+    n: int,
+    n_starts: int,
+    reml: bool,
+    threads: int,
+    topics: int,
+    satt: bool,
+    queue: mp.Queue,
 ) -> None:
     os.setpgid(0, 0)  # R and anything else we start die with us on a timeout
     try:
@@ -143,7 +155,7 @@ def _child(
         if engine == "lme4":
             from studies.analysis.rcheck import lme4_fit
 
-            res = lme4_fit(df, "score", baseline="Human", reml=reml)
+            res = lme4_fit(df, "score", baseline="Human", reml=reml, satterthwaite=satt)
             secs = res.fit_seconds or float("nan")
             row = {
                 "loglik": res.loglik,
@@ -165,7 +177,7 @@ def _child(
                 reml=reml,
                 n_starts=n_starts,
                 backend=engine.split(":", 1)[1],
-                satterthwaite=False,
+                satterthwaite=satt,
             )
             secs = time.perf_counter() - t0
             row = {
@@ -177,12 +189,19 @@ def _child(
                 "coef": dict(zip(names, map(float, fit.coef), strict=True)),
                 "se": dict(zip(names, map(float, fit.se), strict=True)),
                 "var": {**fit.variances, "residual": fit.sigma2},
+                "df": {} if fit.df is None else dict(zip(names, map(float, fit.df), strict=True)),
             }
         else:
             from studies.analysis.mixed import fit_mixed
 
             res = fit_mixed(
-                df, "score", baseline="Human", engine=engine, n_starts=n_starts, reml=reml
+                df,
+                "score",
+                baseline="Human",
+                engine=engine,
+                n_starts=n_starts,
+                reml=reml,
+                satterthwaite=satt,
             )
             secs = time.perf_counter() - t0
             row = {
@@ -212,8 +231,12 @@ def run_table(
     threads: int = 1,
     reml: bool = True,
     topics_per_reviewer: int = 2,
+    satterthwaite: bool = False,
 ) -> None:
-    """Print one line per (size, engine): fit time, CPU, peak memory, log-likelihood."""
+    """Print one line per (size, engine): fit time, CPU, peak memory, log-likelihood.
+
+    With ``satterthwaite`` the sparse engine also computes Satterthwaite df and lme4 runs
+    through lmerTest, so both times include them and the df are compared."""
     engines = list(engines)
     if "lme4" in engines:
         from studies.analysis.rcheck import r_unavailable_reason
@@ -228,6 +251,7 @@ def run_table(
         f"# {'REML' if reml else 'ML'}, {starts} start(s), "
         f"{threads or 'default'} BLAS thread(s), timeout {timeout:g} s per fit, "
         f"reviewers in {topics_per_reviewer} of 7 topics"
+        + (", Satterthwaite df (lmerTest for lme4)" if satterthwaite else "")
     )
     print(
         f"{'reviews':>8} {'engine':>15} {'rows':>7} {'seconds':>9} {'cpu s':>8} {'peak MB':>8}"
@@ -243,7 +267,8 @@ def run_table(
                 continue
             q: mp.Queue = ctx.Queue()
             proc = ctx.Process(
-                target=_child, args=(engine, n, starts, reml, threads, topics_per_reviewer, q)
+                target=_child,
+                args=(engine, n, starts, reml, threads, topics_per_reviewer, satterthwaite, q),
             )
             proc.start()
             proc.join(timeout)
@@ -293,6 +318,12 @@ def main() -> None:
         help="2: reviewers cross the study at random (default, the hard case); 1: each "
         "reviewer stays within one topic",
     )
+    ap.add_argument(
+        "--satterthwaite",
+        action="store_true",
+        help="time the sparse engine with Satterthwaite df and lme4 through lmerTest, and "
+        "compare the df",
+    )
     args = ap.parse_args()
     run_table(
         [int(s) for s in args.sizes.split(",") if s],
@@ -302,6 +333,7 @@ def main() -> None:
         threads=args.threads,
         reml=not args.ml,
         topics_per_reviewer=args.topics_per_reviewer,
+        satterthwaite=args.satterthwaite,
     )
 
 

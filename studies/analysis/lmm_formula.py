@@ -71,7 +71,7 @@ def fit_formula(
     n_starts: int = 3,
     seed: int = 0,
     backend: str = "auto",
-    satterthwaite: bool | None = None,
+    satterthwaite: bool = True,
 ) -> LMMFit:
     """Fit an lme4-style random-intercept formula to ``data`` (see the module docstring)."""
     import formulaic  # heavy import, only needed here

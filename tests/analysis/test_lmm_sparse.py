@@ -104,6 +104,40 @@ def test_the_fit_does_not_depend_on_the_design_matrix_memory_layout() -> None:
     np.testing.assert_array_equal(cols.se, rows.se)
 
 
+def test_satterthwaite_df_refactorise_only_for_steps_in_the_large_factors(monkeypatch) -> None:
+    # What makes the df affordable at 100,000 reviews: the Hessian's steps in the small
+    # (profiled) factor's theta and in sigma reuse the cached factorisation of the large
+    # factors, so only the 2 + 2 one-sided and 4 cross steps in (reviewer, idea) can be
+    # new. Here the one-sided ones are still cached from the convergence check's gradient,
+    # which steps the same h: 4 new.
+    df = simulate_crossed(seed=12, n_ideas=120, n_reviewers=50)
+    X, names = design_matrix(df, baseline="Human")
+    groups = {g: df[g] for g in ("topic", "reviewer_id", "idea_id")}
+    calls = {"outer": 0, "inside": 0}
+    outer, satterthwaite = lmm_sparse._Problem.outer, lmm_sparse._satterthwaite
+
+    def counted_outer(self: Any, theta: np.ndarray) -> Any:
+        calls["outer"] += 1
+        return outer(self, theta)
+
+    def counted_satterthwaite(*args: Any, **kwargs: Any) -> Any:
+        before = calls["outer"]
+        out = satterthwaite(*args, **kwargs)
+        calls["inside"] += calls["outer"] - before
+        return out
+
+    monkeypatch.setattr(lmm_sparse._Problem, "outer", counted_outer)
+    monkeypatch.setattr(lmm_sparse, "_satterthwaite", counted_satterthwaite)
+    plain = fit_lmm(df["score"].to_numpy(), X, groups, n_starts=1, satterthwaite=False)
+    assert plain.df is None and plain.p_satterthwaite is None and calls["inside"] == 0
+    fit = fit_lmm(df["score"].to_numpy(), X, groups, n_starts=1)  # on by default
+    assert fit.extra["profiled_factor"] == "topic"
+    assert min(fit.variances.values()) > 0.01  # no boundary: all four parameters move
+    assert fit.df is not None and np.all(fit.df > 1)
+    assert calls["inside"] == 4
+    assert fit.loglik == plain.loglik
+
+
 def test_single_level_factor_is_dropped_with_a_reason() -> None:
     df = simulate_crossed(n_topics=1, seed=1)
     res = fit_mixed(df, "score", baseline="Human", engine="sparse", n_starts=1)
