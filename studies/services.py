@@ -304,21 +304,34 @@ def job_active(*, study: Study, kind: str) -> JobRun | None:
     job = JobRun.objects.filter(
         study=study, kind=kind, status__in=[JobRun.Status.QUEUED, JobRun.Status.RUNNING]
     ).first()
-    if job is None:
+    if job is None or job_mark_if_lost(job=job):
         return None
-    limit = JOB_TIME_LIMITS.get(kind, JOB_TIME_LIMITS["report"]) + JOB_LOST_MARGIN
+    return job
+
+
+def job_mark_if_lost(*, job: JobRun) -> bool:
+    """Mark a queued or running job failed if it is past its task's time limit.
+
+    Returns True when the job was lost (the row then says so); pages that poll a job call
+    this so that a lost one stops showing a progress bar."""
+    if not job.is_active:
+        return False
+    limit = JOB_TIME_LIMITS.get(job.kind, JOB_TIME_LIMITS["report"]) + JOB_LOST_MARGIN
     if job.created_at > timezone.now() - timedelta(seconds=limit):
-        return job
-    JobRun.objects.filter(pk=job.pk, status=job.status).update(
-        status=JobRun.Status.FAILED,
-        finished_at=timezone.now(),
-        error=(
+        return False
+    fields = {
+        "status": JobRun.Status.FAILED,
+        "finished_at": timezone.now(),
+        "error": (
             f"lost: still {job.status} {limit // 60} minutes after it was queued, past the "
             "task's time limit. Its worker stopped or never took it; check that a Celery "
             "worker is running."
         ),
-    )
-    return None
+    }
+    JobRun.objects.filter(pk=job.pk, status=job.status).update(**fields)
+    for name, value in fields.items():
+        setattr(job, name, value)
+    return True
 
 
 def job_progress(*, job: JobRun, done: int, total: int | None = None, message: str = "") -> None:

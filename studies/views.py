@@ -17,7 +17,7 @@ from .http import is_htmx
 from .importers import ImportFailed, format_quality_summary
 from .models import ImportBatch, JobRun, Study, StudyReport
 from .overview import next_step, study_steps
-from .services import job_active, reviews_import, reviews_parse
+from .services import job_active, job_mark_if_lost, reviews_import, reviews_parse
 from .tasks import report_enqueue
 
 REPORT_FILES = {
@@ -128,6 +128,8 @@ def study_report(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_owner(request, slug)
     report = StudyReport.objects.filter(study=study).first()
     job = JobRun.objects.filter(study=study, kind="report").first()
+    if job is not None:
+        job_mark_if_lost(job=job)
     html = ""
     if report is not None:
         path = Path(report.directory) / "report.html"
@@ -167,6 +169,7 @@ def study_report_build(request: HttpRequest, slug: str) -> HttpResponse:
 def job_status(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
     study = get_study_for_owner(request, slug)
     job = get_object_or_404(JobRun, pk=job_id, study=study)
+    job_mark_if_lost(job=job)
     response = render(request, "studies/study_report.html#job", {"study": study, "job": job})
     if job.status == JobRun.Status.DONE and is_htmx(request):
         response["HX-Refresh"] = "true"

@@ -135,7 +135,34 @@ def test_a_report_job_past_its_time_limit_is_marked_lost_and_a_new_build_starts(
 
 
 @pytest.mark.django_db
-def test_a_lost_normalization_job_does_not_block_a_new_one(si2024_study):
+def test_a_polled_job_past_its_time_limit_stops_polling_and_says_it_was_lost(
+    client, si2024_study, owner
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from studies.models import JobRun
+
+    client.force_login(owner)
+    job = JobRun.objects.create(
+        study=si2024_study,
+        kind="report",
+        status="running",
+        message="drawing plots",
+        created_at=timezone.now() - timedelta(hours=2),
+    )
+    status = client.get(
+        reverse("studies:job_status", args=["si2024", job.pk]), HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "hx-trigger" not in status and "<progress" not in status
+    assert "The last build failed: lost" in status
+    job.refresh_from_db()
+    assert job.status == JobRun.Status.FAILED
+
+
+@pytest.mark.django_db
+def test_a_lost_normalization_job_does_not_block_a_new_one(client, si2024_study, owner):
     from datetime import timedelta
 
     from django.utils import timezone
@@ -156,3 +183,9 @@ def test_a_lost_normalization_job_does_not_block_a_new_one(si2024_study):
     assert job_active(study=si2024_study, kind="normalization") is None
     old.refresh_from_db()
     assert old.status == JobRun.Status.FAILED and old.finished_at is not None
+
+    # the normalization page shows a lost job as failed, not as a progress bar
+    JobRun.objects.filter(pk=old.pk).update(status="running", error="")
+    client.force_login(owner)
+    page = client.get(reverse("studies:normalization", args=["si2024"])).content.decode()
+    assert "<progress" not in page and "lost" in page
