@@ -289,9 +289,10 @@ JOB_TIME_LIMITS: dict[str, int] = {
     "normalization": 6 * 3600 + 120,
     "leakage": 3700,
 }
-"""Celery's hard time limit of each job kind's task, in seconds. A job still queued or
-running this long after it was created (plus a margin for the queue) has lost its worker:
-the worker was killed, or the write that would have finished the row failed."""
+"""Celery's hard time limit of each job kind's task, in seconds. A job still running this
+long after it started (plus a margin) has lost its worker: the worker was killed, or the
+write that would have finished the row failed. A queued job is never taken for lost: with
+one worker it may wait behind a six-hour normalization, and its page says it is waiting."""
 
 JOB_LOST_MARGIN = 600
 
@@ -299,8 +300,8 @@ JOB_LOST_MARGIN = 600
 def job_active(*, study: Study, kind: str) -> JobRun | None:
     """The study's queued or running job of this kind, if one can still be running.
 
-    A job past its kind's hard time limit cannot be: it is marked failed with a message
-    that says so, and None is returned so the caller may start a fresh one."""
+    A job running for longer than its kind's hard time limit cannot be: it is marked
+    failed with a message that says so, and None is returned so a fresh one may start."""
     job = JobRun.objects.filter(
         study=study, kind=kind, status__in=[JobRun.Status.QUEUED, JobRun.Status.RUNNING]
     ).first()
@@ -310,22 +311,22 @@ def job_active(*, study: Study, kind: str) -> JobRun | None:
 
 
 def job_mark_if_lost(*, job: JobRun) -> bool:
-    """Mark a queued or running job failed if it is past its task's time limit.
+    """Mark a running job failed if it started longer ago than its task's time limit.
 
     Returns True when the job was lost (the row then says so); pages that poll a job call
     this so that a lost one stops showing a progress bar."""
-    if not job.is_active:
+    if job.status != JobRun.Status.RUNNING:
         return False
     limit = JOB_TIME_LIMITS.get(job.kind, JOB_TIME_LIMITS["report"]) + JOB_LOST_MARGIN
-    if job.created_at > timezone.now() - timedelta(seconds=limit):
+    if (job.started_at or job.created_at) > timezone.now() - timedelta(seconds=limit):
         return False
     fields = {
         "status": JobRun.Status.FAILED,
         "finished_at": timezone.now(),
         "error": (
-            f"lost: still {job.status} {limit // 60} minutes after it was queued, past the "
-            "task's time limit. Its worker stopped or never took it; check that a Celery "
-            "worker is running."
+            f"lost: still marked running {limit // 60} minutes after it started, past the "
+            "task's time limit. Its worker stopped before it could record the end; start "
+            "it again (and check that a Celery worker is running)."
         ),
     }
     JobRun.objects.filter(pk=job.pk, status=job.status).update(**fields)

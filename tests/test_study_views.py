@@ -116,14 +116,17 @@ def test_a_report_job_past_its_time_limit_is_marked_lost_and_a_new_build_starts(
 
     client.force_login(owner)
     url = reverse("studies:study_report_build", args=["si2024"])
-    fresh = JobRun.objects.create(study=si2024_study, kind="report", status="running")
+    now = timezone.now()
+    fresh = JobRun.objects.create(
+        study=si2024_study, kind="report", status="running", created_at=now, started_at=now
+    )
     client.post(url)
     # a job that may still be running blocks a second build
     assert list(JobRun.objects.filter(study=si2024_study)) == [fresh]
 
     limit = JOB_TIME_LIMITS["report"] + JOB_LOST_MARGIN
-    fresh.created_at = timezone.now() - timedelta(seconds=limit + 5)
-    fresh.save(update_fields=["created_at"])
+    fresh.started_at = now - timedelta(seconds=limit + 5)
+    fresh.save(update_fields=["started_at"])
     client.post(url)
     fresh.refresh_from_db()
     assert fresh.status == JobRun.Status.FAILED
@@ -145,12 +148,14 @@ def test_a_polled_job_past_its_time_limit_stops_polling_and_says_it_was_lost(
     from studies.models import JobRun
 
     client.force_login(owner)
+    two_hours_ago = timezone.now() - timedelta(hours=2)
     job = JobRun.objects.create(
         study=si2024_study,
         kind="report",
         status="running",
         message="drawing plots",
-        created_at=timezone.now() - timedelta(hours=2),
+        created_at=two_hours_ago,
+        started_at=two_hours_ago,
     )
     status = client.get(
         reverse("studies:job_status", args=["si2024", job.pk]), HTTP_HX_REQUEST="true"
@@ -170,16 +175,19 @@ def test_a_lost_normalization_job_does_not_block_a_new_one(client, si2024_study,
     from studies.models import JobRun
     from studies.services import job_active
 
+    now = timezone.now()
     old = JobRun.objects.create(
         study=si2024_study,
         kind="normalization",
-        status="queued",
-        created_at=timezone.now() - timedelta(hours=5),
+        status="running",
+        created_at=now - timedelta(hours=9),
+        started_at=now - timedelta(hours=5),
     )
-    # 5 hours is inside normalization's 6-hour limit: still counted as active
+    # started 5 hours ago, inside normalization's 6-hour limit: still active, however
+    # long it waited in the queue before
     assert job_active(study=si2024_study, kind="normalization") == old
-    old.created_at = timezone.now() - timedelta(hours=7)
-    old.save(update_fields=["created_at"])
+    old.started_at = now - timedelta(hours=7)
+    old.save(update_fields=["started_at"])
     assert job_active(study=si2024_study, kind="normalization") is None
     old.refresh_from_db()
     assert old.status == JobRun.Status.FAILED and old.finished_at is not None
@@ -189,3 +197,27 @@ def test_a_lost_normalization_job_does_not_block_a_new_one(client, si2024_study,
     client.force_login(owner)
     page = client.get(reverse("studies:normalization", args=["si2024"])).content.decode()
     assert "<progress" not in page and "lost" in page
+
+
+@pytest.mark.django_db
+def test_a_queued_job_is_never_taken_for_lost(client, si2024_study, owner):
+    # with one worker a report may wait behind a six-hour normalization
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from studies.models import JobRun
+
+    job = JobRun.objects.create(
+        study=si2024_study,
+        kind="report",
+        status="queued",
+        created_at=timezone.now() - timedelta(hours=8),
+    )
+    client.force_login(owner)
+    client.post(reverse("studies:study_report_build", args=["si2024"]))
+    assert list(JobRun.objects.filter(study=si2024_study)) == [job]
+    page = client.get(reverse("studies:study_report", args=["si2024"])).content.decode()
+    assert "waiting for a worker" in page and "<progress" in page
+    job.refresh_from_db()
+    assert job.status == JobRun.Status.QUEUED
