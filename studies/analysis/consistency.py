@@ -36,8 +36,17 @@ Rows = Literal["all", "unique"]
 
 # Scores closer than this count as tied; far below any gap between means of 1-10 scores.
 _TIE_DECIMALS = 9
-# Rows of the (replicates x units x slots) batch processed at once, to bound memory.
+# Replicates processed at once: at most _CHUNK, and few enough that one (replicates x
+# units) plane holds at most _PLANE numbers. A split batch keeps about a dozen such planes
+# alive, so this bounds its memory near 200 MB however many ideas a study has (at 10,000
+# idea units a 4,096-replicate batch took 1.3 GB). Studies of up to 488 units keep the
+# full 4,096 and so the same random draws as before the cap.
 _CHUNK = 4096
+_PLANE = 2_000_000
+
+
+def _chunk(units: int) -> int:
+    return max(16, min(_CHUNK, _PLANE // max(units, 1)))
 
 
 def score_matrix(df: pd.DataFrame, metric: str, *, rows: Rows = "all") -> pd.DataFrame:
@@ -129,19 +138,25 @@ def split_accuracies(
     P = np.asarray(P, float)
     _check(P, top_fraction)
     slots = P.T[:, None, :]
+    chunk = _chunk(P.shape[0])
     out = [
         _split_batch(
-            np.broadcast_to(slots, (P.shape[1], min(_CHUNK, n_splits - s), P.shape[0])),
+            np.broadcast_to(slots, (P.shape[1], min(chunk, n_splits - s), P.shape[0])),
             rng,
             top_fraction,
         )
-        for s in range(0, n_splits, _CHUNK)
+        for s in range(0, n_splits, chunk)
     ]
     return np.concatenate(out) if out else np.empty(0)
 
 
 def _replicate_means(
-    make: Any, n_reps: int, per_rep: int, rng: np.random.Generator, top_fraction: float
+    make: Any,
+    n_reps: int,
+    per_rep: int,
+    rng: np.random.Generator,
+    top_fraction: float,
+    units: int,
 ) -> np.ndarray:
     """Mean accuracy over `per_rep` splits for each of `n_reps` replicate matrices.
 
@@ -149,7 +164,7 @@ def _replicate_means(
     `per_rep` times.
     """
     means = []
-    reps_per_chunk = max(1, _CHUNK // per_rep)
+    reps_per_chunk = max(1, _chunk(units) // per_rep)
     for s in range(0, n_reps, reps_per_chunk):
         m = min(reps_per_chunk, n_reps - s)
         batch = np.repeat(make(m), per_rep, axis=1)
@@ -204,6 +219,7 @@ def inter_reviewer_consistency(
             splits_per_resample,
             rng,
             top_fraction,
+            n_units,
         )
         ci_low, ci_high = (json_float(v) for v in np.quantile(boot, [tail, 1 - tail]))
 
@@ -218,7 +234,9 @@ def inter_reviewer_consistency(
             out.transpose(1, 0, 2)[:, valid] = shuffled
             return out
 
-        null = _replicate_means(permuted, n_permutations, splits_per_resample, rng, top_fraction)
+        null = _replicate_means(
+            permuted, n_permutations, splits_per_resample, rng, top_fraction, n_units
+        )
         null_mean, null_sd = json_float(null.mean()), json_float(null.std(ddof=1))
         p_value = float((1 + np.sum(null >= observed - 1e-12)) / (1 + n_permutations))
 

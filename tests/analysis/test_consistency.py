@@ -131,3 +131,26 @@ def test_krippendorff_alpha_agrees_with_the_krippendorff_package(si2024_frame):
             for level in ("interval", "ordinal", "nominal"):
                 ref = krippendorff.alpha(reliability_data=data, level_of_measurement=level)
                 assert math.isclose(cons.krippendorff_alpha(df, metric, level), ref, rel_tol=1e-9)
+
+
+def test_large_studies_are_split_in_batches_of_bounded_memory(monkeypatch):
+    # 5,000 idea units: a batch of 4,096 replicates would hold 20M-number planes (1.3 GB
+    # for a 30,000-review study); batches shrink so that one plane stays under _PLANE
+    rng = np.random.default_rng(0)
+    quality = rng.normal(5, 1, 5000)
+    df = _frame([list(np.clip(np.round(q + rng.normal(0, 1, 3)), 1, 10)) for q in quality])
+    planes: list[int] = []
+    split_batch = cons._split_batch
+
+    def recorded(P: np.ndarray, rng: np.random.Generator, top_fraction: float) -> np.ndarray:
+        planes.append(P.shape[1] * P.shape[2])
+        return split_batch(P, rng, top_fraction)
+
+    monkeypatch.setattr(cons, "_split_batch", recorded)
+    res = cons.inter_reviewer_consistency(
+        df, n_splits=1000, n_bootstrap=40, n_permutations=40, splits_per_resample=10
+    )
+    assert max(planes) <= cons._PLANE
+    assert sum(planes) == (1000 + 40 * 10 + 40 * 10) * 5000  # every replicate, once
+    assert res["n_units"] == 5000 and 0.6 < res["balanced_accuracy"] < 0.9
+    assert res["p_value"] == pytest.approx(1 / 41)
