@@ -66,14 +66,13 @@ def parse_formula(formula: str) -> tuple[str, str, list[str]]:
 def fit_formula(
     formula: str,
     data: pd.DataFrame,
-    *,
-    reml: bool = True,
-    n_starts: int = 3,
-    seed: int = 0,
-    backend: str = "auto",
-    satterthwaite: bool = True,
+    **options: Any,
 ) -> LMMFit:
-    """Fit an lme4-style random-intercept formula to ``data`` (see the module docstring)."""
+    """Fit an lme4-style random-intercept formula to ``data`` (see the module docstring).
+
+    ``options`` go to :func:`~studies.analysis.lmm_sparse.fit_lmm` unchanged (``reml``,
+    ``n_starts``, ``seed``, ``backend``, ``satterthwaite``), with its defaults, so the two
+    front ends cannot drift apart."""
     import formulaic  # heavy import, only needed here
 
     response, fixed, groups = parse_formula(formula)
@@ -107,9 +106,5 @@ def fit_formula(
         np.asarray(X, dtype=float),
         group_labels,
         fixed_names=names,
-        reml=reml,
-        n_starts=n_starts,
-        seed=seed,
-        backend=backend,
-        satterthwaite=satterthwaite,
+        **options,
     )

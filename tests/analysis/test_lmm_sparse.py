@@ -361,17 +361,25 @@ def test_extra_starts_explored_on_a_subsample_agree_with_the_full_fit(
     np.testing.assert_allclose(explored.coef, plain.coef, atol=1e-6)
 
 
-def test_a_single_start_on_a_large_study_is_piloted_on_a_subsample(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    df = simulate_crossed(n_ideas=600, n_reviewers=200, n_topics=5, seed=24)
+def _piloted_and_plain(monkeypatch: pytest.MonkeyPatch, seed: int) -> tuple[Any, Any]:
+    """One start on a 600-idea design, fitted as a large study (subsample pilot, then the
+    full data) and as a small one; the fits must agree."""
+    df = simulate_crossed(n_ideas=600, n_reviewers=200, n_topics=5, seed=seed)
     plain = _crossed_fit(df, "auto", n_starts=1)
-    monkeypatch.setattr(lmm_sparse, "EXPLORE_MIN_ROWS", 1000)
-    piloted = _crossed_fit(df, "auto", n_starts=1)
+    with monkeypatch.context() as m:
+        m.setattr(lmm_sparse, "EXPLORE_MIN_ROWS", 1000)
+        piloted = _crossed_fit(df, "auto", n_starts=1)
     assert [s.stage for s in piloted.starts] == ["subsample, then full data"]
     assert piloted.starts[0].converged
     assert piloted.loglik == pytest.approx(plain.loglik, abs=1e-6)
     np.testing.assert_allclose(piloted.coef, plain.coef, atol=1e-6)
+    return piloted, plain
+
+
+def test_a_single_start_on_a_large_study_is_piloted_on_a_subsample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _piloted_and_plain(monkeypatch, seed=24)
 
 
 def _dense_reml_deviance(
@@ -473,9 +481,6 @@ def test_the_profiled_factor_and_start_stages_are_reported() -> None:
 def test_when_newton_gives_up_cobyqa_finishes_the_piloted_fit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    df = simulate_crossed(n_ideas=600, n_reviewers=200, n_topics=5, seed=25)
-    plain = _crossed_fit(df, "auto", n_starts=1)
-    monkeypatch.setattr(lmm_sparse, "EXPLORE_MIN_ROWS", 1000)
     real_newton = lmm_sparse._newton
 
     def failing(f: Any, x0: np.ndarray, max_iter: int = 6) -> Any:
@@ -483,11 +488,8 @@ def test_when_newton_gives_up_cobyqa_finishes_the_piloted_fit(
         return x, fx, False, "Newton: not converged in 1 rounds"
 
     monkeypatch.setattr(lmm_sparse, "_newton", failing)
-    fit = _crossed_fit(df, "auto", n_starts=1)
-    assert fit.starts[0].converged
-    assert "Newton" not in fit.starts[0].message  # COBYQA's message: it took over
-    assert fit.loglik == pytest.approx(plain.loglik, abs=1e-6)
-    np.testing.assert_allclose(fit.coef, plain.coef, atol=1e-6)
+    piloted, _ = _piloted_and_plain(monkeypatch, seed=25)
+    assert "Newton" not in piloted.starts[0].message  # COBYQA's message: it took over
 
 
 def test_hybrid_factor_splits_an_independent_core_into_dense_blocks() -> None:
