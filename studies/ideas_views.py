@@ -44,7 +44,7 @@ from .protocol.normalization import (
     word_diff,
 )
 from .protocol.template import SECTIONS
-from .services import job_mark_if_lost
+from .services import job_latest, job_mark_if_lost
 from .views import get_study_for_owner
 
 HEADINGS = {s.key: s.heading for s in SECTIONS}
@@ -381,14 +381,6 @@ def ideas_job_status(request: HttpRequest, slug: str, job_id: int) -> HttpRespon
     return response
 
 
-def _latest_job(study: Any, kind: str) -> JobRun | None:
-    """The study's newest job of this kind, marked failed first if it was lost."""
-    job = JobRun.objects.filter(study=study, kind=kind).first()
-    if job is not None:
-        job_mark_if_lost(job=job)
-    return job
-
-
 # --------------------------------------------------------------------------- duplicates
 
 
@@ -396,7 +388,7 @@ def _latest_job(study: Any, kind: str) -> JobRun | None:
 @require_GET
 def duplicates(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_owner(request, slug)
-    job = _latest_job(study, ideaprep.DUPLICATES_JOB)
+    job = job_latest(study=study, kind=ideaprep.DUPLICATES_JOB)
     done = JobRun.objects.filter(study=study, kind=ideaprep.DUPLICATES_JOB, status="done").first()
     pairs = []
     if done is not None:
@@ -446,7 +438,7 @@ def duplicates_run(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def normalization(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_owner(request, slug)
-    job = _latest_job(study, ideaprep.NORMALIZATION_JOB)
+    job = job_latest(study=study, kind=ideaprep.NORMALIZATION_JOB)
     return render(
         request,
         "studies/ideas/normalization.html",
@@ -618,7 +610,7 @@ def leakage(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, f"Export {export.pk} made from {len(export.key)} text(s).")
         return redirect("studies:leakage", study.slug)
-    job = _latest_job(study, ideaprep.LEAKAGE_JOB)
+    job = job_latest(study=study, kind=ideaprep.LEAKAGE_JOB)
     if is_htmx(request) and request.GET.get("fragment") == "job":
         response = render(request, "studies/ideas/leakage.html#job", {"study": study, "job": job})
         if job is None or not job.is_active:

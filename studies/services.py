@@ -310,6 +310,15 @@ def job_active(*, study: Study, kind: str) -> JobRun | None:
     return job
 
 
+def job_latest(*, study: Study, kind: str) -> JobRun | None:
+    """The study's newest job of this kind, for a page to show; marked failed first if it
+    was lost, so the page does not poll a job no worker will finish."""
+    job = JobRun.objects.filter(study=study, kind=kind).first()
+    if job is not None:
+        job_mark_if_lost(job=job)
+    return job
+
+
 def job_mark_if_lost(*, job: JobRun) -> bool:
     """Mark a running job failed if it started longer ago than its task's time limit.
 

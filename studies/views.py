@@ -17,7 +17,7 @@ from .http import is_htmx
 from .importers import ImportFailed, format_quality_summary
 from .models import ImportBatch, JobRun, Study, StudyReport
 from .overview import next_step, study_steps
-from .services import job_active, job_mark_if_lost, reviews_import, reviews_parse
+from .services import job_active, job_latest, job_mark_if_lost, reviews_import, reviews_parse
 from .tasks import report_enqueue
 
 REPORT_FILES = {
@@ -127,9 +127,7 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
 def study_report(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_owner(request, slug)
     report = StudyReport.objects.filter(study=study).first()
-    job = JobRun.objects.filter(study=study, kind="report").first()
-    if job is not None:
-        job_mark_if_lost(job=job)
+    job = job_latest(study=study, kind="report")
     html = ""
     if report is not None:
         path = Path(report.directory) / "report.html"
