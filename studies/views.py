@@ -71,7 +71,7 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
         {
             "study": study,
             "batch": batch,
-            "quality_lines": format_quality_summary(batch.summary) if batch else [],
+            "quality_lines": _import_lines(batch),
             "conditions": conditions,
             "topics": study.topics.all(),
             "n_ideas": study.ideas.count(),
@@ -82,6 +82,21 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "next_step": next_step(steps),
         },
     )
+
+
+def _import_lines(batch: ImportBatch | None) -> list[str]:
+    """The last import's summary as lines; idea imports keep a shorter summary than reviews."""
+    if batch is None:
+        return []
+    if batch.kind == "ideas":
+        s = batch.summary
+        return [
+            f"ideas imported: {s.get('ideas', 0)}",
+            f"  rows with problems skipped: {s.get('skipped_rows', 0)}",
+            f"  ideas missing sections: {s.get('incomplete', 0)}",
+            *(f"  {line}" for line in s.get("errors", [])[:20]),
+        ]
+    return format_quality_summary(batch.summary)
 
 
 @login_required

@@ -255,3 +255,11 @@ def test_import_ideas_command_creates_topics_and_conditions_it_is_given(db, owne
     )  # fmt: skip
     idea = Idea.objects.get()
     assert idea.topic.name == "Math" and idea.memberships.get().condition.kind == "ai"
+
+
+@pytest.mark.django_db
+def test_the_study_page_shows_an_idea_import_summary(study, owner_client):
+    upload(owner_client, "ideas.csv", csv_bytes([BAD_BATCH[0]]))
+    page = owner_client.get(reverse("studies:study_detail", args=["prep"]))
+    assert page.status_code == 200
+    assert "ideas imported: 1" in page.content.decode()
