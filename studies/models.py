@@ -42,6 +42,13 @@ class ReviewForm(models.Model):
         return self.studies.filter(reviews__isnull=False).exists()  # type: ignore[attr-defined]
 
 
+class TopicChoiceUse(models.TextChoices):
+    """How the assignment treats a reviewer's two ranked topics."""
+
+    EQUAL = "equal", "Both choices equally, at random (as in Si et al.)"
+    FIRST_PREFERRED = "first", "First choice preferred"
+
+
 class Study(models.Model):
     class Status(models.TextChoices):
         DRAFT = "draft", "Draft"
@@ -79,16 +86,84 @@ class Study(models.Model):
     )
     topic_mismatch_reason = models.TextField(blank=True)
     topic_mismatch_reason_at = models.DateTimeField(null=True, blank=True)
+    topic_choice_use = models.CharField(
+        max_length=8,
+        choices=TopicChoiceUse.choices,
+        default=TopicChoiceUse.FIRST_PREFERRED,
+        help_text="How the assignment uses each reviewer's two chosen topics.",
+    )
+    # Empty keeps the review form's own minimum.
+    rationale_min_words = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Words each rationale needs; empty: the form's minimum."
+    )
+    # Payments (Si et al. paid $25 per review, $300 per idea and $1,000 to each of the top 5).
+    payment_currency = models.CharField(max_length=3, default="USD")
+    payment_per_review = models.DecimalField(
+        max_digits=10, decimal_places=2, default=0, help_text="Paid per accepted review."
+    )
+    payment_per_idea = models.DecimalField(
+        max_digits=10, decimal_places=2, default=0, help_text="Paid to an idea's author."
+    )
+    payment_bonus = models.DecimalField(
+        max_digits=10, decimal_places=2, default=0, help_text="Bonus to each top-k idea's author."
+    )
+    payment_bonus_top_k = models.PositiveSmallIntegerField(
+        default=0, help_text="How many ideas (by mean overall score) get the bonus."
+    )
 
     class Meta:
         ordering = ["-created_at"]
         verbose_name_plural = "studies"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(min_load__gte=1, min_load__lte=models.F("max_load")),
+                name="study_load_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    min_reviews_per_idea__gte=1,
+                    min_reviews_per_idea__lte=models.F("max_reviews_per_idea"),
+                ),
+                name="study_reviews_per_idea_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(invitation_days__gte=1), name="study_invitation_days_positive"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(rationale_min_words__isnull=True)
+                | models.Q(rationale_min_words__lte=2000),
+                name="study_rationale_min_words_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    payment_per_review__gte=0, payment_per_idea__gte=0, payment_bonus__gte=0
+                ),
+                name="study_payments_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(topic_choice_use__in=[c[0] for c in TopicChoiceUse.choices]),
+                name="study_topic_choice_use_valid",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title
 
     def is_owned_by(self, user: Any) -> bool:
         return bool(user.is_authenticated and user.pk == self.owner_id)
+
+    def role_of(self, user: Any) -> str:
+        """The user's role in this study ("owner", "editor", "viewer"), "" for none."""
+        if not getattr(user, "is_authenticated", False):
+            return ""
+        member = self.members.filter(user_id=user.pk).first()  # type: ignore[attr-defined]
+        return member.role if member else ""
+
+    def rationale_minimum(self) -> int:
+        """Words a rationale needs: the study's setting, else the review form's."""
+        if self.rationale_min_words is not None:
+            return self.rationale_min_words
+        return self.form_definition().min_rationale_words
 
     def form_definition(self) -> FormDefinition:
         return self.review_form.as_definition()
@@ -108,6 +183,50 @@ class Study(models.Model):
 
     def load_choices(self) -> list[int]:
         return list(range(self.min_load, self.max_load + 1))
+
+
+class StudyMember(models.Model):
+    """A researcher on a study's team. Owners manage roles and may close or delete the
+    study; editors run it; viewers read. `Study.owner` stays the creator."""
+
+    class Role(models.TextChoices):
+        OWNER = "owner", "Owner"
+        EDITOR = "editor", "Editor"
+        VIEWER = "viewer", "Viewer"
+
+    # Higher rank may do everything a lower one may.
+    RANK = {Role.VIEWER: 1, Role.EDITOR: 2, Role.OWNER: 3}
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="members")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="study_memberships"
+    )
+    role = models.CharField(max_length=8, choices=Role.choices)
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    added_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "user"], name="unique_study_member"),
+            models.CheckConstraint(
+                condition=models.Q(role__in=["owner", "editor", "viewer"]),
+                name="study_member_role_valid",
+            ),
+        ]
+        ordering = ["study", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.role}) on {self.study_id}"
+
+    @classmethod
+    def role_at_least(cls, role: str, needed: str) -> bool:
+        return cls.RANK.get(role, 0) >= cls.RANK[needed]  # type: ignore[index]
 
 
 class Topic(models.Model):

@@ -25,6 +25,7 @@ from .models import (
     ReviewForm,
     ReviewScore,
     Study,
+    StudyMember,
     Topic,
 )
 from .protocol.forms import DEFAULT_FORM, FormDefinition
@@ -74,6 +75,7 @@ def study_create(
             review_form=review_form_ensure(definition=form),
             baseline_condition=baseline_condition,
         )
+        StudyMember.objects.create(study=study, user=owner, role=StudyMember.Role.OWNER)
         audit(study=study, actor=owner, verb="study_created", slug=slug)
     return study
 

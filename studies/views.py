@@ -7,6 +7,7 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -15,7 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from .forms import ReviewImportForm
 from .http import is_htmx
 from .importers import ImportFailed, format_quality_summary
-from .models import ImportBatch, JobRun, Study, StudyReport
+from .models import ImportBatch, JobRun, Study, StudyMember, StudyReport
 from .overview import next_step, study_steps
 from .services import job_active, job_latest, job_mark_if_lost, reviews_import, reviews_parse
 from .tasks import report_enqueue
@@ -41,17 +42,34 @@ def _user_id(request: HttpRequest) -> int:
     return int(request.user.pk or 0)
 
 
-def get_study_for_owner(request: HttpRequest, slug: str) -> Study:
-    """404, not 403, for studies that are not yours: their existence is not disclosed."""
-    return get_object_or_404(
-        Study.objects.select_related("review_form"), slug=slug, owner_id=_user_id(request)
+def get_study_for_member(request: HttpRequest, slug: str, *, role: str) -> Study:
+    """The study if the user is on its team with at least `role` (viewer < editor < owner).
+
+    404, not 403, for studies whose team you are not on: their existence is not
+    disclosed. A member whose role is too low gets 403: they know the study exists.
+    The member's role is left on the study as `member_role` for the templates.
+    """
+    study = get_object_or_404(
+        Study.objects.select_related("review_form"),
+        slug=slug,
+        members__user_id=_user_id(request),
     )
+    member_role = study.role_of(request.user)
+    if not StudyMember.role_at_least(member_role, role):
+        raise PermissionDenied(f"This needs the {role} role on the study; you are {member_role}.")
+    study.member_role = member_role  # type: ignore[attr-defined]
+    return study
+
+
+def get_study_for_owner(request: HttpRequest, slug: str) -> Study:
+    """The study if the user is one of its owners (roles, closing, deleting)."""
+    return get_study_for_member(request, slug, role=StudyMember.Role.OWNER)
 
 
 @login_required
 @require_GET
 def study_list(request: HttpRequest) -> HttpResponse:
-    studies = Study.objects.filter(owner_id=_user_id(request)).order_by("-created_at")
+    studies = Study.objects.filter(members__user_id=_user_id(request)).order_by("-created_at")
     return render(request, "studies/study_list.html", {"studies": studies})
 
 

@@ -1,0 +1,65 @@
+"""Study parameters' database rules and the study team (memberships and roles)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+
+from studies.models import Study, StudyMember
+from studies.services import study_create
+
+
+@pytest.fixture
+def study(db, owner):
+    return study_create(owner=owner, slug="team", title="Team study")
+
+
+@pytest.mark.django_db
+def test_creating_a_study_makes_its_creator_an_owner_member(study, owner):
+    member = StudyMember.objects.get(study=study)
+    assert member.user == owner and member.role == "owner"
+    assert study.role_of(owner) == "owner"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"min_load": 5, "max_load": 4},
+        {"min_load": 0},
+        {"min_reviews_per_idea": 5, "max_reviews_per_idea": 4},
+        {"min_reviews_per_idea": 0},
+        {"invitation_days": 0},
+        {"payment_per_review": -1},
+        {"payment_bonus": -5},
+        {"topic_choice_use": "third"},
+    ],
+)
+def test_the_database_refuses_inconsistent_study_parameters(study, fields):
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Study.objects.filter(pk=study.pk).update(**fields)
+
+
+@pytest.mark.django_db
+def test_a_user_is_a_member_of_a_study_once(study, owner):
+    with pytest.raises(IntegrityError), transaction.atomic():
+        StudyMember.objects.create(study=study, user=owner, role="viewer")
+
+
+@pytest.mark.django_db
+def test_a_second_owner_opens_the_study_like_its_creator(client, study):
+    co = get_user_model().objects.create_user("co-owner", password="x-pass-123")
+    StudyMember.objects.create(study=study, user=co, role="owner")
+    client.force_login(co)
+    assert client.get(reverse("studies:study_detail", args=[study.slug])).status_code == 200
+    listing = client.get(reverse("studies:study_list")).content.decode()
+    assert "Team study" in listing
+
+
+@pytest.mark.django_db
+def test_a_rationale_minimum_on_the_study_overrides_the_forms(study):
+    assert study.rationale_minimum() == study.form_definition().min_rationale_words
+    study.rationale_min_words = 40
+    assert study.rationale_minimum() == 40
