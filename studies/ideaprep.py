@@ -1001,6 +1001,64 @@ def signoff_queue(study: Study) -> list[int]:
     return [i.pk for i in sorted(ideas, key=lambda i: (not i.normalization_flags, i.pk))]
 
 
+def signoff_passed(study: Study) -> list[Idea]:
+    """Ideas whose current rewrite waits for a decision and passed every automatic check
+    (the checks ran and none failed), in import order: what "approve all" approves."""
+    results = NormalizationResult.objects.filter(status=NormalizationResult.Status.PROPOSED)
+    ideas = (
+        study_ideas(study)
+        .filter(normalization_status=Idea.NormalizationStatus.PROPOSED)
+        .select_related("topic")
+        .prefetch_related(
+            Prefetch("normalization_results", queryset=results, to_attr="proposed"),
+            "memberships",
+        )
+        .order_by("pk")
+    )
+    return [
+        i
+        for i in ideas
+        if not i.normalization_flags
+        and i.proposed  # type: ignore[attr-defined]
+        and all(r.checks and not r.failed_checks for r in i.proposed)  # type: ignore[attr-defined]
+    ]
+
+
+def signoff_token(ideas: Iterable[Idea]) -> str:
+    """A digest of exactly which ideas the owner was shown, so the confirmation approves
+    those and nothing that changed (a re-run, a new flag) after the page was drawn."""
+    ids = ",".join(str(pk) for pk in sorted(i.pk for i in ideas))
+    return hashlib.sha256(ids.encode()).hexdigest()[:32]
+
+
+def normalization_approve_passed(*, study: Study, actor: Any, token: str) -> list[Idea]:
+    """Approve, in one go, every rewrite that passed every check (see `signoff_passed`).
+
+    `token` is `signoff_token` of the list the owner confirmed; if the list has changed
+    since, nothing is approved. Each idea gets its own approval audit event as with a
+    single sign-off, and one event records the bulk decision."""
+    with transaction.atomic():
+        Study.objects.select_for_update().get(pk=study.pk)
+        ideas = signoff_passed(study)
+        if not ideas:
+            raise PreparationError("no rewrite waiting for sign-off passed every check")
+        if token != signoff_token(ideas):
+            raise PreparationError(
+                f"the list changed since you looked (now {len(ideas)} idea(s)): check it "
+                "again before approving"
+            )
+        for idea in ideas:
+            normalization_approve(idea=idea, actor=actor)
+        audit(
+            study=study,
+            actor=actor,
+            verb="normalization_approved_passed",
+            n=len(ideas),
+            ideas=[i.pk for i in ideas],
+        )
+    return ideas
+
+
 def normalization_overview(study: Study) -> dict[str, Any]:
     ideas = list(
         study_ideas(study)

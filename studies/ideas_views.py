@@ -450,6 +450,7 @@ def normalization(request: HttpRequest, slug: str) -> HttpResponse:
             "create_form": ConfigCreateForm(),
             "overview": ideaprep.normalization_overview(study),
             "queue": ideaprep.signoff_queue(study),
+            "n_passed": len(ideaprep.signoff_passed(study)),
             "prompt_version": NORMALIZATION_PROMPT_VERSION,
             "prompt_hash": prompt_sha256(NORMALIZATION_PROMPT),
             "prompt": NORMALIZATION_PROMPT,
@@ -570,6 +571,45 @@ def idea_decide(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
     if queue:
         return redirect("studies:idea_signoff", study.slug, queue[0])
     return redirect("studies:normalization", study.slug)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def signoff_approve_passed(request: HttpRequest, slug: str) -> HttpResponse:
+    """Approve every rewrite that passed every check, after a confirmation page that
+    lists them; the POST approves exactly the list that page showed."""
+    study = get_study_for_owner(request, slug)
+    if request.method == "POST":
+        if request.POST.get("confirm") != "yes":
+            messages.error(request, "Tick the box to confirm the approval.")
+            return redirect("studies:signoff_approve_passed", study.slug)
+        try:
+            approved = ideaprep.normalization_approve_passed(
+                study=study, actor=request.user, token=request.POST.get("token", "")
+            )
+        except ideaprep.PreparationError as exc:
+            messages.error(request, str(exc))
+            return redirect("studies:signoff_approve_passed", study.slug)
+        messages.success(request, f"Approved {len(approved)} rewrite(s) that passed every check.")
+        return redirect("studies:normalization", study.slug)
+    ideas = ideaprep.signoff_passed(study)
+    rows = [
+        {
+            "label": next((m.external_id for m in i.memberships.all()), "") or f"idea {n}",
+            "idea": i,
+        }
+        for n, i in enumerate(ideas, start=1)
+    ]
+    return render(
+        request,
+        "studies/ideas/approve_passed.html",
+        {
+            "study": study,
+            "rows": rows,
+            "token": ideaprep.signoff_token(ideas),
+            "waiting": len(ideaprep.signoff_queue(study)),
+        },
+    )
 
 
 # --------------------------------------------------------------------------- leakage export

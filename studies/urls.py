@@ -132,6 +132,11 @@ urlpatterns = [
         ideas_views.idea_include_view,
         name="idea_include",
     ),
+    path(
+        "<slug:slug>/ideas/normalization/approve-passed/",
+        ideas_views.signoff_approve_passed,
+        name="signoff_approve_passed",
+    ),
     path("<slug:slug>/ideas/<int:idea_id>/signoff/", ideas_views.idea_signoff, name="idea_signoff"),
     path(
         "<slug:slug>/ideas/<int:idea_id>/signoff/decide/",
