@@ -509,6 +509,7 @@ def assignment_plan(
         max_reviews=study.max_reviews_per_idea,
         seed=seed,
         time_limit=float(getattr(settings, "IDEAREVIEW_ASSIGNMENT_TIME_LIMIT", 120)),
+        topic_choice=study.topic_choice_use,
     )
     inputs = solver.AssignmentInputs(
         ideas=tuple(solver_ideas),
@@ -528,6 +529,7 @@ def assignment_plan(
                 "fixed": sorted(fixed),
                 "conditions": conditions,
                 "reviews": [params.min_reviews, params.max_reviews],
+                "topic_choice": params.topic_choice,
             },
             sort_keys=True,
             default=list,

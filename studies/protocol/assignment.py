@@ -50,6 +50,7 @@ from .institutions import institution_keys
 HUMAN = "human"
 AI = "ai"
 KINDS = (HUMAN, AI)
+TOPIC_CHOICES = ("first", "equal")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -111,6 +112,11 @@ class Parameters:
     balance: str = "best"
     # Cost per review of a topic ranked k-th by the reviewer (first choice costs 0).
     topic_rank_weight: int = 1
+    # How a reviewer's ranked topics are used: "first" prefers the first choice (the
+    # weight above); "equal" treats them alike, so which topic each review comes from is
+    # left to the seeded random tie-break, as in Si et al. (about half from each when the
+    # topics' capacity allows).
+    topic_choice: str = "first"
     # The k-th review of an idea beyond `min_reviews` costs k × this: review counts even out.
     evenness_weight: int = 1
     seed: int | None = None
@@ -121,6 +127,13 @@ class Parameters:
             raise ValueError("need 0 ≤ min_reviews ≤ max_reviews")
         if self.balance not in ("best", "strict"):
             raise ValueError("balance must be 'best' or 'strict'")
+        if self.topic_choice not in TOPIC_CHOICES:
+            raise ValueError(f"topic_choice must be one of {', '.join(TOPIC_CHOICES)}")
+
+    @property
+    def rank_weight(self) -> int:
+        """The cost per rank step actually used: none when both choices count alike."""
+        return self.topic_rank_weight if self.topic_choice == "first" else 0
 
 
 @dataclass(frozen=True)
@@ -799,7 +812,7 @@ def _build(
             hi = cap if rank is not None else f
             cost = 0.0
             if mode == "solve":
-                cost = params.topic_rank_weight * (rank or 0) + noise_scale * rng.random()
+                cost = params.rank_weight * (rank or 0) + noise_scale * rng.random()
             col = p.var(cost=cost, lb=f, ub=max(hi, f), integer=True)
             a[(r, g)] = col
             by_group[g].append(r)
@@ -942,7 +955,7 @@ def _build(
                 p.row(rc, cf, need_outside, math.inf)
 
     cost_bound += (
-        params.topic_rank_weight
+        params.rank_weight
         * total_max
         * max((len(reviewers[r].topics) for r in prep.active), default=1)
     )
@@ -1121,7 +1134,7 @@ def _build_patterns(
         first = len(p.cost)
         cols = []
         for pat in patterns:
-            cost = params.topic_rank_weight * sum(
+            cost = params.rank_weight * sum(
                 (rank or 0) * v for (_, rank, _, _), v in zip(entries, pat, strict=True)
             )
             cost_bound = max(cost_bound, cost)
@@ -1740,7 +1753,7 @@ def solve_assignment(inputs: AssignmentInputs) -> AssignmentResult:
         for k in (max(0, n - params.min_reviews) for n in result["idea_review_counts"].values())
     )
     rank_cost = sum(
-        params.topic_rank_weight * (int(k) - 1) * n for k, n in rank_hist.items() if k != "fixed"
+        params.rank_weight * (int(k) - 1) * n for k, n in rank_hist.items() if k != "fixed"
     )
     if balance_excess:
         notes.append(
@@ -1759,6 +1772,7 @@ def solve_assignment(inputs: AssignmentInputs) -> AssignmentResult:
             default=0,
         ),
         "mip_gap": float(getattr(res, "mip_gap", 0.0) or 0.0),
+        "first_choice_share": first_choice_share(inputs, pairs),
     }
     return AssignmentResult(
         status=status,
@@ -1779,6 +1793,22 @@ def diagnose(inputs: AssignmentInputs) -> list[Problem]:
     """Plain-word reasons why the rules cannot all hold ([] when they can)."""
     result = solve_assignment(inputs)
     return list(result.problems)
+
+
+def first_choice_share(inputs: AssignmentInputs, pairs: Iterable[tuple[str, str]]) -> float | None:
+    """Of the new reviews by reviewers who chose two or more topics, the share from their
+    first choice (None when there are none): about 0.5 under topic_choice="equal"."""
+    topics = {rev.id: tuple(dict.fromkeys(rev.topics)) for rev in inputs.reviewers}
+    topic_of = {idea.id: idea.topic for idea in inputs.ideas}
+    fixed = set(inputs.fixed)
+    first = total = 0
+    for rid, iid in pairs:
+        ranked = topics.get(rid, ())
+        if len(ranked) < 2 or (rid, iid) in fixed or topic_of.get(iid) not in ranked:
+            continue
+        total += 1
+        first += topic_of[iid] == ranked[0]
+    return first / total if total else None
 
 
 def _spread(counts: Mapping[str, int], avail: Sequence[str]) -> int:

@@ -197,3 +197,46 @@ def test_restricted_stages_reach_the_full_programs_optimum(seed):
     full = model.program.solve(300.0, 1e-6, presolve=False)
     # Real terms are integers and the tie-break noise sums to < 0.45.
     assert math.floor(result.objective["value"]) == math.floor(full.fun)
+
+
+def _first_choice_counts(inputs, result):
+    """(first-choice reviews, all reviews) of reviewers who chose two topics, counted
+    from the pairs alone."""
+    reviewers = {r.id: r for r in inputs.reviewers}
+    topic_of = {i.id: i.topic for i in inputs.ideas}
+    first = total = 0
+    for rid, iid in result.pairs:
+        topics = reviewers[rid].topics
+        if len(topics) == 2:
+            total += 1
+            first += topic_of[iid] == topics[0]
+    return first, total
+
+
+def test_equal_topic_choice_draws_about_half_the_reviews_from_each_choice():
+    first = total = 0
+    for seed in (0, 1, 2):
+        inputs = synthetic_inputs(
+            1.0, seed=seed, params=Parameters(seed=seed, topic_choice="equal")
+        )
+        result = solve_assignment(inputs)
+        assert result.feasible and check_rules(result, inputs) == []
+        f, t = _first_choice_counts(inputs, result)
+        assert result.objective["first_choice_share"] == pytest.approx(f / t)
+        first, total = first + f, total + t
+    # Binomial(841, 0.5) has a standard deviation of 1.7 %: 0.45-0.55 is three of them.
+    assert total > 800
+    assert 0.45 <= first / total <= 0.55
+
+
+def test_first_topic_choice_preferred_puts_most_reviews_in_the_first_choice():
+    for seed in (0, 1):
+        inputs = synthetic_inputs(1.0, seed=seed, params=Parameters(seed=seed))
+        result = solve_assignment(inputs)
+        f, t = _first_choice_counts(inputs, result)
+        assert f / t > 0.85
+
+
+def test_unknown_topic_choice_is_refused():
+    with pytest.raises(ValueError, match="topic_choice"):
+        Parameters(topic_choice="second")
