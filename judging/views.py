@@ -1,7 +1,7 @@
 """The owner's LLM-judge pages: judges, runs with live progress, results, the corpus.
 
-Every view starts with `get_study_for_owner` (404 for what is not yours); a run is
-looked up inside the owner's study, so a run id of another study is a 404 too.
+Every view starts with `get_study_for_member` and the role it needs (404 for what is not
+yours); a run is looked up inside the study, so a run id of another study is a 404 too.
 Reviewers never own a study, so none of this is reachable for them.
 """
 
@@ -20,7 +20,7 @@ from django_htmx.http import HttpResponseClientRefresh
 
 from studies.http import is_htmx
 from studies.models import Study
-from studies.views import get_study_for_owner
+from studies.views import EDITOR, VIEWER, get_study_for_member, role_by_method
 
 from .corpus import CorpusImportError, reference_corpora_for, reference_corpus_import
 from .forms import CorpusUploadForm, JudgeConfigForm, JudgeRunForm
@@ -39,8 +39,10 @@ from .services import (
 from .tasks import judge_run_enqueue
 
 
-def get_run_for_owner(request: HttpRequest, slug: str, run_id: int) -> tuple[Study, JudgeRun]:
-    study = get_study_for_owner(request, slug)
+def get_run_for_member(
+    request: HttpRequest, slug: str, run_id: int, *, role: str
+) -> tuple[Study, JudgeRun]:
+    study = get_study_for_member(request, slug, role=role)
     run = get_object_or_404(JudgeRun.objects.select_related("config"), pk=run_id, study=study)
     return study, run
 
@@ -59,7 +61,7 @@ def _configs(request: HttpRequest) -> list[dict[str, Any]]:
 @login_required
 @require_GET
 def judging_home(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=VIEWER)
     runs = JudgeRun.objects.filter(study=study).select_related("config")
     return render(
         request,
@@ -76,7 +78,7 @@ def judging_home(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def judge_config_new(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=role_by_method(request))
     form = JudgeConfigForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         config = judge_config_create(actor=request.user, **form.cleaned_data)
@@ -92,7 +94,7 @@ def judge_config_new(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def judge_run_new(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=role_by_method(request))
     configs = judge_configs_for(request.user).filter(is_baseline=False)
     initial = {"method": request.GET.get("method", JudgeRun.Method.PAIRWISE)}
     form = JudgeRunForm(request.POST or None, configs=configs, initial=initial)
@@ -133,7 +135,7 @@ def judge_run_new(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def judge_run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
-    study, run = get_run_for_owner(request, slug, run_id)
+    study, run = get_run_for_member(request, slug, run_id, role=VIEWER)
     stale = run.heartbeat_at is None or run.heartbeat_at < timezone.now() - STALE_AFTER
     context: dict[str, Any] = {
         "study": study,
@@ -154,7 +156,7 @@ def judge_run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpRespon
 @login_required
 @require_POST
 def judge_run_cancel_view(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
-    study, run = get_run_for_owner(request, slug, run_id)
+    study, run = get_run_for_member(request, slug, run_id, role=EDITOR)
     if run.is_active:
         run = judge_run_cancel(run=run)
         messages.success(
@@ -171,7 +173,7 @@ def judge_run_cancel_view(request: HttpRequest, slug: str, run_id: int) -> HttpR
 @login_required
 @require_POST
 def judge_run_resume_view(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
-    study, run = get_run_for_owner(request, slug, run_id)
+    study, run = get_run_for_member(request, slug, run_id, role=EDITOR)
     try:
         judge_run_resume(run=run)
     except JudgeRunRefused as exc:
@@ -184,7 +186,7 @@ def judge_run_resume_view(request: HttpRequest, slug: str, run_id: int) -> HttpR
 @login_required
 @require_http_methods(["GET", "POST"])
 def reference_corpora(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=role_by_method(request))
     form = CorpusUploadForm(request.POST or None, request.FILES or None)
     errors: list[str] = []
     if request.method == "POST" and form.is_valid():

@@ -45,13 +45,15 @@ from .protocol.normalization import (
 )
 from .protocol.template import SECTIONS
 from .services import job_latest, job_mark_if_lost
-from .views import get_study_for_owner
+from .views import EDITOR, VIEWER, get_study_for_member, role_by_method
 
 HEADINGS = {s.key: s.heading for s in SECTIONS}
 
 
-def get_idea_for_owner(request: HttpRequest, slug: str, idea_id: int) -> tuple[Study, Idea]:
-    study = get_study_for_owner(request, slug)
+def get_idea_for_member(
+    request: HttpRequest, slug: str, idea_id: int, *, role: str
+) -> tuple[Study, Idea]:
+    study = get_study_for_member(request, slug, role=role)
     idea = get_object_or_404(Idea.objects.select_related("topic", "study"), pk=idea_id, study=study)
     return study, idea
 
@@ -83,7 +85,7 @@ def _ideas_qs(study: Study):  # type: ignore[no-untyped-def]
 @login_required
 @require_GET
 def ideas_list(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=VIEWER)
     rows = [_row(i) for i in _ideas_qs(study)]
     return render(
         request,
@@ -99,7 +101,7 @@ def ideas_list(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def idea_row(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
-    study, idea = get_idea_for_owner(request, slug, idea_id)
+    study, idea = get_idea_for_member(request, slug, idea_id, role=VIEWER)
     if not is_htmx(request):
         return redirect(reverse("studies:ideas_list", args=[study.slug]) + f"#idea-{idea.pk}")
     idea = _ideas_qs(study).get(pk=idea.pk)
@@ -109,7 +111,7 @@ def idea_row(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def idea_sections(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
-    study, idea = get_idea_for_owner(request, slug, idea_id)
+    study, idea = get_idea_for_member(request, slug, idea_id, role=role_by_method(request))
     initial = {k: v for k, v in (idea.sections or {}).items() if k in HEADINGS}
     form = SectionsForm(request.POST or None, initial=initial)
     error = ""
@@ -172,7 +174,7 @@ def _import(
 @login_required
 @require_http_methods(["GET", "POST"])
 def ideas_import_view(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=role_by_method(request))
     which = request.POST.get("form", "") if request.method == "POST" else ""
     upload_form = IdeaUploadForm(
         request.POST if which == "upload" else None, request.FILES if which == "upload" else None
@@ -262,7 +264,7 @@ def ideas_import_view(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def topic_matching(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=VIEWER)
     table = ideaprep.topic_matching_table(study=study)
     proposal: list[Idea] | None = None
     seed: int | None = None
@@ -298,7 +300,7 @@ def topic_matching(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def topic_matching_apply(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     form = TopicApplyForm(request.POST)
     if form.is_valid():
         ideas = list(study.ideas.filter(pk__in=form.cleaned_data["idea_ids"]))
@@ -318,7 +320,7 @@ def topic_matching_apply(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def topic_reason(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     form = TopicReasonForm(request.POST)
     if form.is_valid():
         ideaprep.study_topic_reason_set(
@@ -333,7 +335,7 @@ def topic_reason(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def idea_include_view(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
-    study, idea = get_idea_for_owner(request, slug, idea_id)
+    study, idea = get_idea_for_member(request, slug, idea_id, role=EDITOR)
     ideaprep.idea_include(idea=idea, actor=request.user)
     messages.success(request, f"Idea {idea.pk} is back in the study.")
     return redirect("studies:topic_matching", study.slug)
@@ -342,7 +344,7 @@ def idea_include_view(request: HttpRequest, slug: str, idea_id: int) -> HttpResp
 @login_required
 @require_POST
 def study_open_view(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     try:
         ideaprep.study_open_for_review(study=study, actor=request.user)
     except ideaprep.StudyNotReady as exc:
@@ -364,7 +366,7 @@ def _job_partial(job: JobRun) -> str:
 @login_required
 @require_GET
 def ideas_job_status(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=VIEWER)
     job = get_object_or_404(
         JobRun,
         pk=job_id,
@@ -387,7 +389,7 @@ def ideas_job_status(request: HttpRequest, slug: str, job_id: int) -> HttpRespon
 @login_required
 @require_GET
 def duplicates(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=VIEWER)
     job = job_latest(study=study, kind=ideaprep.DUPLICATES_JOB)
     done = JobRun.objects.filter(study=study, kind=ideaprep.DUPLICATES_JOB, status="done").first()
     pairs = []
@@ -418,7 +420,7 @@ def duplicates(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def duplicates_run(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     form = DuplicatesForm(request.POST)
     if not form.is_valid():
         messages.error(request, "The threshold is a cosine between 0.01 and 0.99.")
@@ -437,7 +439,7 @@ def duplicates_run(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def normalization(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=VIEWER)
     job = job_latest(study=study, kind=ideaprep.NORMALIZATION_JOB)
     return render(
         request,
@@ -461,7 +463,7 @@ def normalization(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def normalization_config(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     if request.POST.get("form") == "create":
         create = ConfigCreateForm(request.POST)
         if not create.is_valid():
@@ -488,7 +490,7 @@ def normalization_config(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def normalization_start(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     try:
         job = ideaprep.normalization_enqueue(study=study, actor=request.user)
     except ideaprep.PreparationError as exc:
@@ -513,7 +515,7 @@ def _sides(a: str, b: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]
 @login_required
 @require_GET
 def idea_signoff(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
-    study, idea = get_idea_for_owner(request, slug, idea_id)
+    study, idea = get_idea_for_member(request, slug, idea_id, role=VIEWER)
     result = ideaprep.latest_result(idea)
     shown = idea.normalized_text or (result.output_text if result else "")
     left, right = _sides(idea.raw_text, shown) if shown else ([], [])
@@ -542,7 +544,7 @@ def idea_signoff(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def idea_decide(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
-    study, idea = get_idea_for_owner(request, slug, idea_id)
+    study, idea = get_idea_for_member(request, slug, idea_id, role=EDITOR)
     form = DecisionForm(request.POST)
     here = redirect("studies:idea_signoff", study.slug, idea.pk)
     if not form.is_valid():
@@ -628,7 +630,7 @@ def _leakage_sides(job: JobRun | None) -> list[dict[str, Any]]:
 def leakage(request: HttpRequest, slug: str) -> HttpResponse:
     from .analysis.leakage_plots import leakage_svg
 
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=role_by_method(request))
     if request.method == "POST" and request.POST.get("form") == "classifier":
         try:
             started = ideaprep.leakage_check_enqueue(
@@ -682,7 +684,7 @@ def leakage(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def leakage_download(request: HttpRequest, slug: str, export_id: int, kind: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=VIEWER)
     export = get_object_or_404(LeakageExport, pk=export_id, study=study)
     if kind not in ("texts", "key"):
         raise Http404("no such file")

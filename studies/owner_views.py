@@ -1,5 +1,5 @@
 """Owner views for the human half of a study: invitations, screening, the assignment
-preview and commit, pair tasks and progress. Each starts with `get_study_for_owner`."""
+preview and commit, pair tasks and progress. Each starts with `get_study_for_member` and the role it needs."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ from .review_forms import (
     PairTaskUploadForm,
     ScreeningForm,
 )
-from .views import get_study_for_owner
+from .views import EDITOR, OWNER, VIEWER, get_study_for_member, role_by_method
 
 
 def _link_for(request: HttpRequest):  # type: ignore[no-untyped-def]
@@ -57,7 +57,7 @@ def _link_for(request: HttpRequest):  # type: ignore[no-untyped-def]
 @login_required
 @require_GET
 def study_progress(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=VIEWER)
     context = {
         "study": study,
         "progress": progress_summary(study=study),
@@ -71,7 +71,7 @@ def study_progress(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def study_reminders(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     sent = reminders_send(study=study, link_for=_link_for(request), actor=request.user)
     messages.success(
         request,
@@ -84,7 +84,7 @@ def study_reminders(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def study_close_view(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=OWNER)
     if request.POST.get("confirm") != "close":
         messages.error(request, "Tick the confirmation to close the study.")
     elif not study.is_closed():
@@ -96,7 +96,7 @@ def study_close_view(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def study_due(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     form = DueDateForm(request.POST)
     if form.is_valid():
         study_set_due(study=study, due=form.cleaned_data["reviews_due_at"], actor=request.user)
@@ -120,7 +120,7 @@ def _reviewer_rows(study: Study) -> list[Reviewer]:
 @login_required
 @require_GET
 def study_reviewers(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=VIEWER)
     return render(
         request,
         "studies/owner/reviewers.html",
@@ -131,7 +131,7 @@ def study_reviewers(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def reviewer_screen_view(request: HttpRequest, slug: str, reviewer_id: int) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     reviewer = get_object_or_404(Reviewer, pk=reviewer_id, study=study)
     form = ScreeningForm(request.POST)
     error = ""
@@ -163,7 +163,7 @@ def reviewer_screen_view(request: HttpRequest, slug: str, reviewer_id: int) -> H
 @login_required
 @require_POST
 def reviewers_approve_by_rule(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     n = reviewers_screen_by_rule(study=study, actor=request.user)
     messages.success(request, f"Approved {n} reviewer(s) who meet the rule.")
     return redirect("studies:study_reviewers", study.slug)
@@ -172,7 +172,7 @@ def reviewers_approve_by_rule(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def reviewer_drop_view(request: HttpRequest, slug: str, reviewer_id: int) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     reviewer = get_object_or_404(Reviewer, pk=reviewer_id, study=study, dropped_at__isnull=True)
     n = reviewer_drop(reviewer=reviewer, actor=request.user)
     messages.success(
@@ -189,7 +189,7 @@ def reviewer_drop_view(request: HttpRequest, slug: str, reviewer_id: int) -> Htt
 @login_required
 @require_http_methods(["GET", "POST"])
 def study_invitations(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=role_by_method(request))
     form = InvitationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         invitation_create(
@@ -225,7 +225,7 @@ def _invitations_page(
 @login_required
 @require_POST
 def invitations_upload(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     upload = InvitationUploadForm(request.POST, request.FILES)
     problems: list[str] = []
     if upload.is_valid():
@@ -246,7 +246,7 @@ def invitations_upload(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def invitation_resend(request: HttpRequest, slug: str, invitation_id: int) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     invitation = get_object_or_404(Invitation, pk=invitation_id, study=study)
     if invitation.status_label == "open":
         invitation_send(invitation=invitation, link_for=_link_for(request), reminder=True)
@@ -327,7 +327,7 @@ def _preview_tables(study: Study, job: JobRun) -> dict[str, Any]:
 @login_required
 @require_http_methods(["GET", "POST"])
 def assignment_preview_view(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=role_by_method(request))
     form = AssignmentPreviewForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         created, _result, _plan = assignment_preview(
@@ -358,7 +358,7 @@ def assignment_preview_view(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def assignment_commit_view(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     job_id = request.POST.get("job", "")
     job = get_object_or_404(
         JobRun, pk=int(job_id) if job_id.isdigit() else 0, study=study, kind="assignment"
@@ -384,7 +384,7 @@ def assignment_commit_view(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def pair_tasks_view(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=role_by_method(request))
     form = PairTaskCreateForm(request.POST or None, study=study)
     problems: list[str] = []
     if request.method == "POST" and form.is_valid():
@@ -431,7 +431,7 @@ def _pair_tasks_page(
 @login_required
 @require_POST
 def pair_tasks_upload_view(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     upload = PairTaskUploadForm(request.POST, request.FILES)
     problems = ["choose a CSV file"]
     if upload.is_valid():

@@ -61,9 +61,21 @@ def get_study_for_member(request: HttpRequest, slug: str, *, role: str) -> Study
     return study
 
 
+# The minimal role a view needs (DESIGN.md style rule 2): reading a study's pages needs
+# viewer, changing anything needs editor, and roles, closing and deleting need owner.
+VIEWER = StudyMember.Role.VIEWER
+EDITOR = StudyMember.Role.EDITOR
+OWNER = StudyMember.Role.OWNER
+
+
+def role_by_method(request: HttpRequest) -> str:
+    """For views that show a form and take it: reading needs viewer, sending editor."""
+    return VIEWER if request.method in ("GET", "HEAD") else EDITOR
+
+
 def get_study_for_owner(request: HttpRequest, slug: str) -> Study:
     """The study if the user is one of its owners (roles, closing, deleting)."""
-    return get_study_for_member(request, slug, role=StudyMember.Role.OWNER)
+    return get_study_for_member(request, slug, role=OWNER)
 
 
 @login_required
@@ -76,7 +88,7 @@ def study_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=VIEWER)
     batch = ImportBatch.objects.filter(study=study).first()
     steps = study_steps(study)
     conditions = [
@@ -120,7 +132,7 @@ def _import_lines(batch: ImportBatch | None) -> list[str]:
 @login_required
 @require_http_methods(["GET", "POST"])
 def study_import(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=role_by_method(request))
     form = ReviewImportForm(request.POST or None, request.FILES or None)
     summary_lines: list[str] = []
     problems: list[str] = []
@@ -158,7 +170,7 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def study_report(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=VIEWER)
     report = StudyReport.objects.filter(study=study).first()
     job = job_latest(study=study, kind="report")
     html = ""
@@ -186,7 +198,7 @@ def _report_body(document: str) -> str:
 @login_required
 @require_POST
 def study_report_build(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=EDITOR)
     job = job_active(study=study, kind="report")
     if job is None:
         job = report_enqueue(study=study, actor=request.user)
@@ -198,7 +210,7 @@ def study_report_build(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def job_status(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=VIEWER)
     job = get_object_or_404(JobRun, pk=job_id, study=study)
     job_mark_if_lost(job=job)
     response = render(request, "studies/study_report.html#job", {"study": study, "job": job})
@@ -210,7 +222,7 @@ def job_status(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
 @login_required
 @require_GET
 def study_report_file(request: HttpRequest, slug: str, name: str) -> FileResponse:
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=VIEWER)
     report = StudyReport.objects.filter(study=study).first()
     if report is None or name not in REPORT_FILES:
         raise Http404("no such report file")

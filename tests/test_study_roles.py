@@ -1,0 +1,201 @@
+"""Every study page against every role on the study's team, and against outsiders.
+
+Reading needs viewer, changing anything editor, and roles, closing and deleting owner.
+A user off the team gets 404 (the study's existence is not disclosed), a member whose
+role is too low 403. The table below must name every page under a study's slug: a new
+page fails `test_every_study_page_declares_the_role_it_needs` until it is added here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from judging.models import JudgeConfig, JudgeRun
+from studies.models import (
+    Condition,
+    Idea,
+    IdeaCondition,
+    JobRun,
+    LeakageExport,
+    Reviewer,
+    StudyMember,
+    StudyReport,
+    Topic,
+)
+from studies.recruitment import invitation_create
+from studies.services import study_create
+
+V, E, OW = "viewer", "editor", "owner"
+RANK = {"": 0, V: 1, E: 2, OW: 3}
+
+# url name -> (extra args, role for GET, role for POST); None: the method is not allowed.
+PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
+    "studies:study_detail": ((), V, None),
+    "studies:study_import": ((), V, E),
+    "studies:study_report": ((), V, None),
+    "studies:study_report_build": ((), None, E),
+    "studies:study_report_file": (("name",), V, None),
+    "studies:job_status": (("report_job",), V, None),
+    "studies:study_progress": ((), V, None),
+    "studies:study_reminders": ((), None, E),
+    "studies:study_close": ((), None, OW),
+    "studies:study_due": ((), None, E),
+    "studies:study_reviewers": ((), V, None),
+    "studies:reviewers_approve_by_rule": ((), None, E),
+    "studies:reviewer_screen": (("reviewer",), None, E),
+    "studies:reviewer_drop": (("reviewer",), None, E),
+    "studies:study_invitations": ((), V, E),
+    "studies:invitations_upload": ((), None, E),
+    "studies:invitation_resend": (("invitation",), None, E),
+    "studies:assignment_preview": ((), V, E),
+    "studies:assignment_commit": ((), None, E),
+    "studies:pair_tasks": ((), V, E),
+    "studies:pair_tasks_upload": ((), None, E),
+    "studies:ideas_list": ((), V, None),
+    "studies:ideas_import": ((), V, E),
+    "studies:topic_matching": ((), V, None),
+    "studies:topic_matching_apply": ((), None, E),
+    "studies:topic_reason": ((), None, E),
+    "studies:study_open": ((), None, E),
+    "studies:duplicates": ((), V, None),
+    "studies:duplicates_run": ((), None, E),
+    "studies:normalization": ((), V, None),
+    "studies:normalization_config": ((), None, E),
+    "studies:normalization_start": ((), None, E),
+    "studies:ideas_job": (("ideas_job",), V, None),
+    "studies:leakage": ((), V, E),
+    "studies:leakage_download": (("export", "kind"), V, None),
+    "studies:idea_row": (("idea",), V, None),
+    "studies:idea_sections": (("idea",), V, E),
+    "studies:idea_include": (("idea",), None, E),
+    "studies:idea_signoff": (("idea",), V, None),
+    "studies:idea_decide": (("idea",), None, E),
+    "judging:home": ((), V, None),
+    "judging:config_create": ((), V, E),
+    "judging:run_create": ((), V, E),
+    "judging:run_detail": (("run",), V, None),
+    "judging:run_cancel": (("run",), None, E),
+    "judging:run_resume": (("run",), None, E),
+    "judging:corpora": ((), V, E),
+}
+
+
+@dataclass
+class Team:
+    study: Any
+    users: dict[str, Any]
+    args: dict[str, Any]
+
+
+@pytest.fixture
+def team(db, owner, other_researcher, settings, tmp_path) -> Team:
+    study = study_create(owner=owner, slug="roles", title="Roles study")
+    settings.REPORTS_ROOT = str(tmp_path)
+    (tmp_path / "report.html").write_text("<html><body>report</body></html>")
+    StudyReport.objects.create(study=study, data={}, directory=str(tmp_path))
+    User = get_user_model()
+    users = {"owner": owner, "outsider": other_researcher}
+    for role in ("owner", "editor", "viewer"):
+        user = User.objects.create_user(f"co-{role}", password="co-pass-12345")
+        StudyMember.objects.create(study=study, user=user, role=role)
+        users[f"co-{role}"] = user
+    topic = Topic.objects.create(study=study, name="Math")
+    human = Condition.objects.create(study=study, key="Human", kind="human")
+    idea = Idea.objects.create(study=study, topic=topic, title="An idea", raw_text="Text.")
+    IdeaCondition.objects.create(idea=idea, condition=human, study=study, external_id="H1")
+    reviewer_user = User.objects.create_user("rev@example.org", password="rev-pass-12345")
+    reviewer = Reviewer.objects.create(study=study, user=reviewer_user, pseudonym="R001")
+    users["reviewer"] = reviewer_user
+    config = JudgeConfig.objects.create(name="roles-judge", model="m")
+    args = {
+        "name": "report.html",
+        "report_job": JobRun.objects.create(study=study, kind="report").pk,
+        "ideas_job": JobRun.objects.create(study=study, kind="duplicates").pk,
+        "assignment_job": JobRun.objects.create(
+            study=study, kind="assignment", params={"status": "infeasible"}
+        ).pk,
+        "reviewer": reviewer.pk,
+        "invitation": invitation_create(study=study, email="x@example.org", send=False).pk,
+        "export": LeakageExport.objects.create(study=study, seed=1).pk,
+        "kind": "key",
+        "idea": idea.pk,
+        "run": JudgeRun.objects.create(study=study, config=config, method="baseline_random").pk,
+    }
+    return Team(study=study, users=users, args=args)
+
+
+def _study_page_names() -> set[str]:
+    names: set[str] = set()
+    for top in get_resolver().url_patterns:
+        if not isinstance(top, URLResolver) or top.namespace not in ("studies", "judging"):
+            continue
+        for p in top.url_patterns:
+            if isinstance(p, URLPattern) and str(p.pattern).startswith("<slug:slug>/"):
+                names.add(f"{top.namespace}:{p.name}")
+    return names
+
+
+def test_every_study_page_declares_the_role_it_needs():
+    missing = _study_page_names() - set(PAGES)
+    assert not missing, f"add these pages to PAGES with their roles: {sorted(missing)}"
+
+
+def _url(team: Team, name: str) -> str:
+    extra, _, _ = PAGES[name]
+    return reverse(name, args=[team.study.slug, *(team.args[a] for a in extra)])
+
+
+def _expected(member_role: str, needed: str) -> str:
+    if not member_role:
+        return "hidden"
+    return "allowed" if RANK[member_role] >= RANK[needed] else "forbidden"
+
+
+def _check(status: int, expected: str, what: str) -> None:
+    if expected == "hidden":
+        assert status == 404, what
+    elif expected == "forbidden":
+        assert status == 403, what
+    else:
+        assert status not in (403, 404, 405) and status < 500, what
+
+
+# Form fields a page needs to get past its own object lookup, named by `Team.args` keys.
+POST_DATA = {"studies:assignment_commit": {"job": "assignment_job"}}
+
+# Closing changes what later pages show; it is tried last.
+ORDER = sorted(PAGES, key=lambda n: n == "studies:study_close")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "persona, member_role",
+    [
+        ("owner", OW),
+        ("co-owner", OW),
+        ("co-editor", E),
+        ("co-viewer", V),
+        ("outsider", ""),
+        ("reviewer", ""),
+    ],
+)
+def test_each_persona_reaches_exactly_the_pages_its_role_allows(
+    client, team, persona, member_role, settings
+):
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    client.force_login(team.users[persona])
+    for name in ORDER:
+        _, get_role, post_role = PAGES[name]
+        url = _url(team, name)
+        if get_role:
+            status = client.get(url).status_code
+            _check(status, _expected(member_role, get_role), f"GET {name} as {persona}: {status}")
+        if post_role:
+            data = {k: team.args[v] for k, v in POST_DATA.get(name, {}).items()}
+            status = client.post(url, data).status_code
+            _check(status, _expected(member_role, post_role), f"POST {name} as {persona}: {status}")
