@@ -787,7 +787,7 @@ def review_submit(*, assignment: Assignment, cleaned: dict[str, Any]) -> tuple[R
     metrics = study.form_definition().metric_keys
     data: dict[str, Any] = {
         "scores": {m: int(cleaned[m]) for m in metrics},
-        "rationales": {m: cleaned[f"{m}_rationale"].strip() for m in metrics},
+        "rationales": {m: (cleaned.get(f"{m}_rationale") or "").strip() for m in metrics},
         "familiarity": int(cleaned["familiarity"]),
         "confidence": int(cleaned["confidence"]),
         "minutes": cleaned.get("minutes"),

@@ -1,16 +1,73 @@
 """Forms for reviewers and for the owner's recruitment pages. They validate; services
-save (DESIGN.md rule 4). Error messages name form fields only, never an idea."""
+save (DESIGN.md rule 4). Error messages name form fields only, never an idea.
+
+`review_form_resolve` turns a built-in form name, a stored form's key or a form file
+(docs/forms.md) into the definition a study is created with.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, cast
 
 from django import forms
 from django.contrib.auth import password_validation
 
-from .models import PairJudgment, PairTask, Study
-from .protocol.forms import FormDefinition, Scale
+from .models import PairJudgment, PairTask, ReviewForm, Study
+from .protocol.forms import (
+    FormDefinition,
+    FormFileError,
+    Scale,
+    builtin_form,
+    builtin_form_names,
+    form_parse_json,
+)
 from .recruitment import words
+
+MAX_FORM_FILE_BYTES = 1_000_000
+
+
+def review_form_resolve(name_or_path: str | Path) -> FormDefinition:
+    """The review form named by `name_or_path`, or FormFileError saying why not.
+
+    Tried in this order: a built-in name (`si2024`, `execution`, or `KEY@VERSION` for an
+    older version), a form stored in the database by its key (newest version, or
+    `KEY@VERSION`), then a path to a JSON form file, which is validated.
+    """
+    name = str(name_or_path).strip()
+    if not name:
+        raise FormFileError(["no form given; name a built-in form or a JSON form file"], "form")
+    looks_like_path = isinstance(name_or_path, Path) or name.endswith(".json") or "/" in name
+    if not looks_like_path:
+        try:
+            return builtin_form(name)
+        except KeyError:
+            pass
+        stored = _stored_form(name)
+        if stored is not None:
+            return stored.as_definition()
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise FormFileError(
+            [
+                f"no built-in or stored review form {name!r} and no such file; "
+                f"built-ins: {', '.join(builtin_form_names())}"
+            ],
+            name,
+        )
+    if path.stat().st_size > MAX_FORM_FILE_BYTES:
+        raise FormFileError([f"the file is larger than {MAX_FORM_FILE_BYTES} bytes"], name)
+    return form_parse_json(path.read_bytes(), source=str(path))
+
+
+def _stored_form(name: str) -> ReviewForm | None:
+    key, _, version = name.partition("@")
+    forms_ = ReviewForm.objects.filter(key=key)
+    if version:
+        if not version.isdigit():
+            return None
+        forms_ = forms_.filter(version=int(version))
+    return forms_.order_by("-version").first()
 
 
 class SignUpForm(forms.Form):
@@ -91,10 +148,12 @@ class ProfileForm(forms.Form):
 
 
 def scale_choices(scale: Scale) -> list[tuple[str, str]]:
-    return [(str(v), f"{v} — {scale.anchors[v]}") for v in range(scale.minimum, scale.maximum + 1)]
+    return [
+        (str(v), f"{v} — {scale.anchor(v)}" if scale.anchor(v) else str(v)) for v in scale.levels
+    ]
 
 
-class ReviewForm(forms.Form):
+class ReviewAnswersForm(forms.Form):
     """The study's review form, built from its definition."""
 
     minutes = forms.FloatField(
@@ -111,18 +170,22 @@ class ReviewForm(forms.Form):
             self.fields[m.key] = forms.ChoiceField(
                 choices=scale_choices(m), label=m.label, widget=forms.RadioSelect
             )
-            self.fields[f"{m.key}_rationale"] = forms.CharField(
-                label=f"{m.label} rationale", widget=forms.Textarea, max_length=20_000
-            )
-        for s in (definition.familiarity, definition.confidence):
+            if m.rationale:
+                self.fields[f"{m.key}_rationale"] = forms.CharField(
+                    label=f"{m.label} rationale",
+                    widget=forms.Textarea,
+                    max_length=20_000,
+                    required=m.rationale_required,
+                )
+        for s in definition.questions:
             self.fields[s.key] = forms.ChoiceField(
                 choices=scale_choices(s), label=s.label, widget=forms.RadioSelect
             )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        need = self.definition.min_rationale_words
         for m in self.definition.metrics:
+            need = self.definition.rationale_words(m)
             key = f"{m.key}_rationale"
             text = data.get(key)
             if text and words(text) < need:

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from .http import is_htmx
 from .models import Assignment, PairTask, Review, Reviewer
+from .protocol.forms import Scale
 from .recruitment import (
     InvitationError,
     RecruitmentError,
@@ -46,7 +47,7 @@ from .review_forms import (
     ConsentForm,
     PairForm,
     ProfileForm,
-    ReviewForm,
+    ReviewAnswersForm,
     SignUpForm,
     draft_from_post,
 )
@@ -331,20 +332,23 @@ def reviewer_profile_view(request: HttpRequest, reviewer_id: int) -> HttpRespons
 
 
 def _review_context(
-    assignment: Assignment, values: dict[str, str], form: ReviewForm | None
+    assignment: Assignment, values: dict[str, str], form: ReviewAnswersForm | None
 ) -> dict[str, Any]:
     study = assignment.study
     definition = study.form_definition()
     errors = form.errors if form is not None else {}
 
-    def scale(s: Any, with_rationale: bool) -> dict[str, Any]:
+    def scale(s: Scale) -> dict[str, Any]:
         return {
             "key": s.key,
             "label": s.label,
             "question": s.question,
-            "levels": [(str(v), s.anchors[v]) for v in range(s.minimum, s.maximum + 1)],
+            "range": s.range_text(),
+            "levels": [(str(v), s.anchor(v)) for v in s.levels],
             "value": values.get(s.key, ""),
-            "rationale": values.get(f"{s.key}_rationale", "") if with_rationale else None,
+            "rationale": values.get(f"{s.key}_rationale", "") if s.rationale else None,
+            "rationale_required": s.rationale_required,
+            "min_words": definition.rationale_words(s),
             "errors": list(errors.get(s.key, [])) + list(errors.get(f"{s.key}_rationale", [])),
         }
 
@@ -353,8 +357,9 @@ def _review_context(
         "study": study,
         "assignment": assignment,
         "sections": idea_sections(assignment.idea.reviewable_text()),
-        "metrics": [scale(m, m.rationale) for m in definition.metrics],
-        "extras": [scale(definition.familiarity, False), scale(definition.confidence, False)],
+        "metrics": [scale(m) for m in definition.metrics],
+        "extras": [scale(q) for q in definition.questions],
+        "instructions": definition.description,
         "minutes": values.get("minutes", ""),
         "minutes_errors": list(errors.get("minutes", [])),
         "min_words": definition.min_rationale_words,
@@ -413,7 +418,7 @@ def review_autosave(request: HttpRequest, assignment_id: int) -> HttpResponse:
 def review_submit_view(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = get_assignment_for_reviewer(request, assignment_id)
     definition = assignment.study.form_definition()
-    form = ReviewForm(request.POST, definition=definition)
+    form = ReviewAnswersForm(request.POST, definition=definition)
     if assignment.study.is_closed():
         messages.error(request, "The study is closed; reviews can no longer be changed.")
         return redirect("studies:review_page", assignment.pk)

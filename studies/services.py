@@ -46,7 +46,7 @@ def review_form_ensure(*, definition: FormDefinition = DEFAULT_FORM) -> ReviewFo
         version=definition.version,
         defaults={"title": definition.title, "definition": definition.to_dict()},
     )
-    if not created and form.definition != definition.to_dict():
+    if not created and form.as_definition() != definition:
         raise ValueError(
             f"review form {definition.key} v{definition.version} already exists with a "
             "different definition; forms are immutable, give the change a new version"

@@ -107,9 +107,9 @@ def full_answers(study: Study, score: int = 6) -> dict[str, str]:
 
 
 def cleaned(study: Study, score: int = 6) -> dict:
-    from studies.review_forms import ReviewForm
+    from studies.review_forms import ReviewAnswersForm
 
-    form = ReviewForm(full_answers(study, score), definition=study.form_definition())
+    form = ReviewAnswersForm(full_answers(study, score), definition=study.form_definition())
     assert form.is_valid(), form.errors
     return form.cleaned_data
 

@@ -1,36 +1,101 @@
-"""Review-form definitions: metrics, their ranges and one anchor text per level.
+"""Review-form definitions: metrics, their scales, anchors and rationale rules, as data.
 
 A form is plain data (JSON-serialisable) so it can be versioned in the database, shown
 to reviewers, given to LLM judges and shipped in a reproducibility package unchanged.
-The default form follows the structure of the Si et al. study (five 1-10 scores with a
-rationale each, familiarity and confidence 1-5); its anchor wording is our own.
+`form_validate` turns a form file's object into a `FormDefinition`, or raises
+`FormFileError` listing every problem with the field and metric it concerns; the file
+format is documented in docs/forms.md and `FormDefinition.to_dict` writes it.
+
+Anchors may be sparse: a scale of 1-10 may describe only some of its levels, as the
+protocol's own form does. The built-in forms are at the end of this module.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import json
+import re
+from dataclasses import dataclass, field
 from typing import Any
+
+RATIONALE_CHOICES = ("required", "optional", "none")
+# Names the review importers and the review page already use for other answers.
+RESERVED_KEYS = frozenset(
+    {
+        "idea_id",
+        "condition",
+        "topic",
+        "reviewer_id",
+        "review_id",
+        "title",
+        "institution",
+        "familiarity",
+        "confidence",
+        "minutes",
+        "consent",
+        "honor_code",
+        "timestamp",
+    }
+)
+METRIC_KEY = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+FORM_KEY = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+MAX_LEVELS = 101
+MAX_TEXT = 2000
+DEFAULT_MIN_RATIONALE_WORDS = 25
 
 
 @dataclass(frozen=True)
 class Scale:
+    """One question answered on an integer scale; `anchors` describe some of its levels."""
+
     key: str
     label: str
     question: str
     minimum: int
     maximum: int
     anchors: dict[int, str]
-    rationale: bool = True
+    rationale: bool = True  # the reviewer is asked for a rationale
+    rationale_required: bool = True
+    min_rationale_words: int | None = None  # None: the form's minimum
 
     def __post_init__(self) -> None:
         if self.minimum >= self.maximum:
             raise ValueError(f"scale {self.key}: minimum must be below maximum")
-        missing = [v for v in range(self.minimum, self.maximum + 1) if v not in self.anchors]
-        if missing:
-            raise ValueError(f"scale {self.key}: no anchor text for level(s) {missing}")
+        outside = [v for v in self.anchors if not self.minimum <= v <= self.maximum]
+        if outside:
+            raise ValueError(f"scale {self.key}: anchors for level(s) {outside} outside the scale")
+
+    @property
+    def levels(self) -> list[int]:
+        return list(range(self.minimum, self.maximum + 1))
+
+    @property
+    def rationale_mode(self) -> str:
+        if not self.rationale:
+            return "none"
+        return "required" if self.rationale_required else "optional"
+
+    def anchor(self, level: int) -> str:
+        return self.anchors.get(level, "")
 
     def contains(self, value: float) -> bool:
         return self.minimum <= value <= self.maximum
+
+    def range_text(self) -> str:
+        return f"{self.minimum}–{self.maximum}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "key": self.key,
+            "label": self.label,
+            "question": self.question,
+            "minimum": self.minimum,
+            "maximum": self.maximum,
+            "anchors": {str(k): v for k, v in sorted(self.anchors.items())},
+            "rationale": self.rationale_mode,
+        }
+        if self.min_rationale_words is not None:
+            data["min_rationale_words"] = self.min_rationale_words
+        return data
 
 
 @dataclass(frozen=True)
@@ -41,13 +106,19 @@ class FormDefinition:
     metrics: tuple[Scale, ...]
     familiarity: Scale
     confidence: Scale
-    min_rationale_words: int = 25
+    min_rationale_words: int = DEFAULT_MIN_RATIONALE_WORDS
     honor_code: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
 
     @property
     def metric_keys(self) -> list[str]:
         return [m.key for m in self.metrics]
+
+    @property
+    def questions(self) -> tuple[Scale, Scale]:
+        """The questions after the metrics: familiarity and confidence."""
+        return (self.familiarity, self.confidence)
 
     def metric(self, key: str) -> Scale:
         for m in self.metrics:
@@ -55,40 +126,312 @@ class FormDefinition:
                 return m
         raise KeyError(f"form {self.key} v{self.version} has no metric {key!r}")
 
+    def rationale_words(self, scale: Scale) -> int:
+        """Minimum words of `scale`'s rationale (0 when it is not required)."""
+        if not scale.rationale_required or not scale.rationale:
+            return 0
+        if scale.min_rationale_words is not None:
+            return scale.min_rationale_words
+        return self.min_rationale_words
+
+    def scales(self) -> dict[str, tuple[int, int]]:
+        """Metric key -> (minimum, maximum), in the form's order."""
+        return {m.key: (m.minimum, m.maximum) for m in self.metrics}
+
+    def labels(self) -> dict[str, str]:
+        return {m.key: m.label for m in self.metrics}
+
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        for scale in [*data["metrics"], data["familiarity"], data["confidence"]]:
-            scale["anchors"] = {str(k): v for k, v in scale["anchors"].items()}
-        data["metrics"] = list(data["metrics"])
+        """The form-file object (docs/forms.md); `form_validate` reads it back."""
+        data: dict[str, Any] = {
+            "key": self.key,
+            "version": self.version,
+            "title": self.title,
+        }
+        if self.description:
+            data["description"] = self.description
+        data.update(
+            {
+                "metrics": [m.to_dict() for m in self.metrics],
+                "familiarity": self.familiarity.to_dict(),
+                "confidence": self.confidence.to_dict(),
+                "min_rationale_words": self.min_rationale_words,
+                "honor_code": self.honor_code,
+            }
+        )
+        if self.extra:
+            data["extra"] = dict(self.extra)
         return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FormDefinition:
-        def scale(d: dict[str, Any]) -> Scale:
-            return Scale(
-                key=d["key"],
-                label=d["label"],
-                question=d.get("question", ""),
-                minimum=int(d["minimum"]),
-                maximum=int(d["maximum"]),
-                anchors={int(k): v for k, v in d["anchors"].items()},
-                rationale=bool(d.get("rationale", True)),
-            )
-
+        """A stored definition (checked when it was stored); older rows wrote the rationale
+        as a boolean."""
         return cls(
             key=data["key"],
             version=int(data["version"]),
             title=data["title"],
-            metrics=tuple(scale(m) for m in data["metrics"]),
-            familiarity=scale(data["familiarity"]),
-            confidence=scale(data["confidence"]),
-            min_rationale_words=int(data.get("min_rationale_words", 25)),
+            metrics=tuple(_stored_scale(m) for m in data["metrics"]),
+            familiarity=_stored_scale(data["familiarity"]),
+            confidence=_stored_scale(data["confidence"]),
+            min_rationale_words=int(data.get("min_rationale_words", DEFAULT_MIN_RATIONALE_WORDS)),
             honor_code=data.get("honor_code", ""),
             extra=dict(data.get("extra", {})),
+            description=data.get("description", ""),
         )
 
 
-def _scale(key: str, label: str, question: str, anchors: list[str], lo: int = 1) -> Scale:
+def _rationale_flags(value: Any) -> tuple[bool, bool]:
+    """(asked, required) from a file's `rationale`: a choice name or a boolean."""
+    if value is True or value is None:
+        return True, True
+    if value is False:
+        return False, False
+    return value != "none", value == "required"
+
+
+def _stored_scale(d: dict[str, Any]) -> Scale:
+    asked, required = _rationale_flags(d.get("rationale", True))
+    words = d.get("min_rationale_words")
+    return Scale(
+        key=d["key"],
+        label=d["label"],
+        question=d.get("question", ""),
+        minimum=int(d["minimum"]),
+        maximum=int(d["maximum"]),
+        anchors={int(k): v for k, v in d.get("anchors", {}).items()},
+        rationale=asked,
+        rationale_required=required,
+        min_rationale_words=None if words is None else int(words),
+    )
+
+
+# --- reading a form file ---------------------------------------------------------------
+
+
+class FormFileError(ValueError):
+    """A form file that cannot be used; `problems` name the field (and metric) of each."""
+
+    def __init__(self, problems: list[str], source: str = "form"):
+        self.problems = list(problems)
+        self.source = source
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{source}: {len(self.problems)} problem(s):\n{lines}")
+
+
+FORM_FIELDS = {
+    "key",
+    "version",
+    "title",
+    "description",
+    "metrics",
+    "familiarity",
+    "confidence",
+    "min_rationale_words",
+    "honor_code",
+    "extra",
+}
+SCALE_FIELDS = {
+    "key",
+    "label",
+    "question",
+    "minimum",
+    "maximum",
+    "anchors",
+    "rationale",
+    "min_rationale_words",
+}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(data: dict[str, Any], name: str, where: str, problems: list[str], *, needed: bool) -> str:
+    value = data.get(name, "")
+    if not isinstance(value, str):
+        problems.append(f"{where}: '{name}' must be text")
+        return ""
+    if needed and not value.strip():
+        problems.append(f"{where}: '{name}' is missing or empty")
+    elif len(value) > MAX_TEXT:
+        problems.append(f"{where}: '{name}' is longer than {MAX_TEXT} characters")
+    return value.strip()
+
+
+def _anchors(raw: Any, lo: int, hi: int, where: str, problems: list[str]) -> dict[int, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: 'anchors' must be an object of level → text")
+        return {}
+    anchors: dict[int, str] = {}
+    for level, text in raw.items():
+        try:
+            value = int(str(level).strip())
+        except ValueError:
+            problems.append(f"{where}: anchor level {level!r} is not a whole number")
+            continue
+        if not lo <= value <= hi:
+            problems.append(f"{where}: anchor level {value} is outside the scale {lo}–{hi}")
+        elif not isinstance(text, str) or not text.strip():
+            problems.append(f"{where}: the anchor of level {value} must be non-empty text")
+        elif len(text) > MAX_TEXT:
+            problems.append(f"{where}: the anchor of level {value} is too long")
+        else:
+            anchors[value] = text.strip()
+    return anchors
+
+
+def _scale(d: Any, where: str, problems: list[str], *, metric: bool) -> Scale | None:
+    if not isinstance(d, dict):
+        problems.append(f"{where}: must be an object")
+        return None
+    before = len(problems)
+    unknown = sorted(set(d) - SCALE_FIELDS)
+    if unknown:
+        problems.append(f"{where}: unknown field(s) {', '.join(unknown)}")
+    label = _text(d, "label", where, problems, needed=True)
+    question = _text(d, "question", where, problems, needed=False)
+    lo, hi = d.get("minimum"), d.get("maximum")
+    if not _is_int(lo) or not _is_int(hi):
+        problems.append(f"{where}: 'minimum' and 'maximum' must be whole numbers")
+        return None
+    if lo >= hi:
+        problems.append(f"{where}: 'minimum' ({lo}) must be below 'maximum' ({hi})")
+        return None
+    if hi - lo + 1 > MAX_LEVELS:
+        problems.append(f"{where}: a scale may have at most {MAX_LEVELS} levels")
+    anchors = _anchors(d.get("anchors"), lo, hi, where, problems)
+    mode = d.get("rationale", "required" if metric else "none")
+    if not isinstance(mode, bool) and mode not in RATIONALE_CHOICES:
+        problems.append(f"{where}: 'rationale' must be one of {', '.join(RATIONALE_CHOICES)}")
+    asked, required = _rationale_flags(mode)
+    if not metric and asked:
+        problems.append(f'{where}: this question takes no rationale; use "rationale": "none"')
+    words = d.get("min_rationale_words")
+    if words is not None and (not _is_int(words) or not 0 <= words <= 1000):
+        problems.append(f"{where}: 'min_rationale_words' must be a whole number from 0 to 1000")
+    if len(problems) > before:
+        return None
+    return Scale(
+        key=d["key"],
+        label=label,
+        question=question,
+        minimum=lo,
+        maximum=hi,
+        anchors=anchors,
+        rationale=asked,
+        rationale_required=required,
+        min_rationale_words=words,
+    )
+
+
+def _metrics(raw: Any, problems: list[str]) -> list[Scale]:
+    if not isinstance(raw, list) or not raw:
+        problems.append("'metrics' must be a non-empty list of metric objects")
+        return []
+    metrics: list[Scale] = []
+    seen: set[str] = set()
+    for i, d in enumerate(raw, start=1):
+        key = d.get("key") if isinstance(d, dict) else None
+        where = f"metric {key!r} (metrics[{i}])" if isinstance(key, str) else f"metrics[{i}]"
+        if not isinstance(key, str) or not METRIC_KEY.match(key):
+            problems.append(
+                f"{where}: 'key' must be lower-case letters, digits or _ (starting with a "
+                "letter, at most 40)"
+            )
+            continue
+        if key in RESERVED_KEYS or key.endswith("_rationale") or key.endswith("_score"):
+            problems.append(f"{where}: the key {key!r} is reserved for another answer or column")
+            continue
+        if key in seen:
+            problems.append(f"{where}: the key {key!r} appears twice")
+            continue
+        seen.add(key)
+        scale = _scale(d, where, problems, metric=True)
+        if scale is not None:
+            metrics.append(scale)
+    return metrics
+
+
+def _question(data: dict[str, Any], name: str, problems: list[str]) -> Scale | None:
+    raw = data.get(name)
+    if raw is None:
+        return STANDARD_QUESTIONS[name]
+    if isinstance(raw, dict):
+        raw = {**raw, "key": name}
+    return _scale(raw, f"question {name!r}", problems, metric=False)
+
+
+def form_validate(data: Any, *, source: str = "form") -> FormDefinition:
+    """A form file's object as a FormDefinition, or FormFileError naming every problem."""
+    if not isinstance(data, dict):
+        raise FormFileError(["the file must hold one JSON object"], source)
+    problems: list[str] = []
+    unknown = sorted(set(data) - FORM_FIELDS)
+    if unknown:
+        problems.append(f"unknown top-level field(s) {', '.join(unknown)}")
+    key = data.get("key")
+    if not isinstance(key, str) or not FORM_KEY.match(key):
+        problems.append("'key' must be lower-case letters, digits, - or _ (at most 64)")
+    version = data.get("version")
+    if not _is_int(version) or version < 1:
+        problems.append("'version' must be a whole number of at least 1")
+    title = _text(data, "title", "form", problems, needed=True)
+    description = _text(data, "description", "form", problems, needed=False)
+    honor_code = _text(data, "honor_code", "form", problems, needed=False)
+    words = data.get("min_rationale_words", DEFAULT_MIN_RATIONALE_WORDS)
+    if not _is_int(words) or not 0 <= words <= 1000:
+        problems.append("'min_rationale_words' must be a whole number from 0 to 1000")
+    extra = data.get("extra", {})
+    if not isinstance(extra, dict):
+        problems.append("'extra' must be an object")
+    metrics = _metrics(data.get("metrics"), problems)
+    familiarity = _question(data, "familiarity", problems)
+    confidence = _question(data, "confidence", problems)
+    if problems:
+        raise FormFileError(problems, source)
+    assert familiarity is not None and confidence is not None
+    return FormDefinition(
+        key=str(key),
+        version=int(version),  # type: ignore[arg-type]
+        title=title,
+        metrics=tuple(metrics),
+        familiarity=familiarity,
+        confidence=confidence,
+        min_rationale_words=int(words),
+        honor_code=honor_code,
+        extra=dict(extra),
+        description=description,
+    )
+
+
+def form_parse_json(text: str | bytes, *, source: str = "form") -> FormDefinition:
+    """A form file's text (JSON) as a FormDefinition, or FormFileError."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise FormFileError([f"not UTF-8 text (byte {exc.start})"], source) from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FormFileError(
+            [f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"], source
+        ) from exc
+    return form_validate(data, source=source)
+
+
+# --- built-in forms ----------------------------------------------------------------
+# The first si2024 version: the protocol's structure, one anchor per level in our words.
+# Studies created with it keep it; new studies get version 2 below.
+
+
+def _dense_scale(key: str, label: str, question: str, anchors: list[str], lo: int = 1) -> Scale:
     return Scale(
         key=key,
         label=label,
@@ -99,7 +442,7 @@ def _scale(key: str, label: str, question: str, anchors: list[str], lo: int = 1)
     )
 
 
-NOVELTY = _scale(
+V1_NOVELTY = _dense_scale(
     "novelty",
     "Novelty",
     "How original is the idea compared with existing work on this topic, and does it offer "
@@ -118,7 +461,7 @@ NOVELTY = _scale(
     ],
 )
 
-FEASIBILITY = _scale(
+V1_FEASIBILITY = _dense_scale(
     "feasibility",
     "Feasibility",
     "Could a typical CS PhD student carry out this project within one to two months, "
@@ -137,7 +480,7 @@ FEASIBILITY = _scale(
     ],
 )
 
-EFFECTIVENESS = _scale(
+V1_EFFECTIVENESS = _dense_scale(
     "effectiveness",
     "Expected effectiveness",
     "How likely is the proposed method to work well, for instance to beat strong existing "
@@ -157,7 +500,7 @@ EFFECTIVENESS = _scale(
     ],
 )
 
-EXCITEMENT = _scale(
+V1_EXCITEMENT = _dense_scale(
     "excitement",
     "Excitement",
     "If carried out as a full project, how exciting and influential would this idea be for "
@@ -176,7 +519,7 @@ EXCITEMENT = _scale(
     ],
 )
 
-OVERALL = _scale(
+V1_OVERALL = _dense_scale(
     "overall",
     "Overall",
     "Your overall judgement of the idea, read against the acceptance bar of a major AI conference.",
@@ -208,6 +551,7 @@ FAMILIARITY = Scale(
         5: "I have co-authored several papers, or a first-author paper, on this topic.",
     },
     rationale=False,
+    rationale_required=False,
 )
 
 CONFIDENCE = Scale(
@@ -224,13 +568,14 @@ CONFIDENCE = Scale(
         5: "Absolutely certain; I know the related work and checked carefully.",
     },
     rationale=False,
+    rationale_required=False,
 )
 
-SI2024_FORM = FormDefinition(
+SI2024_V1_FORM = FormDefinition(
     key="si2024",
     version=1,
     title="Research idea review (Si et al. 2024 structure)",
-    metrics=(NOVELTY, EXCITEMENT, FEASIBILITY, EFFECTIVENESS, OVERALL),
+    metrics=(V1_NOVELTY, V1_EXCITEMENT, V1_FEASIBILITY, V1_EFFECTIVENESS, V1_OVERALL),
     familiarity=FAMILIARITY,
     confidence=CONFIDENCE,
     min_rationale_words=25,
@@ -239,4 +584,238 @@ SI2024_FORM = FormDefinition(
     ),
 )
 
+
+# The second si2024 version: the protocol's review form in its own order (novelty,
+# feasibility, expected effectiveness, excitement, overall), anchored at the levels the
+# protocol anchors, each anchor keeping every fact of the protocol's description of that
+# level, worded our own way.
+
+SI2024_NOVELTY = Scale(
+    key="novelty",
+    label="Novelty",
+    question="Is the idea creative and different from existing work on the topic, and does it "
+    "bring new insight?",
+    minimum=1,
+    maximum=10,
+    anchors={
+        1: "Not novel at all: plenty of existing ideas are the same as this one.",
+        5: "Somewhat novel: it differs from existing ideas, but not enough to make a new paper "
+        "out of it.",
+        6: "Reasonably novel: it differs from existing ideas in notable ways, probably enough to "
+        "make a new paper out of it.",
+        10: "Very novel: it differs from all existing ideas, in a very interesting and clever way.",
+    },
+)
+
+SI2024_FEASIBILITY = Scale(
+    key="feasibility",
+    label="Feasibility",
+    question="How feasible is it to carry out this idea as a research project? Picture a "
+    "typical CS PhD student with 1–2 months of time, abundant OpenAI/Anthropic API access "
+    "but limited GPU compute.",
+    minimum=1,
+    maximum=10,
+    anchors={
+        1: "Impossible: the project cannot be executed.",
+        10: "Easy: the whole proposed project can be executed quickly, within a few days, "
+        "without advanced technical skills.",
+    },
+)
+
+SI2024_EFFECTIVENESS = Scale(
+    key="effectiveness",
+    label="Expected effectiveness",
+    question="How likely is the proposed idea to work well, for example to do better than "
+    "existing baselines?",
+    minimum=1,
+    maximum=10,
+    anchors={
+        1: "Extremely unlikely: the idea has major flaws and definitely will not work well.",
+        10: "Definitely effective: you are very confident that the idea will outperform "
+        "existing methods by significant margins on many benchmarks.",
+    },
+)
+
+SI2024_EXCITEMENT = Scale(
+    key="excitement",
+    label="Excitement",
+    question="If it were executed as a full project, how exciting and impactful would this idea "
+    "be? Would it change the field and be very influential?",
+    minimum=1,
+    maximum=10,
+    anchors={
+        1: "Poor: you cannot identify a contribution of this idea, or it is not interesting at "
+        "all, and you would fight to have it rejected at any major AI conference.",
+        6: "Leaning positive: exciting enough to be accepted at a major AI conference, but it "
+        "still has some weaknesses or is somewhat incremental.",
+        10: "Transformative: it would change the research field profoundly and deserve a best "
+        "paper award at major AI conferences.",
+    },
+)
+
+SI2024_OVERALL = Scale(
+    key="overall",
+    label="Overall",
+    question="Your overall judgement of the idea, measured against the acceptance threshold of "
+    "major AI conferences.",
+    minimum=1,
+    maximum=10,
+    anchors={
+        5: "Decent idea, but it has some weaknesses or is not exciting enough: marginally below "
+        "the acceptance threshold of major AI conferences.",
+        6: "Marginally above the acceptance threshold of major AI conferences.",
+        7: "Good idea: it would be accepted by major AI conferences.",
+        8: "Among the top 50% of all published ideas on this topic at major AI conferences: "
+        "a clear accept.",
+        9: "Among the top 15% of all published ideas on this topic at major AI conferences: "
+        "a strong accept.",
+        10: "Among the top 5% of all published ideas on this topic at major AI conferences: "
+        "it will be a seminal paper.",
+    },
+)
+
+SI2024_FORM = FormDefinition(
+    key="si2024",
+    version=2,
+    title="Research idea review (Si et al. 2024 review form)",
+    description="Score each aspect on its scale and justify each score in two or three "
+    "sentences (at least 25 words). Levels without a description lie between their "
+    "described neighbours.",
+    metrics=(
+        SI2024_NOVELTY,
+        SI2024_FEASIBILITY,
+        SI2024_EFFECTIVENESS,
+        SI2024_EXCITEMENT,
+        SI2024_OVERALL,
+    ),
+    familiarity=FAMILIARITY,
+    confidence=CONFIDENCE,
+    min_rationale_words=25,
+    honor_code="I confirm that I will write my reviews myself, without ChatGPT, Claude, Gemini "
+    "or any other AI tool.",
+)
+
+
+def _execution_metric(key: str, label: str, question: str, anchors: dict[int, str]) -> Scale:
+    return Scale(key=key, label=label, question=question, minimum=1, maximum=10, anchors=anchors)
+
+
+# An execution study reviews a project carried out from an idea (code, results, write-up):
+# the idea's metrics on the executed project, plus soundness, faithfulness to the idea and
+# the quality of the code (1-5, no rationale).
+EXECUTION_FORM = FormDefinition(
+    key="execution",
+    version=1,
+    title="Executed project review",
+    description="You are reviewing a project carried out from a research idea: its write-up, "
+    "results and code. Justify each 1–10 score in a few sentences.",
+    metrics=(
+        _execution_metric(
+            "novelty",
+            "Novelty",
+            "How new are the idea and its findings compared with existing work on the topic?",
+            {
+                1: "Not novel: the same idea and findings already exist.",
+                5: "Somewhat novel: differences from existing work, not enough for a paper alone.",
+                6: "Reasonably novel: notable differences, probably enough for a new paper.",
+                10: "Very novel: unlike existing work in an interesting and clever way.",
+            },
+        ),
+        _execution_metric(
+            "excitement",
+            "Excitement",
+            "How exciting and influential are the project's results for the field?",
+            {
+                1: "Poor: no identifiable contribution; you would argue for rejection anywhere.",
+                6: "Leaning positive: could be accepted at a major AI conference, with weaknesses.",
+                10: "Transformative: would change the field; worth a best paper award.",
+            },
+        ),
+        _execution_metric(
+            "soundness",
+            "Soundness",
+            "Are the experiments well designed, the baselines fair and the conclusions "
+            "supported by the evidence?",
+            {
+                1: "Unsound: the conclusions do not follow from the experiments.",
+                5: "Partly sound: the main claim has some support, with serious gaps.",
+                8: "Sound: claims are supported; only minor issues remain.",
+                10: "Exemplary: rigorous design, fair baselines, every claim supported.",
+            },
+        ),
+        _execution_metric(
+            "effectiveness",
+            "Effectiveness",
+            "How well did the method work compared with the baselines it was run against?",
+            {
+                1: "Clearly worse than the baselines.",
+                5: "About as good as the baselines.",
+                10: "Better than strong baselines by wide margins on several benchmarks.",
+            },
+        ),
+        _execution_metric(
+            "overall",
+            "Overall",
+            "Your overall judgement of the executed project, against the acceptance threshold "
+            "of major AI conferences.",
+            {
+                5: "Marginally below the acceptance threshold of major AI conferences.",
+                6: "Marginally above the acceptance threshold of major AI conferences.",
+                8: "A clear accept at a major AI conference.",
+                10: "Among the best papers of a major AI conference.",
+            },
+        ),
+        _execution_metric(
+            "faithfulness",
+            "Faithfulness to the idea",
+            "How faithfully does the executed project follow the idea it was given?",
+            {
+                1: "Unrelated: the project does something else.",
+                5: "Partly faithful: the core idea is there, major parts were changed or dropped.",
+                10: "Fully faithful: every essential step of the idea was carried out as proposed.",
+            },
+        ),
+        Scale(
+            key="code_quality",
+            label="Code quality",
+            question="How clear, correct and reusable is the project's code?",
+            minimum=1,
+            maximum=5,
+            anchors={
+                1: "Does not run, or cannot be followed.",
+                3: "Runs with effort; readable in parts.",
+                5: "Runs as documented; clear and easy to reuse.",
+            },
+            rationale=False,
+            rationale_required=False,
+        ),
+    ),
+    familiarity=FAMILIARITY,
+    confidence=CONFIDENCE,
+    min_rationale_words=25,
+    honor_code="I confirm that I will write my reviews myself, without ChatGPT, Claude, Gemini "
+    "or any other AI tool.",
+)
+
+STANDARD_QUESTIONS = {"familiarity": FAMILIARITY, "confidence": CONFIDENCE}
+BUILTIN_FORMS: tuple[FormDefinition, ...] = (SI2024_FORM, SI2024_V1_FORM, EXECUTION_FORM)
 DEFAULT_FORM = SI2024_FORM
+
+
+def builtin_form_names() -> list[str]:
+    """Every name `builtin_form` accepts: `KEY` (the newest version) and `KEY@VERSION`."""
+    keys = sorted({f.key for f in BUILTIN_FORMS})
+    return keys + sorted(f"{f.key}@{f.version}" for f in BUILTIN_FORMS)
+
+
+def builtin_form(name: str) -> FormDefinition:
+    """The built-in form `KEY` (its newest version) or `KEY@VERSION`; KeyError otherwise."""
+    key, _, version = name.strip().partition("@")
+    found = [f for f in BUILTIN_FORMS if f.key == key]
+    if version:
+        found = [f for f in found if str(f.version) == version.strip()]
+    if not found:
+        raise KeyError(
+            f"no built-in review form {name!r}; built-ins: {', '.join(builtin_form_names())}"
+        )
+    return max(found, key=lambda f: f.version)

@@ -1,0 +1,68 @@
+"""Review forms in the database: resolving a name or file, versions, immutability."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from studies.models import ReviewForm
+from studies.protocol.forms import EXECUTION_FORM, SI2024_FORM, SI2024_V1_FORM, FormFileError
+from studies.review_forms import review_form_resolve
+from studies.services import review_form_ensure, study_create
+
+
+def test_resolve_returns_built_in_forms_by_name_and_version():
+    assert review_form_resolve("si2024") == SI2024_FORM
+    assert review_form_resolve("si2024@1") == SI2024_V1_FORM
+    assert review_form_resolve("execution") == EXECUTION_FORM
+
+
+@pytest.mark.django_db
+def test_resolve_reads_and_validates_a_form_file(tmp_path):
+    data = EXECUTION_FORM.to_dict() | {"key": "exec-lab", "title": "Our lab's form"}
+    path = tmp_path / "lab.json"
+    path.write_text(json.dumps(data))
+    form = review_form_resolve(str(path))
+    assert form.key == "exec-lab" and form.metric("code_quality").maximum == 5
+    data["metrics"][0]["maximum"] = 0
+    path.write_text(json.dumps(data))
+    with pytest.raises(FormFileError, match=r"(?s)lab.json: .*metric 'novelty' \(metrics\[1\]\)"):
+        review_form_resolve(path)
+
+
+@pytest.mark.django_db
+def test_resolve_names_the_built_ins_when_nothing_matches():
+    with pytest.raises(FormFileError, match="no built-in or stored review form 'nope'.*execution"):
+        review_form_resolve("nope")
+    with pytest.raises(FormFileError, match="no such file"):
+        review_form_resolve("missing/form.json")
+
+
+@pytest.mark.django_db
+def test_resolve_finds_a_form_stored_earlier_by_its_key(owner):
+    custom = EXECUTION_FORM.to_dict() | {"key": "lab", "version": 3}
+    from studies.protocol.forms import form_validate
+
+    review_form_ensure(definition=form_validate(custom))
+    assert review_form_resolve("lab").version == 3
+    assert review_form_resolve("lab@3").key == "lab"
+
+
+@pytest.mark.django_db
+def test_new_studies_get_the_second_si2024_version_and_old_rows_keep_theirs(owner):
+    old = review_form_ensure(definition=SI2024_V1_FORM)
+    study = study_create(owner=owner, slug="fresh")
+    assert (study.review_form.key, study.review_form.version) == ("si2024", 2)
+    assert ReviewForm.objects.get(pk=old.pk).as_definition() == SI2024_V1_FORM
+
+
+@pytest.mark.django_db
+def test_a_stored_form_version_cannot_be_redefined():
+    review_form_ensure(definition=EXECUTION_FORM)
+    changed = EXECUTION_FORM.to_dict()
+    changed["metrics"][0]["anchors"]["1"] = "Something else"
+    from studies.protocol.forms import form_validate
+
+    with pytest.raises(ValueError, match="execution v1 already exists with a different definition"):
+        review_form_ensure(definition=form_validate(changed))
