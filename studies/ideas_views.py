@@ -580,7 +580,7 @@ def idea_decide(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
 def signoff_approve_passed(request: HttpRequest, slug: str) -> HttpResponse:
     """Approve every rewrite that passed every check, after a confirmation page that
     lists them; the POST approves exactly the list that page showed."""
-    study = get_study_for_owner(request, slug)
+    study = get_study_for_member(request, slug, role=role_by_method(request))
     if request.method == "POST":
         if request.POST.get("confirm") != "yes":
             messages.error(request, "Tick the box to confirm the approval.")

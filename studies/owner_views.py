@@ -3,7 +3,6 @@ preview and commit, pair tasks and progress. Each starts with `get_study_for_mem
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from typing import Any
 
 from django.contrib import messages
@@ -16,11 +15,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from .http import is_htmx
 from .models import Invitation, JobRun, PairTask, Reviewer, Study
 from .recruitment import (
+    ASSIGNMENT_JOB,
     RecruitmentError,
     assignment_commit,
     assignment_plan,
-    assignment_plot,
-    assignment_preview,
+    assignment_preview_enqueue,
     invitation_create,
     invitation_link,
     invitation_send,
@@ -44,6 +43,7 @@ from .review_forms import (
     PairTaskUploadForm,
     ScreeningForm,
 )
+from .services import job_active, job_mark_if_lost
 from .views import EDITOR, OWNER, VIEWER, get_study_for_member, role_by_method
 
 
@@ -262,7 +262,9 @@ def invitation_resend(request: HttpRequest, slug: str, invitation_id: int) -> Ht
 
 
 def _preview_tables(study: Study, job: JobRun) -> dict[str, Any]:
-    """Per-reviewer, per-topic and per-idea tables of a stored preview."""
+    """The finished preview's tables and plots, and whether it is still current."""
+    from .analysis.assignment_plots import assignment_figures  # matplotlib: only when drawn
+
     params = job.params
     plan = assignment_plan(
         study=study,
@@ -270,58 +272,15 @@ def _preview_tables(study: Study, job: JobRun) -> dict[str, Any]:
         mode=params.get("mode", "keep"),
         extra_load=params.get("extra_load", False),
     )
-    stale = plan.fingerprint != params.get("fingerprint")
-    pairs = [tuple(p) for p in params.get("pairs", [])]
-    ideas = {i.id: i for i in plan.inputs.ideas}
-    conds = list(plan.inputs.conditions)
-    loads: Counter[str] = Counter()
-    cond_counts: dict[str, Counter[str]] = defaultdict(Counter)
-    coverage: Counter[str] = Counter({i: 0 for i in ideas})
-    fixed = set(plan.inputs.fixed)
-    for r, i in pairs:
-        loads[r] += 1
-        coverage[i] += 1
-        for c in set(ideas[i].conditions) if i in ideas else ():
-            cond_counts[r][c] += 1
-    reviewers = [
-        {
-            "id": r.id,
-            "topics": ", ".join(r.topics),
-            "wanted": r.load_min if r.load_min == r.load_max else f"{r.load_min}–{r.load_max}",
-            "load": loads[r.id],
-            "conditions": [cond_counts[r.id][c] for c in conds],
-            "fixed": sum(1 for f in fixed if f[0] == r.id),
-        }
-        for r in plan.inputs.reviewers
-    ]
-    topics: dict[str, dict[str, int]] = defaultdict(lambda: {"ideas": 0, "reviews": 0})
-    for iid, idea in ideas.items():
-        topics[idea.topic]["ideas"] += 1
-        topics[idea.topic]["reviews"] += coverage[iid]
-    idea_rows = [
-        {
-            "id": iid,
-            "topic": ideas[iid].topic,
-            "conditions": ", ".join(ideas[iid].conditions),
-            "reviews": n,
-        }
-        for iid, n in sorted(coverage.items(), key=lambda kv: (ideas[kv[0]].topic, kv[0]))
-    ]
-    plot = ""
-    if pairs:
-        plot = assignment_plot(
-            wanted_loads=[r.load_min for r in plan.inputs.reviewers],
-            assigned_loads=[loads[r.id] for r in plan.inputs.reviewers],
-            reviews_per_idea=list(coverage.values()),
-        )
-    return {
-        "stale": stale,
-        "conditions": conds,
-        "reviewer_rows": reviewers,
-        "topic_rows": sorted(topics.items()),
-        "idea_rows": idea_rows,
-        "plot": plot,
+    summary = params.get("summary") or {}
+    context: dict[str, Any] = {
+        "stale": plan.fingerprint != params.get("fingerprint"),
+        "summary": summary,
+        "figures": assignment_figures(summary) if summary.get("reviewers") else [],
     }
+    share = (params.get("objective") or {}).get("first_choice_share")
+    context["first_choice_percent"] = None if share is None else round(100 * share)
+    return context
 
 
 @login_required
@@ -330,18 +289,30 @@ def assignment_preview_view(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=role_by_method(request))
     form = AssignmentPreviewForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        created, _result, _plan = assignment_preview(
-            study=study,
-            seed=form.cleaned_data["seed"],
-            mode=form.cleaned_data["mode"],
-            extra_load=form.cleaned_data["extra_load"],
-            actor=request.user,
-        )
-        return redirect(f"{request.path}?job={created.pk}")
+        running = job_active(study=study, kind=ASSIGNMENT_JOB)
+        if running is None:
+            running = assignment_preview_enqueue(
+                study=study,
+                seed=form.cleaned_data["seed"],
+                mode=form.cleaned_data["mode"],
+                extra_load=form.cleaned_data["extra_load"],
+                actor=request.user,
+            )
+        else:
+            messages.info(request, "A preview is already running: here is its progress.")
+        return redirect(f"{request.path}?job={running.pk}")
     job: JobRun | None = None
     job_id = request.GET.get("job", "")
     if job_id.isdigit():
-        job = get_object_or_404(JobRun, pk=int(job_id), study=study, kind="assignment")
+        job = get_object_or_404(JobRun, pk=int(job_id), study=study, kind=ASSIGNMENT_JOB)
+        job_mark_if_lost(job=job)
+    if is_htmx(request) and job is not None:
+        response = render(
+            request, "studies/owner/assignment.html#job", {"study": study, "job": job}
+        )
+        if not job.is_active:
+            response["HX-Refresh"] = "true"
+        return response
     context: dict[str, Any] = {
         "study": study,
         "form": form,
@@ -350,7 +321,7 @@ def assignment_preview_view(request: HttpRequest, slug: str) -> HttpResponse:
         "n_submitted": study.assignments.filter(status="submitted").count(),
         "n_approved": study.reviewers.filter(screening="approved", dropped_at__isnull=True).count(),
     }
-    if job is not None:
+    if job is not None and job.status == JobRun.Status.DONE and "pairs" in job.params:
         context.update(_preview_tables(study, job))
     return render(request, "studies/owner/assignment.html", context)
 

@@ -48,7 +48,7 @@ from .models import (
     Study,
 )
 from .protocol import assignment as solver
-from .services import audit
+from .services import audit, job_finish, job_progress, job_start
 
 log = logging.getLogger(__name__)
 
@@ -552,6 +552,77 @@ def assignment_plan(
     return AssignmentPlan(inputs, reviewer_by_id, idea_by_id, fingerprint, skipped, notes)
 
 
+ASSIGNMENT_JOB = "assignment"
+
+
+def assignment_preview_enqueue(
+    *,
+    study: Study,
+    seed: int | None = None,
+    mode: str = "keep",
+    extra_load: bool = False,
+    actor: Any = None,
+) -> JobRun:
+    """Start a preview as a background job. The seed is drawn here when not given and
+    stored in the job, so the job (and any retry of it) gives one result."""
+    from .tasks import preview_assignment
+
+    if mode not in ("keep", "resolve"):
+        raise ValueError("mode must be 'keep' or 'resolve'")
+    job = job_start(
+        study=study,
+        kind=ASSIGNMENT_JOB,
+        actor=actor,
+        total=3,
+        seed=seed if seed is not None else secrets.randbits(32),
+        mode=mode,
+        extra_load=extra_load,
+    )
+    transaction.on_commit(lambda: preview_assignment.delay(job.pk))
+    return job
+
+
+def assignment_preview_run(*, job: JobRun) -> tuple[solver.AssignmentResult, AssignmentPlan]:
+    """Solve the job's preview and keep the result (pairs, tables) in its row, so the
+    owner commits exactly what they saw."""
+    params = job.params
+    job_progress(job=job, done=0, total=3, message="reading reviewers, ideas and reviews")
+    plan = assignment_plan(
+        study=job.study,
+        seed=params["seed"],
+        mode=params["mode"],
+        extra_load=params.get("extra_load", False),
+    )
+    job_progress(
+        job=job,
+        done=1,
+        message=f"solving for {len(plan.inputs.reviewers)} reviewer(s) and "
+        f"{len(plan.inputs.ideas)} idea(s)",
+    )
+    result = solver.solve_assignment(plan.inputs)
+    job_progress(job=job, done=2, message="drawing up the tables")
+    summary: dict[str, Any] = {}
+    if result.feasible:
+        summary = solver.preview_summary(plan.inputs, result.pairs)
+        for row in summary["reviewers"]:
+            row["preferred"] = plan.reviewer_by_id[row["reviewer"]].preferred_load
+    job.params = {
+        **params,
+        "seed": result.seed,
+        "fingerprint": plan.fingerprint,
+        "status": result.status,
+        "pairs": [list(p) for p in result.pairs],
+        "problems": [str(p) for p in result.problems],
+        "notes": [*plan.notes, *result.notes],
+        "objective": result.objective,
+        "solve_seconds": round(result.solve_seconds, 3),
+        "summary": summary,
+    }
+    job.message = f"{result.status}: {len(result.pairs)} assignments"
+    job.save(update_fields=["params", "message"])
+    return result, plan
+
+
 def assignment_preview(
     *,
     study: Study,
@@ -560,32 +631,18 @@ def assignment_preview(
     extra_load: bool = False,
     actor: Any = None,
 ) -> tuple[JobRun, solver.AssignmentResult, AssignmentPlan]:
-    """Solve and keep the result in a JobRun row, so the owner commits what they saw."""
-    plan = assignment_plan(study=study, seed=seed, mode=mode, extra_load=extra_load)
-    result = solver.solve_assignment(plan.inputs)
-    job = JobRun.objects.create(
+    """The same preview run in this process (the command line, tests)."""
+    job = job_start(
         study=study,
-        kind="assignment",
-        status=JobRun.Status.DONE,
-        done=1,
-        total=1,
-        message=f"{result.status}: {len(result.pairs)} assignments",
-        params={
-            "seed": result.seed,
-            "mode": mode,
-            "extra_load": extra_load,
-            "fingerprint": plan.fingerprint,
-            "status": result.status,
-            "pairs": [list(p) for p in result.pairs],
-            "problems": [str(p) for p in result.problems],
-            "notes": [*plan.notes, *result.notes],
-            "objective": result.objective,
-            "solve_seconds": round(result.solve_seconds, 3),
-        },
-        created_by=actor if getattr(actor, "pk", None) else None,
-        started_at=timezone.now(),
-        finished_at=timezone.now(),
+        kind=ASSIGNMENT_JOB,
+        actor=actor,
+        total=3,
+        seed=seed if seed is not None else secrets.randbits(32),
+        mode=mode,
+        extra_load=extra_load,
     )
+    result, plan = assignment_preview_run(job=job)
+    job_finish(job=job)
     return job, result, plan
 
 
@@ -595,7 +652,9 @@ def assignment_commit(
     """Write a previewed solution: new pairs are created (in shuffled order, so ids say
     nothing about ideas), open pairs no longer wanted are withdrawn, submitted ones stay."""
     params = job.params
-    if job.kind != "assignment" or params.get("status") == "infeasible":
+    if job.kind != ASSIGNMENT_JOB or job.status != JobRun.Status.DONE or "pairs" not in params:
+        raise RecruitmentError("This preview has not finished: wait for it, or preview again.")
+    if params.get("status") == "infeasible":
         raise RecruitmentError("This preview has no assignment to commit.")
     if params.get("committed_at"):
         raise RecruitmentError("This preview was committed already.")
@@ -678,37 +737,6 @@ def reviewers_notify_new_work(
         )
         sent += 1
     return sent
-
-
-def assignment_plot(
-    *, wanted_loads: list[int], assigned_loads: list[int], reviews_per_idea: list[int]
-) -> str:
-    """Two small panels: wanted vs assigned load per reviewer, and reviews per idea."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .analysis.plots import _svg
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.5, 2.4))
-    wanted = Counter(wanted_loads)
-    got = Counter(assigned_loads)
-    levels = sorted(set(wanted) | set(got)) or [0]
-    ax1.bar([x - 0.2 for x in levels], [wanted[x] for x in levels], 0.4, label="wanted")
-    ax1.bar([x + 0.2 for x in levels], [got[x] for x in levels], 0.4, label="assigned")
-    ax1.set_xticks(levels)
-    ax1.set_xlabel("ideas per reviewer")
-    ax1.set_ylabel("reviewers")
-    ax1.legend(frameon=False, fontsize=8)
-    coverage = Counter(reviews_per_idea)
-    levels2 = sorted(coverage) or [0]
-    ax2.bar(levels2, [coverage[x] for x in levels2], 0.6, color="#55A868")
-    ax2.set_xticks(levels2)
-    ax2.set_xlabel("reviews per idea")
-    ax2.set_ylabel("ideas")
-    fig.tight_layout()
-    return _svg(fig, "Assignment loads and coverage")
 
 
 # --------------------------------------------------------------------------- reviews

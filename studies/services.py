@@ -290,6 +290,7 @@ JOB_TIME_LIMITS: dict[str, int] = {
     "duplicates": 1900,
     "normalization": 6 * 3600 + 120,
     "leakage": 3700,
+    "assignment": 700,
 }
 """Celery's hard time limit of each job kind's task, in seconds. A job still running this
 long after it started (plus a margin) has lost its worker: the worker was killed, or the

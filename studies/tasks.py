@@ -78,3 +78,10 @@ def check_leakage(job_id: int) -> None:
     from .ideaprep import leakage_check_run
 
     _run_job(job_id, lambda job: leakage_check_run(job=job))
+
+
+@shared_task(soft_time_limit=600, time_limit=JOB_TIME_LIMITS["assignment"])
+def preview_assignment(job_id: int) -> None:
+    from .recruitment import assignment_preview_run
+
+    _run_job(job_id, lambda job: assignment_preview_run(job=job))

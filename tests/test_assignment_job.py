@@ -3,10 +3,21 @@ the preview runs as a background job, its tables and plots, and its commit."""
 
 from __future__ import annotations
 
-import pytest
+from collections import Counter
 
-from studies.models import TopicChoiceUse
-from studies.recruitment import assignment_plan
+import pytest
+from django.urls import reverse
+
+from studies.models import Assignment, JobRun, TopicChoiceUse
+from studies.recruitment import (
+    RecruitmentError,
+    assignment_commit,
+    assignment_plan,
+    assignment_preview,
+    assignment_preview_enqueue,
+    idea_label,
+)
+from studies.tasks import preview_assignment
 from tests.test_recruitment import _fast_and_clean, make_review_study  # noqa: F401
 
 
@@ -21,3 +32,97 @@ def test_the_studys_topic_choice_use_reaches_the_solver_and_its_fingerprint(owne
     assert equal.inputs.params.topic_choice == "equal"
     # A preview made under the other rule must not be committed as if nothing changed.
     assert equal.fingerprint != first.fingerprint
+
+
+@pytest.mark.django_db
+def test_preview_runs_as_a_job_with_progress_then_shows_readable_tables_and_plots(
+    client, owner, django_capture_on_commit_callbacks
+):
+    s = make_review_study(owner, commit=False)
+    client.force_login(owner)
+    url = reverse("studies:assignment_preview", args=[s.study.slug])
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        response = client.post(url, {"mode": "keep", "seed": "11"})
+    assert len(sent) == 1  # the task goes out once the job row is committed
+    job = JobRun.objects.get(study=s.study, kind="assignment")
+    assert job.status == "queued" and job.params["seed"] == 11
+    # The request did not solve anything: the page shows the job's progress and polls.
+    waiting = client.get(response["Location"]).content.decode()
+    assert "<progress" in waiting and "hx-get" in waiting and "reviewer-table" not in waiting
+    fragment = client.get(response["Location"], headers={"HX-Request": "true"})
+    assert "<progress" in fragment.content.decode() and "HX-Refresh" not in fragment
+
+    preview_assignment(job.pk)
+    job.refresh_from_db()
+    assert job.status == "done" and job.percent == 100
+    done = client.get(response["Location"], headers={"HX-Request": "true"})
+    assert done["HX-Refresh"] == "true"
+    page = client.get(response["Location"]).content.decode()
+    for table in ("reviewer-table", "topic-table", "reviews-per-idea", "conditions-seen"):
+        assert f'id="{table}"' in page
+    assert page.count("<svg") == 4
+    # No raw Python containers and no database ids: idea labels and pseudonyms only.
+    assert "{'" not in page and "['" not in page
+    assert "XID-" in page and "R001" in page
+    idea_pks = [str(i.pk) for i in s.ideas]
+    table = page[page.index('id="idea-table"') :]
+    cells = [c.split("</td>")[0] for c in table.split("<td>")[1:]]
+    assert not any(c in idea_pks for c in cells if not c.startswith("XID-"))
+    assert "Commit this assignment" in page
+
+
+@pytest.mark.django_db
+def test_the_summary_counts_what_the_pairs_say(owner):
+    s = make_review_study(owner, commit=False)
+    job, result, plan = assignment_preview(study=s.study, seed=5)
+    summary = job.params["summary"]
+    pairs = [tuple(p) for p in job.params["pairs"]]
+    per_reviewer = Counter(r for r, _ in pairs)
+    for row in summary["reviewers"]:
+        assert row["assigned"] == per_reviewer[row["reviewer"]]
+        assert row["first_choice"] + row["second_choice"] == row["assigned"]
+        assert sum(row["conditions"]) >= row["assigned"]  # an idea may be in two
+        assert row["preferred"] == 3
+    per_idea = Counter(i for _, i in pairs)
+    hist = Counter(per_idea[i.id] for i in plan.inputs.ideas)
+    assert summary["reviews_per_idea"] == [[k, n] for k, n in sorted(hist.items())]
+    # Reviewers R001 and R002 share an institution with some Human ideas of their topics.
+    by_id = {r["reviewer"]: r for r in summary["reviewers"]}
+    assert by_id["R001"]["conflicts_avoided"] > 0 and by_id["R004"]["conflicts_avoided"] == 0
+
+
+@pytest.mark.django_db
+def test_the_same_seed_previews_the_same_assignment_and_commit_writes_it(
+    client, owner, django_capture_on_commit_callbacks
+):
+    s = make_review_study(owner, commit=False)
+    a, _, _ = assignment_preview(study=s.study, seed=21)
+    b, _, _ = assignment_preview(study=s.study, seed=21)
+    assert a.params["pairs"] == b.params["pairs"]
+    client.force_login(owner)
+    with django_capture_on_commit_callbacks(execute=False):
+        client.post(reverse("studies:assignment_commit", args=[s.study.slug]), {"job": b.pk})
+    written = {
+        (a.reviewer.pseudonym, idea_label(a.idea))
+        for a in Assignment.objects.filter(study=s.study).select_related("reviewer", "idea")
+    }
+    assert written == {tuple(p) for p in b.params["pairs"]}
+
+
+@pytest.mark.django_db
+def test_a_preview_still_running_cannot_be_committed(owner, django_capture_on_commit_callbacks):
+    s = make_review_study(owner, commit=False)
+    with django_capture_on_commit_callbacks(execute=False):
+        job = assignment_preview_enqueue(study=s.study, seed=3)
+    with pytest.raises(RecruitmentError, match="not finished"):
+        assignment_commit(study=s.study, job=job)
+
+
+@pytest.mark.django_db
+def test_other_researcher_cannot_see_or_poll_a_preview(client, owner, other_researcher):
+    s = make_review_study(owner, commit=False)
+    job, _, _ = assignment_preview(study=s.study, seed=3)
+    client.force_login(other_researcher)
+    url = reverse("studies:assignment_preview", args=[s.study.slug]) + f"?job={job.pk}"
+    assert client.get(url).status_code == 404
+    assert client.get(url, headers={"HX-Request": "true"}).status_code == 404

@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from studies.models import Assignment, JobRun, PairTask, Reviewer
 from studies.recruitment import invitation_create
+from studies.tasks import preview_assignment
 from tests.test_recruitment import _fast_and_clean, make_review_study  # noqa: F401
 
 
@@ -145,12 +146,16 @@ def test_owner_screens_reviewers_with_htmx_rows(client, owner):
 
 
 @pytest.mark.django_db
-def test_owner_previews_then_commits_the_assignment(client, owner):
+def test_owner_previews_then_commits_the_assignment(
+    client, owner, django_capture_on_commit_callbacks
+):
     s = make_review_study(owner, commit=False)
     client.force_login(owner)
     url = reverse("studies:assignment_preview", args=[s.study.slug])
-    r = client.post(url, {"mode": "keep", "seed": "11"})
+    with django_capture_on_commit_callbacks(execute=False):
+        r = client.post(url, {"mode": "keep", "seed": "11"})
     assert r.status_code == 302
+    preview_assignment(JobRun.objects.get(study=s.study, kind="assignment").pk)
     page = client.get(r["Location"]).content.decode()
     assert "<svg" in page and "Commit this assignment" in page and "R001" in page
     assert not Assignment.objects.filter(study=s.study).exists()
@@ -170,13 +175,17 @@ def test_owner_previews_then_commits_the_assignment(client, owner):
 
 
 @pytest.mark.django_db
-def test_infeasible_preview_explains_the_rule(client, owner):
+def test_infeasible_preview_explains_the_rule(client, owner, django_capture_on_commit_callbacks):
     s = make_review_study(owner, commit=False)
     Reviewer.objects.filter(study=s.study).exclude(pk=s.reviewers[0].pk).update(
         screening="rejected"
     )
     client.force_login(owner)
-    r = client.post(reverse("studies:assignment_preview", args=[s.study.slug]), {"mode": "keep"})
+    with django_capture_on_commit_callbacks(execute=False):
+        r = client.post(
+            reverse("studies:assignment_preview", args=[s.study.slug]), {"mode": "keep"}
+        )
+    preview_assignment(JobRun.objects.get(study=s.study, kind="assignment").pk)
     page = client.get(r["Location"]).content.decode()
     assert "No assignment satisfies every rule" in page and "Commit this assignment" not in page
 

@@ -1811,6 +1811,78 @@ def first_choice_share(inputs: AssignmentInputs, pairs: Iterable[tuple[str, str]
     return first / total if total else None
 
 
+def preview_summary(inputs: AssignmentInputs, pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """Plain tables of an assignment for an owner to read: per reviewer (load, conditions,
+    first and second topic choice, conflicts avoided), per topic, per idea, and the
+    histograms behind the preview's plots. JSON-ready: lists and str-keyed dicts only."""
+    ideas = {idea.id: idea for idea in inputs.ideas}
+    conds = list(inputs.conditions)
+    fixed = set(inputs.fixed)
+    pairs = sorted(set(pairs))
+    idea_keys = {i.id: institution_keys(i.institutions) for i in inputs.ideas}
+    by_reviewer: dict[str, list[str]] = defaultdict(list)
+    per_idea: Counter[str] = Counter({i: 0 for i in ideas})
+    for rid, iid in pairs:
+        by_reviewer[rid].append(iid)
+        per_idea[iid] += 1
+    reviewer_rows: list[dict[str, Any]] = []
+    for rev in inputs.reviewers:
+        ranked = tuple(dict.fromkeys(rev.topics))
+        got = by_reviewer.get(rev.id, [])
+        counts = Counter(c for iid in got for c in set(ideas[iid].conditions))
+        rank_of = [
+            ranked.index(ideas[iid].topic) if ideas[iid].topic in ranked else -1 for iid in got
+        ]
+        keys = institution_keys([rev.institution], [rev.email])
+        avoided = sum(1 for i in inputs.ideas if i.topic in ranked and keys & idea_keys[i.id])
+        reviewer_rows.append(
+            {
+                "reviewer": rev.id,
+                "topics": list(ranked),
+                "load_min": rev.load_min,
+                "load_max": rev.max_load,
+                "assigned": len(got),
+                "conditions": [counts.get(c, 0) for c in conds],
+                "first_choice": rank_of.count(0),
+                "second_choice": sum(1 for k in rank_of if k >= 1),
+                "fixed": sum(1 for iid in got if (rev.id, iid) in fixed),
+                "conflicts_avoided": avoided,
+            }
+        )
+    topic_rows: dict[str, dict[str, int]] = {}
+    for idea in inputs.ideas:
+        row = topic_rows.setdefault(idea.topic, {"ideas": 0, "reviews": 0})
+        row["ideas"] += 1
+        row["reviews"] += per_idea[idea.id]
+    idea_rows = [
+        {
+            "idea": i.id,
+            "topic": i.topic,
+            "conditions": list(i.conditions),
+            "reviews": per_idea[i.id],
+        }
+        for i in sorted(inputs.ideas, key=lambda i: (i.topic, i.id))
+    ]
+    first = sum(r["first_choice"] for r in reviewer_rows if len(r["topics"]) >= 2)
+    second = sum(r["second_choice"] for r in reviewer_rows if len(r["topics"]) >= 2)
+    return {
+        "conditions": conds,
+        "reviewers": reviewer_rows,
+        "topics": [{"topic": t, **row} for t, row in sorted(topic_rows.items())],
+        "ideas": idea_rows,
+        "reviews_per_idea": _histogram(per_idea.values()),
+        "conditions_seen": _histogram(sum(1 for n in r["conditions"] if n) for r in reviewer_rows),
+        "topic_choice": {"first": first, "second": second},
+        "conflicts_avoided": sum(r["conflicts_avoided"] for r in reviewer_rows),
+        "reviewers_with_conflicts": sum(1 for r in reviewer_rows if r["conflicts_avoided"]),
+    }
+
+
+def _histogram(values: Iterable[int]) -> list[list[int]]:
+    """[[value, how many], …] in increasing value."""
+    return [[k, n] for k, n in sorted(Counter(values).items())]
+
+
 def _spread(counts: Mapping[str, int], avail: Sequence[str]) -> int:
     values = [counts.get(c, 0) for c in avail]
     return max(values) - min(values) if len(values) >= 2 else 0

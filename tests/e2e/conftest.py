@@ -59,3 +59,14 @@ def browser():
 def artifacts() -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture
+def worker():
+    """A real Celery worker in this process, for pages whose work runs as a job."""
+    from celery.contrib.testing.worker import start_worker
+
+    from ideareview.celery import app
+
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+        yield

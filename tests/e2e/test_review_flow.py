@@ -35,7 +35,7 @@ def fill_metric(page, key: str, score: int, words: int = 30) -> None:
 
 
 def test_invite_sign_up_screen_assign_review_in_two_visits_and_progress(
-    browser, live_server, owner, artifacts
+    browser, live_server, owner, artifacts, worker
 ):
     seeded = make_review_study(owner, commit=False, n_reviewers=5)
     study = seeded.study

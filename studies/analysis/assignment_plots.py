@@ -1,0 +1,85 @@
+"""Small plots of an assignment preview, drawn from `protocol.assignment.preview_summary`.
+
+Each is its own SVG (not one wide figure) so that on a phone they stack and stay legible.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from .plots import PALETTE, _svg, plt
+
+
+def _bars(ax: Any, levels: list[int], series: Mapping[str, Counter[int]]) -> None:
+    width = 0.8 / max(1, len(series))
+    for k, (label, counts) in enumerate(series.items()):
+        offset = (k - (len(series) - 1) / 2) * width
+        ax.bar(
+            [x + offset for x in levels],
+            [counts.get(x, 0) for x in levels],
+            width,
+            label=label,
+            color=PALETTE[k % len(PALETTE)],
+        )
+    ax.set_xticks(levels)
+    if len(series) > 1:
+        ax.legend(frameon=False, fontsize=8)
+
+
+def load_plot(summary: Mapping[str, Any]) -> str:
+    rows = summary["reviewers"]
+    asked = Counter(r["load_min"] for r in rows)
+    got = Counter(r["assigned"] for r in rows)
+    fig, ax = plt.subplots(figsize=(3.6, 2.4))
+    _bars(ax, sorted(set(asked) | set(got)) or [0], {"asked for": asked, "assigned": got})
+    ax.set_xlabel("ideas per reviewer")
+    ax.set_ylabel("reviewers")
+    return _svg(fig, "Reviewer loads: asked for and assigned")
+
+
+def reviews_per_idea_plot(summary: Mapping[str, Any]) -> str:
+    hist = Counter({k: n for k, n in summary["reviews_per_idea"]})
+    fig, ax = plt.subplots(figsize=(3.6, 2.4))
+    _bars(ax, sorted(hist) or [0], {"ideas": hist})
+    ax.set_xlabel("reviews per idea")
+    ax.set_ylabel("ideas")
+    return _svg(fig, "Reviews per idea")
+
+
+def conditions_plot(summary: Mapping[str, Any]) -> str:
+    conds = summary["conditions"]
+    series = {
+        c: Counter(r["conditions"][k] for r in summary["reviewers"]) for k, c in enumerate(conds)
+    }
+    levels = sorted({x for counts in series.values() for x in counts}) or [0]
+    fig, ax = plt.subplots(figsize=(3.6, 2.4))
+    _bars(ax, levels, series)
+    ax.set_xlabel("ideas of the condition per reviewer")
+    ax.set_ylabel("reviewers")
+    return _svg(fig, "Conditions per reviewer")
+
+
+def topic_choice_plot(summary: Mapping[str, Any]) -> str:
+    use = summary["topic_choice"]
+    fig, ax = plt.subplots(figsize=(3.6, 1.6))
+    labels = ["first choice", "second choice"]
+    values = [use["first"], use["second"]]
+    ax.barh(labels, values, color=PALETTE[:2])
+    total = sum(values) or 1
+    for y, v in enumerate(values):
+        ax.text(v, y, f" {v} ({100 * v / total:.0f} %)", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("reviews by reviewers who chose two topics")
+    return _svg(fig, "Topic-choice use")
+
+
+def assignment_figures(summary: Mapping[str, Any]) -> list[dict[str, str]]:
+    """[{title, svg}] in the order the preview shows them."""
+    return [
+        {"title": "Loads: asked for and assigned", "svg": load_plot(summary)},
+        {"title": "Reviews per idea", "svg": reviews_per_idea_plot(summary)},
+        {"title": "Conditions per reviewer", "svg": conditions_plot(summary)},
+        {"title": "First and second topic choice", "svg": topic_choice_plot(summary)},
+    ]
