@@ -75,6 +75,7 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:idea_include": (("idea",), None, E),
     "studies:idea_signoff": (("idea",), V, None),
     "studies:idea_decide": (("idea",), None, E),
+    "studies:signoff_approve_passed": ((), V, E),
     "judging:home": ((), V, None),
     "judging:config_create": ((), V, E),
     "judging:run_create": ((), V, E),
