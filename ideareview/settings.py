@@ -1,9 +1,10 @@
 """One env-driven settings module.
 
-With no environment at all it runs on safe local defaults: SQLite and a filesystem Celery
-broker under `var/`, mail to the console, DEBUG on only for local use. Every value that
-production needs comes from the environment; a malformed value stops start-up with a
-message naming the variable.
+With no environment at all it runs on safe local defaults: SQLite, a filesystem Celery
+broker and a file cache under `var/`, mail to the console, DEBUG off (`make run` turns it on
+for local use). Every value that production needs comes from the environment; a malformed
+value stops start-up with a message naming the variable. No other module reads the
+environment or a setting with a default of its own: every setting is defined here.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -49,22 +51,43 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [part.strip() for part in raw.split(",") if part.strip()]
 
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
+def env_url(name: str, default: str, schemes: set[str]) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    parts = urlsplit(raw)
+    if parts.scheme not in schemes or not parts.netloc:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not a URL starting with {' or '.join(sorted(schemes))}://"
+        )
+    return raw
+
+
+# Off unless turned on: a server started without configuration never shows tracebacks,
+# settings or the URL list. `make run` sets DJANGO_DEBUG=1 for local use.
+DEBUG = env_bool("DJANGO_DEBUG", False)
 
 
 def _secret_key() -> str:
     key = os.environ.get("DJANGO_SECRET_KEY")
     if key:
         return key
-    if not DEBUG:
-        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
-    # A per-installation key kept under var/, so local signed links survive restarts.
+    # A per-installation key kept under var/, so local use needs no configuration and
+    # signed links survive restarts. Several machines must share DJANGO_SECRET_KEY.
     path = VAR_DIR / "secret_key"
     if not path.exists():
         import secrets
 
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        # Created once, atomically: web workers and Celery processes start together.
+        tmp = path.with_name(f".secret_key.{os.getpid()}")
+        tmp.write_text(secrets.token_urlsafe(50))
+        tmp.chmod(0o600)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
     return path.read_text().strip()
 
 
@@ -88,6 +111,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "ideareview.middleware.content_security_policy",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -184,10 +208,79 @@ EMAIL_BACKEND = os.environ.get(
 )
 DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "ideareview@localhost")
 
+# Where links in mails point (invitations, reminders): the address reviewers open.
+IDEAREVIEW_BASE_URL = env_url(
+    "IDEAREVIEW_BASE_URL", "http://localhost:8000", {"http", "https"}
+).rstrip("/")
+
+# --- HTTPS and headers. Behind a TLS proxy set DJANGO_SECURE_PROXY_SSL_HEADER=1 (the proxy
+# must set X-Forwarded-Proto), DJANGO_SECURE_SSL_REDIRECT=1, DJANGO_SECURE_COOKIES=1 and
+# DJANGO_SECURE_HSTS_SECONDS; then `manage.py check --deploy` is clean.
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https")
+    if env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", False)
+    else None
+)
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = not DEBUG
-CSRF_COOKIE_SECURE = not DEBUG
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# Sent on every response that does not set its own (the downloadable self-contained report
+# carries a policy of its own). No 'unsafe-inline' and no 'unsafe-eval': templates keep
+# styles and scripts in static/.
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
+PERMISSIONS_POLICY = "camera=(), microphone=(), geolocation=(), payment=(), usb=()"
+# Error reports (DEBUG pages, mails to ADMINS) also hide passwords inside URL settings such
+# as CELERY_BROKER_URL, which Django's default filter shows because of their names.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "ideareview.redact.SafeExceptionReporterFilter"
+
+
+def _caches() -> dict:
+    """Login limits count here, so it must be shared by every process that serves logins:
+    Redis when several machines serve (CACHE_URL=redis://...; REDIS_URL is read too), a
+    file cache under var/ by default (shared by the processes of one machine)."""
+    url = os.environ.get("CACHE_URL") or os.environ.get("REDIS_URL") or ""
+    if not url:
+        return {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache"),
+        }
+    scheme = url.split("://", 1)[0]
+    if scheme in {"redis", "rediss"}:
+        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+    if scheme == "file" and url.startswith("file:///"):
+        return {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": url[len("file://") :],
+        }
+    if scheme == "locmem":
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    raise ImproperlyConfigured(
+        f"CACHE_URL={url!r}: use redis://host:6379/N, file:///absolute/path or locmem://"
+    )
+
+
+CACHES = {"default": _caches()}
 
 # Celery: a broker that needs no server by default (kombu's filesystem transport).
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
@@ -222,6 +315,15 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 3600)
 
+# Reviewer time: gaps between a reviewer's events longer than this count as this long.
+IDEAREVIEW_IDLE_CAP_SECONDS = env_int("IDEAREVIEW_IDLE_CAP_SECONDS", 300)
+IDEAREVIEW_INVITATION_MAX_DAYS = env_int("IDEAREVIEW_INVITATION_MAX_DAYS", 90)
+# The assignment solver's time limit (s).
+IDEAREVIEW_ASSIGNMENT_TIME_LIMIT = env_int("IDEAREVIEW_ASSIGNMENT_TIME_LIMIT", 120)
+# The chromium that prints report.pdf (default: the first of chromium, chromium-browser,
+# google-chrome on PATH).
+IDEAREVIEW_CHROMIUM = os.environ.get("IDEAREVIEW_CHROMIUM", "")
+
 # LLM judges: off until an OpenAI-compatible endpoint is configured.
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
@@ -237,9 +339,13 @@ if ANALYSIS_MIXED_ENGINE not in {"auto", "statsmodels", "sparse"}:
         f"IDEAREVIEW_MIXED_ENGINE={ANALYSIS_MIXED_ENGINE!r}: use auto, statsmodels or sparse"
     )
 
+# Every log line passes a formatter that replaces the secret key, API keys and URL
+# passwords (database, broker, cache) with "********", tracebacks included.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"redacted": {"()": "ideareview.redact.RedactingFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "redacted"}},
     "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
+    "loggers": {"django": {"handlers": ["console"], "level": "INFO", "propagate": False}},
 }

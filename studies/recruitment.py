@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 INVITATION_SALT = "ideareview.invitation.v1"
 # Gaps between a reviewer's events longer than this count as this long: a tab left open
 # over lunch is not time on task.
-IDLE_CAP_SECONDS = float(getattr(settings, "IDEAREVIEW_IDLE_CAP_SECONDS", 300))
+IDLE_CAP_SECONDS = float(settings.IDEAREVIEW_IDLE_CAP_SECONDS)
 PAIR_DIMENSIONS = ["overall", "novelty", "feasibility", "excitement", "effectiveness"]
 MAX_TEXT = 20_000
 
@@ -73,7 +73,7 @@ class InvitationError(RecruitmentError):
 
 
 def _base_url() -> str:
-    return str(getattr(settings, "IDEAREVIEW_BASE_URL", "http://localhost:8000")).rstrip("/")
+    return str(settings.IDEAREVIEW_BASE_URL).rstrip("/")
 
 
 def default_link_for(path: str) -> str:
@@ -223,7 +223,7 @@ def invitation_send(
 def invitation_check(token: str) -> Invitation:
     """The invitation a token names, or InvitationError saying why it cannot be used."""
     signer = signing.TimestampSigner(salt=INVITATION_SALT)
-    max_age = timedelta(days=int(getattr(settings, "IDEAREVIEW_INVITATION_MAX_DAYS", 90)))
+    max_age = timedelta(days=settings.IDEAREVIEW_INVITATION_MAX_DAYS)
     try:
         nonce = signer.unsign(token, max_age=max_age)
     except signing.SignatureExpired:
@@ -508,7 +508,7 @@ def assignment_plan(
         min_reviews=study.min_reviews_per_idea,
         max_reviews=study.max_reviews_per_idea,
         seed=seed,
-        time_limit=float(getattr(settings, "IDEAREVIEW_ASSIGNMENT_TIME_LIMIT", 120)),
+        time_limit=float(settings.IDEAREVIEW_ASSIGNMENT_TIME_LIMIT),
         topic_choice=study.topic_choice_use,
     )
     inputs = solver.AssignmentInputs(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -161,7 +160,7 @@ CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 
 
 def _chromium() -> str | None:
-    configured = os.environ.get("IDEAREVIEW_CHROMIUM") or getattr(settings, "CHROMIUM", "")
+    configured = settings.IDEAREVIEW_CHROMIUM
     if configured:
         return configured if Path(configured).exists() or shutil.which(configured) else None
     for name in CHROMIUM_CANDIDATES:

@@ -231,4 +231,15 @@ def study_report_file(request: HttpRequest, slug: str, name: str) -> FileRespons
     if not path.resolve().is_relative_to(root) or not path.exists():
         raise Http404("no such report file")
     filename = f"{study.slug}-package.zip" if name == "package.zip" else name
-    return FileResponse(path.open("rb"), as_attachment=name != "report.html", filename=filename)
+    response = FileResponse(path.open("rb"), as_attachment=name != "report.html", filename=filename)
+    if name == "report.html":
+        # The self-contained document keeps its styles and inline SVG plots inside; it
+        # runs no script and loads nothing.
+        response["Content-Security-Policy"] = REPORT_DOCUMENT_POLICY
+    return response
+
+
+REPORT_DOCUMENT_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)

@@ -57,3 +57,17 @@ def si2024_study(db, owner):
     )
     reviews_import(study=study, parsed=parsed, kind="si2024", actor=owner)
     return study
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _test_cache():
+    """Each test process counts rate limits in a cache of its own: the default file cache
+    under var/ is shared with a running server and with other test runs, which tests clear."""
+    import os
+
+    from django.test import override_settings
+
+    location = f"ideareview-tests-{os.getpid()}"
+    backend = "django.core.cache.backends.locmem.LocMemCache"
+    with override_settings(CACHES={"default": {"BACKEND": backend, "LOCATION": location}}):
+        yield

@@ -19,9 +19,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def no_pdf(monkeypatch):
+def no_pdf(settings):
     # The PDF is chromium's job and costs seconds; the report page tests cover it.
-    monkeypatch.setenv("IDEAREVIEW_CHROMIUM", "/nonexistent/chromium")
+    settings.IDEAREVIEW_CHROMIUM = "/nonexistent/chromium"
 
 
 def test_demo_study_command_builds_the_study_and_finds_the_simulated_effects(tmp_path, no_pdf):

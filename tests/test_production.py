@@ -1,0 +1,200 @@
+"""Safe defaults for a server on the internet: settings, error pages, headers, secrets."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core import mail
+from django.core.management import call_command
+from django.db import OperationalError
+from django.test import Client
+
+ROOT = Path(__file__).resolve().parents[1]
+BROKER_PASSWORD = "br0ker-pa55word-xyz"
+DB_PASSWORD = "db-pa55word-xyz"
+
+
+def _manage(*args: str, env: dict[str, str], var_dir: Path) -> subprocess.CompletedProcess:
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "CELERY_", "IDEAREVIEW_", "DATABASE_", "CACHE_", "REDIS_"))
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**clean, "IDEAREVIEW_VAR_DIR": str(var_dir), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_with_no_configuration_debug_is_off_and_a_local_key_is_made_once(tmp_path):
+    show = "from django.conf import settings as s; print(s.DEBUG, s.SECRET_KEY)"
+    first = _manage("shell", "-c", show, env={}, var_dir=tmp_path)
+    second = _manage("shell", "-c", show, env={}, var_dir=tmp_path)
+    assert first.returncode == 0, first.stderr
+    debug, key = first.stdout.splitlines()[-1].split()
+    assert debug == "False"
+    assert len(key) >= 50
+    assert second.stdout.splitlines()[-1] == first.stdout.splitlines()[-1]
+    assert (tmp_path / "secret_key").stat().st_mode & 0o077 == 0
+
+
+DEPLOY_ENV = {
+    "DJANGO_SECRET_KEY": "x" * 20 + "a-long-random-production-key-0123456789",
+    "DJANGO_ALLOWED_HOSTS": "review.example.org",
+    "DJANGO_SECURE_SSL_REDIRECT": "1",
+    "DJANGO_SECURE_PROXY_SSL_HEADER": "1",
+    "DJANGO_SECURE_COOKIES": "1",
+    "DJANGO_SECURE_HSTS_SECONDS": "31536000",
+    "DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
+    "DJANGO_SECURE_HSTS_PRELOAD": "1",
+}
+
+
+def test_check_deploy_is_clean_once_the_https_settings_are_given(tmp_path):
+    bare = _manage("check", "--deploy", env={}, var_dir=tmp_path)
+    assert "security.W004" in bare.stderr and "security.W008" in bare.stderr
+    given = _manage(
+        "check", "--deploy", "--fail-level", "WARNING", env=DEPLOY_ENV, var_dir=tmp_path
+    )
+    assert given.returncode == 0, given.stderr
+    assert "no issues" in given.stdout
+
+
+def test_a_malformed_base_url_stops_start_up_naming_the_variable(tmp_path):
+    result = _manage("check", env={"IDEAREVIEW_BASE_URL": "review.example.org"}, var_dir=tmp_path)
+    assert result.returncode != 0
+    assert "IDEAREVIEW_BASE_URL='review.example.org' is not a URL" in result.stderr
+
+
+def test_no_module_reads_a_setting_with_a_default_of_its_own():
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for package in ("ideareview", "studies", "judging", "bench")
+        for path in (ROOT / package).rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if re.search(r"getattr\(\s*settings\b", line)
+    ]
+    assert offenders == []
+
+
+@pytest.mark.django_db
+def test_reminder_mails_link_to_the_configured_base_url(settings, owner):
+    from studies.recruitment import invitation_create
+    from studies.services import study_create
+
+    settings.IDEAREVIEW_BASE_URL = "https://review.example.org"
+    study = study_create(owner=owner, slug="mailed", baseline_condition="Human")
+    invitation_create(study=study, email="late@example.org", send=False)
+    mail.outbox.clear()
+    call_command("send_reminders", "mailed", stdout=io.StringIO())
+    (message,) = mail.outbox
+    links = re.findall(r"https?://\S+", message.body)
+    assert links and all(link.startswith("https://review.example.org/") for link in links)
+
+
+@pytest.mark.django_db
+def test_the_not_found_page_is_ours_and_lists_no_urls(settings, client):
+    settings.DEBUG = False
+    response = client.get("/no/such/page/")
+    assert response.status_code == 404
+    text = response.content.decode()
+    assert "Page not found" in text
+    assert "URLconf" not in text and "studies/" not in text and "admin/" not in text
+
+
+@pytest.fixture
+def secret_settings(settings):
+    settings.DEBUG = False
+    settings.CELERY_BROKER_URL = f"redis://:{BROKER_PASSWORD}@127.0.0.1:6379/0"
+    settings.DATABASES["default"]["PASSWORD"] = DB_PASSWORD
+    yield settings
+    settings.DATABASES["default"].pop("PASSWORD", None)
+
+
+class _DatabaseDown:
+    def cursor(self):
+        raise OperationalError(
+            f"could not connect to postgres://ideareview:{DB_PASSWORD}@10.0.0.5/ideareview; "
+            f"broker redis://:{BROKER_PASSWORD}@10.0.0.6:6379/0"
+        )
+
+
+@pytest.mark.django_db
+def test_a_server_error_shows_our_page_and_logs_no_password(secret_settings, monkeypatch):
+    monkeypatch.setattr("studies.health_urls.connection", _DatabaseDown())
+    handler = next(h for h in logging.getLogger("django").handlers if h.formatter)
+    stream = io.StringIO()
+    old = handler.setStream(stream)  # type: ignore[attr-defined]
+    try:
+        response = Client(raise_request_exception=False).get("/healthz")
+    finally:
+        handler.setStream(old)  # type: ignore[attr-defined]
+    assert response.status_code == 500
+    page = response.content.decode()
+    assert "Something went wrong" in page
+    logged = stream.getvalue()
+    assert "OperationalError" in logged and "Traceback" in logged
+    for text in (page, logged):
+        assert BROKER_PASSWORD not in text
+        assert DB_PASSWORD not in text
+        assert secret_settings.SECRET_KEY not in text
+
+
+@pytest.mark.django_db
+def test_debug_error_reports_hide_url_passwords_too(secret_settings, rf):
+    from django.views.debug import get_default_exception_reporter_filter
+
+    safe = get_default_exception_reporter_filter().get_safe_settings()
+    assert BROKER_PASSWORD not in str(safe)
+    assert DB_PASSWORD not in str(safe)
+    assert "127.0.0.1:6379" in safe["CELERY_BROKER_URL"]
+
+
+@pytest.mark.django_db
+def test_pages_carry_a_strict_content_security_policy_and_the_usual_headers(client):
+    response = client.get("/login/")
+    assert response.status_code == 200
+    policy = response["Content-Security-Policy"]
+    directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
+    assert directives["default-src"] == "'self'"
+    assert directives["script-src"] == "'self'" and directives["style-src"] == "'self'"
+    assert directives["object-src"] == "'none'" and directives["frame-ancestors"] == "'none'"
+    assert "unsafe" not in policy
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response["X-Frame-Options"] == "DENY"
+    assert response["Referrer-Policy"] == "same-origin"
+    assert response["Cross-Origin-Opener-Policy"] == "same-origin"
+    assert "camera=()" in response["Permissions-Policy"]
+
+
+@pytest.mark.django_db
+def test_the_downloaded_report_document_carries_its_own_locked_down_policy(
+    client, settings, owner, tmp_path
+):
+    from django.urls import reverse
+
+    from studies.models import StudyReport
+    from studies.services import study_create
+
+    settings.REPORTS_ROOT = tmp_path
+    study = study_create(owner=owner, slug="doc", baseline_condition="Human")
+    (tmp_path / "doc").mkdir()
+    (tmp_path / "doc" / "report.html").write_text("<html><style>p{}</style><p>r</p></html>")
+    StudyReport.objects.create(study=study, data={}, directory=str(tmp_path / "doc"))
+    client.force_login(owner)
+    response = client.get(reverse("studies:study_report_file", args=["doc", "report.html"]))
+    assert response.status_code == 200
+    policy = response["Content-Security-Policy"]
+    assert "default-src 'none'" in policy and "sandbox" in policy
+    assert "script-src" not in policy
