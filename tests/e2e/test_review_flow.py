@@ -77,9 +77,8 @@ def test_invite_sign_up_screen_assign_review_in_two_visits_and_progress(
     op.goto(f"/studies/{study.slug}/reviewers/")
     row = op.locator(f"#reviewer-{nia.pk}")
     row.locator("button[value=approve]").click()
-    op.wait_for_function(
-        f"document.querySelector('#reviewer-{nia.pk}').textContent.includes('approved')"
-    )
+    # (a locator, not wait_for_function: the page's CSP forbids evaluating strings)
+    op.locator(f"#reviewer-{nia.pk}", has_text="approved").wait_for()
     op.goto(f"/studies/{study.slug}/assignment/")
     op.fill("input[name=seed]", "3")
     op.click("text=Preview the assignment")
