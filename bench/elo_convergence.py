@@ -72,7 +72,7 @@ PAPER_ITERATIONS = 22.3
 """Table 10: mean iterations to converge at K_max = 0.5, γ = 0.95."""
 
 SERVICE_REFERENCES = 8
-"""The LigBench service's default number of references (judging/services.py)."""
+"""The LigBench service's default number of references (judging/methods/registry.py)."""
 SERVICE_CALIBRATION = 3
 
 

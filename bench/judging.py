@@ -94,16 +94,16 @@ def build_study(n_ideas: int, n_topics: int):
 
 @contextlib.contextmanager
 def cpu_meter() -> Iterator[dict[str, Any]]:
-    """CPU seconds of the engine's own thread (`_Engine.execute`, so without the ratings
+    """CPU seconds of the engine's own thread (`Engine.execute`, so without the ratings
     step) and of the worker threads inside `send`, for runs made inside the block.
 
     Instrumentation only: it wraps the two callables in this process and restores them.
     """
-    from judging import services
+    from judging.services import engine as services
 
     acc: dict[str, Any] = {"engine": 0.0, "send": 0.0, "sends": 0, "profile": None}
     lock = threading.Lock()
-    execute, send = services._Engine.execute, services.send
+    execute, send = services.Engine.execute, services.send
 
     def timed_execute(self: Any) -> None:
         profile = acc["profile"]
@@ -126,32 +126,32 @@ def cpu_meter() -> Iterator[dict[str, Any]]:
                 acc["send"] += time.thread_time() - started
                 acc["sends"] += 1
 
-    services._Engine.execute = timed_execute  # type: ignore[method-assign]
+    services.Engine.execute = timed_execute  # type: ignore[method-assign]
     services.send = timed_send
     try:
         yield acc
     finally:
-        services._Engine.execute = execute  # type: ignore[method-assign]
+        services.Engine.execute = execute  # type: ignore[method-assign]
         services.send = send
 
 
-# Steps of the engine thread's work per unit, as (file suffix, function) in cProfile's
+# Steps of the engine thread's work per unit, as (path part, function) in cProfile's
 # terms; cumulative CPU, so nested steps are also inside their parents.
 PROFILE_STEPS = [
     (
-        "judging/services.py",
+        "judging/services/engine.py",
         "_fill",
         "start units: cancel check, prepare, cache lookup, budget, submit",
     ),
-    ("judging/services.py", "cancelled", "  cancel check (one SELECT per unit)"),
+    ("judging/services/engine.py", "cancelled", "  cancel check (one SELECT per unit)"),
     ("judging/client.py", "prepare", "  prepare (cache key: JSON + SHA-256)"),
     ("judging/client.py", "lookup", "  cache lookup (SELECT; a hit loads the whole LLMCall row)"),
-    ("judging/services.py", "_record", "store a returned call"),
+    ("judging/services/engine.py", "_record", "store a returned call"),
     ("judging/client.py", "record", "  LLMCall INSERT (request + response JSON) in a savepoint"),
-    ("judging/services.py", "complete", "  outcome: savepoint + driver.store"),
-    ("judging/services.py", "store", "    driver.store (parse + outcome INSERT)"),
-    ("judging/services.py", "_mark_parsed", "    UPDATE LLMCall.parsed after the INSERT"),
-    ("judging/services.py", "flush", "progress row UPDATE (every 0.5 s) and commits"),
+    ("judging/services/engine.py", "complete", "  outcome: savepoint + driver.store"),
+    ("judging/services/drivers/", "store", "    driver.store (parse + outcome INSERT)"),
+    ("judging/services/base.py", "mark_parsed", "    UPDATE LLMCall.parsed after the INSERT"),
+    ("judging/services/engine.py", "flush", "progress row UPDATE (every 0.5 s) and commits"),
     ("django/db/transaction.py", "__enter__", "savepoints opened (atomic blocks)"),
     ("django/db/transaction.py", "__exit__", "savepoints released / commits"),
     (
@@ -168,14 +168,10 @@ def print_profile(label: str, profile: cProfile.Profile, units: int) -> None:
     print(f"\n{label}: engine-thread CPU under cProfile {1000 * total / units:.2f} ms/unit")
     for suffix, func, text in PROFILE_STEPS:
         ct = sum(
-            v[3]
-            for (path, _line, name), v in stats.items()
-            if name == func and path.endswith(suffix)
+            v[3] for (path, _line, name), v in stats.items() if name == func and suffix in path
         )
         calls = sum(
-            v[1]
-            for (path, _line, name), v in stats.items()
-            if name == func and path.endswith(suffix)
+            v[1] for (path, _line, name), v in stats.items() if name == func and suffix in path
         )
         if calls:
             print(f"  {1000 * ct / units:6.2f} ms/unit  {calls / units:5.2f}×  {text}")

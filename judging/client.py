@@ -2,7 +2,7 @@
 
 `complete(config, messages, run=...)` is the whole story for one call: look the call up
 in the cache, check the run's budget, send it with retries, store it as an `LLMCall`.
-The run engine (`services.py`) uses the same three steps separately so that only the
+The run engine (`services/engine.py`) uses the same three steps separately so that only the
 HTTP part runs in worker threads and every database write stays on the calling thread:
 
     prepared = prepare(config, messages, ...)   # cache key and request, no I/O
@@ -43,11 +43,13 @@ import openai
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 
+from .methods.prompts import METHOD_HEADER
 from .models import JudgeConfig, JudgeRun, LLMCall
 
 __all__ = [
     "BudgetExhausted",
     "JudgeNotConfigured",
+    "METHOD_HEADER",
     "Attempt",
     "Prepared",
     "budget_problem",
@@ -109,6 +111,9 @@ class Prepared:
     concurrency: int
     price_in: Decimal
     price_out: Decimal
+    method_key: str = ""
+    """Sent as the METHOD_HEADER so a scripted server can answer by it; not in the cache
+    key (the messages already determine what is asked)."""
 
     @property
     def request(self) -> dict[str, Any]:
@@ -148,8 +153,11 @@ def prepare(
     prompt_version: str = "",
     salt: str = "",
     parameters: Mapping[str, Any] | None = None,
+    method_key: str | None = None,
 ) -> Prepared:
-    """`parameters` are merged over the config's (e.g. a per-sample seed)."""
+    """`parameters` are merged over the config's (e.g. a per-sample seed). `method_key`
+    (default: the prompt's name, `prompt_version` without its `@version`) says what kind of
+    request this is."""
     base_url, model = config.resolved_base_url(), config.resolved_model()
     if not base_url or not model:
         raise JudgeNotConfigured(
@@ -174,6 +182,7 @@ def prepare(
         concurrency=max(1, int(config.concurrency)),
         price_in=Decimal(config.price_input_per_million),
         price_out=Decimal(config.price_output_per_million),
+        method_key=prompt_version.partition("@")[0] if method_key is None else method_key,
     )
 
 
@@ -238,6 +247,10 @@ def _backoff(prepared: Prepared, attempt: int, retry_after: float | None) -> flo
     return delay
 
 
+def _headers(prepared: Prepared) -> dict[str, str] | None:
+    return {METHOD_HEADER: prepared.method_key} if prepared.method_key else None
+
+
 def send(prepared: Prepared, *, sleep: Callable[[float], None] = time.sleep) -> Attempt:
     """Make the call with retries. Never raises for API errors: they end up in `error`."""
     client = _client(prepared)
@@ -252,7 +265,10 @@ def send(prepared: Prepared, *, sleep: Callable[[float], None] = time.sleep) -> 
             try:
                 messages: Any = prepared.messages  # plain dicts; the SDK's TypedDicts agree
                 completion = client.chat.completions.create(
-                    model=prepared.model, messages=messages, **prepared.parameters
+                    model=prepared.model,
+                    messages=messages,
+                    extra_headers=_headers(prepared),
+                    **prepared.parameters,
                 )
             except openai.APIStatusError as exc:
                 result.status_code = exc.status_code

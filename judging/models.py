@@ -1,7 +1,7 @@
 """LLM judges: endpoint configs, runs, every call made, and what the calls decided.
 
-Workflows (creating, executing, resuming, cancelling runs) live in `services.py`; the
-HTTP side in `client.py`; the pure methods in `methods/`. The rows here are the single
+Workflows (creating, executing, resuming, cancelling runs) live in the `services`
+package; the HTTP side in `client.py`; the pure methods in `methods/`. The rows here are the single
 source of truth for a run's progress: a crashed run is resumed from them, so counters on
 `JudgeRun` are always recomputable from `LLMCall` and the outcome tables.
 """

@@ -4,9 +4,10 @@ Stdlib only (`http.server` in a thread), so tests, benchmarks and the demo
 (`manage.py judge_testserver`) exercise the real client over real HTTP. It answers
 `POST /v1/chat/completions` (and `GET /v1/models`) with JSON bodies carrying `usage`.
 
-Answers are deterministic per prompt. The server recognises our prompt templates
-(`judging.methods.prompts`) by their wording and pulls the idea texts out of the
-`<<< … >>>` blocks:
+Answers are deterministic per prompt. The server answers by the method key each request
+carries in its `X-Ideareview-Method` header (`judging.methods.prompts.METHOD_HEADER`: the
+prompt template's name, which `judging.client` sends outside the cache key) and pulls the
+idea texts out of the `<<< … >>>` blocks:
 
 - direct scoring: every metric gets a score from a hash of the idea text and the metric
   key, inside the metric's stated range;
@@ -55,7 +56,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Rules", "TestServer", "answer_for", "idea_quality"]
+from judging.methods.prompts import METHOD_HEADER
+from studies.analysis.leakage import SOURCE_GUESS_PROMPT_VERSION
+from studies.protocol.normalization import NORMALIZATION_PROMPT_VERSION
+
+__all__ = ["Rules", "TestServer", "answer_for", "idea_quality", "method_of"]
 
 _BLOCK = re.compile(r"<<<\n(.*?)\n>>>", re.DOTALL)
 _PART_BLOCK = re.compile(r"Idea A:\n(.*?)\n\nIdea B:\n(.*?)\n\nAnswer with", re.DOTALL)
@@ -170,51 +175,91 @@ def _normalize(proposal: str, rules: Rules) -> str:
     return text
 
 
-def answer_for(messages: list[dict[str, Any]], rules: Rules, rng: random.Random) -> str:
-    """The scripted answer to a chat request (without faults)."""
-    user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
-    user = str(user)
+def _scores(user: str, blocks: list[str]) -> str:
+    idea = blocks[0] if blocks else user
+    return json.dumps(
+        {
+            key: {
+                "score": int(lo) + _h(idea, key) % (int(hi) - int(lo) + 1),
+                "rationale": f"Scripted rationale for {key}.",
+            }
+            for key, lo, hi in _RANGE.findall(user)
+        }
+    )
+
+
+def _absolute(user: str, blocks: list[str]) -> str:
+    m = _ABS_RANGE.search(user)
+    if not (m and blocks):
+        return _CONFUSED
+    lo, hi = int(m.group(1)), int(m.group(2))
+    score = lo + _h(blocks[0], "absolute") % (hi - lo + 1)
+    return json.dumps({"score": score, "rationale": "Scripted."})
+
+
+def _dimension_verdicts(user: str, rules: Rules, rng: random.Random) -> str:
+    m, keys = _PART_BLOCK.search(user), _KEYS.search(user)
+    if not (m and keys):
+        return _CONFUSED
+    dims = [k.strip() for k in keys.group(1).split(",")]
+    verdict = _pick(m.group(1), m.group(2), rules.pairwise_rule)
+    if rules.position_bias and rng.random() < rules.position_bias:
+        verdict = "A"
+    return json.dumps({d: verdict for d in dims})
+
+
+def _pair_verdict(user: str, blocks: list[str], rules: Rules, rng: random.Random) -> str:
+    if len(blocks) != 2:
+        return _CONFUSED
+    if rules.position_bias and rng.random() < rules.position_bias:
+        return "[[A]]"
+    verdict = _pick(blocks[0], blocks[1], rules.pairwise_rule)
+    if verdict == "tie" and "[[TIE]]" not in user:
+        verdict = "A"
+    return f"[[{verdict.upper()}]]"
+
+
+_CONFUSED = "I am not sure what you are asking."
+NORMALIZE = NORMALIZATION_PROMPT_VERSION  # studies' prompts have no "@version" part
+SOURCE_GUESS = SOURCE_GUESS_PROMPT_VERSION
+
+
+def method_of(messages: list[dict[str, Any]]) -> str:
+    """The method key of a request that carries none (a direct caller of `answer_for`, or
+    a client other than ours): the two studies prompts by their system prompt, two idea
+    blocks as a pairwise question. Requests from `judging.client` carry the key."""
     system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
     if _NORMALIZE_MARK in system:
-        return _normalize(user, rules)
+        return NORMALIZE
     if _GUESS_MARK in system:
-        found = _BLOCK.findall(user)
-        return _guess_source(found[0] if found else user, rules.source_guess)
+        return SOURCE_GUESS
+    user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
+    return "pairwise" if len(_BLOCK.findall(str(user))) == 2 else ""
+
+
+def answer_for(
+    messages: list[dict[str, Any]], rules: Rules, rng: random.Random, method: str = ""
+) -> str:
+    """The scripted answer to a chat request (without faults), chosen by its method key
+    (the `METHOD_HEADER` of the request; guessed by `method_of` when there is none)."""
+    user = str(next((m["content"] for m in reversed(messages) if m.get("role") == "user"), ""))
+    method = method or method_of(messages)
     blocks = _BLOCK.findall(user)
-    if "Restate the research idea below in four parts" in user and blocks:
+    if method == NORMALIZE:
+        return _normalize(user, rules)
+    if method == SOURCE_GUESS:
+        return _guess_source(blocks[0] if blocks else user, rules.source_guess)
+    if method == "ligbench_formalisation" and blocks:
         return json.dumps(_formalise(blocks[0]))
-    if "Compare them on each dimension separately" in user:
-        m, keys = _PART_BLOCK.search(user), _KEYS.search(user)
-        if m and keys:
-            dims = [k.strip() for k in keys.group(1).split(",")]
-            verdict = _pick(m.group(1), m.group(2), rules.pairwise_rule)
-            if rules.position_bias and rng.random() < rules.position_bias:
-                verdict = "A"
-            return json.dumps({d: verdict for d in dims})
-    if "Review the research idea below on every metric" in user and blocks:
-        idea = blocks[0]
-        return json.dumps(
-            {
-                key: {
-                    "score": int(lo) + _h(idea, key) % (int(hi) - int(lo) + 1),
-                    "rationale": f"Scripted rationale for {key}.",
-                }
-                for key, lo, hi in _RANGE.findall(user)
-            }
-        )
-    m = _ABS_RANGE.search(user)
-    if m and blocks:
-        lo, hi = int(m.group(1)), int(m.group(2))
-        score = lo + _h(blocks[0], "absolute") % (hi - lo + 1)
-        return json.dumps({"score": score, "rationale": "Scripted."})
-    if len(blocks) == 2:
-        if rules.position_bias and rng.random() < rules.position_bias:
-            return "[[A]]"
-        verdict = _pick(blocks[0], blocks[1], rules.pairwise_rule)
-        if verdict == "tie" and "[[TIE]]" not in user:
-            verdict = "A"
-        return f"[[{verdict.upper()}]]"
-    return "I am not sure what you are asking."
+    if method == "ligbench_comparison":
+        return _dimension_verdicts(user, rules, rng)
+    if method == "direct_scoring":
+        return _scores(user, blocks)
+    if method == "absolute":
+        return _absolute(user, blocks)
+    if method in ("pairwise", "swiss"):
+        return _pair_verdict(user, blocks, rules, rng)
+    return _CONFUSED
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -256,7 +301,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": "bad request body"}})
             return
         owner = self.server.owner
-        status, text, delay = owner._decide(messages)
+        status, text, delay = owner._decide(messages, self.headers.get(METHOD_HEADER) or "")
         with owner._lock:
             owner.in_flight += 1
             owner.max_in_flight = max(owner.max_in_flight, owner.in_flight)
@@ -363,7 +408,7 @@ class TestServer:
         """Requests that got a 200."""
         return self.statuses[200]
 
-    def _decide(self, messages: list[dict[str, Any]]) -> tuple[int, str, float]:
+    def _decide(self, messages: list[dict[str, Any]], method: str) -> tuple[int, str, float]:
         r = self.rules
         with self._lock:
             self.requests += 1
@@ -382,7 +427,7 @@ class TestServer:
             if r.slow_every and n % r.slow_every == 0:
                 delay = r.slow_latency
             garbage = bool(r.garbage_rate and self._rng.random() < r.garbage_rate)
-            text = "" if status != 200 else answer_for(messages, r, self._rng)
+            text = "" if status != 200 else answer_for(messages, r, self._rng, method)
             self.statuses[status] += 1
         if status == 200:
             if garbage or (r.garbage_when and r.garbage_when in key):

@@ -27,6 +27,7 @@ __all__ = [
     "LIGBENCH_COMPARISON",
     "LIGBENCH_DIMENSIONS",
     "LIGBENCH_FORMALISATION",
+    "METHOD_HEADER",
     "PAIRWISE",
     "SWISS",
     "TEMPLATES",
@@ -44,6 +45,11 @@ __all__ = [
 ]
 
 Messages = list[dict[str, str]]
+
+METHOD_HEADER = "X-Ideareview-Method"
+"""Request header that names the kind of request: the prompt template's name (e.g.
+`pairwise`, `ligbench_comparison`). The client sends it beside the messages, outside the
+cache key; the local test server answers by it."""
 
 
 def prompt_hash(messages: Sequence[Mapping[str, Any]]) -> str:

@@ -7,6 +7,7 @@ from django.db import connection
 from django.db.models import Count
 
 import judging.services as services
+import judging.services.engine as engine
 from judging.models import (
     Formalisation,
     IdeaRating,
@@ -205,7 +206,7 @@ def test_resume_after_a_crash_repeats_no_finished_call_and_counts_once(
     r = judge_run_create(study=study, method=method, config=judge, params=params)
     judge.concurrency = width
     judge.save()
-    real_record, seen = services.record, []
+    real_record, seen = engine.record, []
 
     def crashing_record(*args, **kwargs):
         call = real_record(*args, **kwargs)  # the call is stored, its outcome is not yet
@@ -214,10 +215,10 @@ def test_resume_after_a_crash_repeats_no_finished_call_and_counts_once(
             raise SimulatedCrash
         return call
 
-    monkeypatch.setattr(services, "record", crashing_record)
+    monkeypatch.setattr(engine, "record", crashing_record)
     with pytest.raises(SimulatedCrash):
         judge_run_execute(run=r)
-    monkeypatch.setattr(services, "record", real_record)
+    monkeypatch.setattr(engine, "record", real_record)
     r.refresh_from_db()
     assert r.status == Status.RUNNING  # as a killed worker leaves it
     assert judge_run_execute(run=r).status == Status.RUNNING  # a fresh lease is not stolen
@@ -243,7 +244,7 @@ def test_cancel_stops_between_calls_and_resume_finishes(study, judge, scripted, 
     judge.concurrency = 1
     judge.save()
     r = judge_run_create(study=study, method="pairwise", config=judge)
-    real_record, seen = services.record, []
+    real_record, seen = engine.record, []
 
     def cancelling_record(*args, **kwargs):
         seen.append(1)
@@ -251,11 +252,11 @@ def test_cancel_stops_between_calls_and_resume_finishes(study, judge, scripted, 
             judge_run_cancel(run=r)
         return real_record(*args, **kwargs)
 
-    monkeypatch.setattr(services, "record", cancelling_record)
+    monkeypatch.setattr(engine, "record", cancelling_record)
     r = judge_run_execute(run=r)
     # The call already in flight when the flag was raised is finished and kept.
     assert r.status == Status.CANCELLED and r.done_calls == 4 == scripted.requests
-    monkeypatch.setattr(services, "record", real_record)
+    monkeypatch.setattr(engine, "record", real_record)
     r = judge_run_execute(run=judge_run_resume(run=r, enqueue=False))
     assert r.status == Status.DONE and scripted.requests == 12
 

@@ -1,0 +1,229 @@
+"""Every judge method, one entry each: the single place that says what a method is.
+
+An entry holds the facts the rest of the code asks about a method: its label, its
+default parameters, whether it calls an LLM or is a no-LLM baseline, whether it needs a
+reference corpus, how many ideas it needs, whether it needs the ideas' texts, which module
+drives it, and how its outputs map onto a study's review-form metrics when the report
+measures agreement with the reviewers. Pure Python (no Django): the run lifecycle, the
+views, the report provider and the tests read it; a new method is one driver module, one
+entry here and its tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from judging.methods import prompts
+from judging.methods.elo import EPSILON, GAMMA, K_MAX, MAX_STEPS, D
+from judging.methods.novelty import ALPHA, BETA, MU, K
+from judging.methods.swiss import DEFAULT_ROUNDS
+
+AUTO = "auto"
+"""A parameter value that asks the method to choose (e.g. the newest usable corpus)."""
+
+COMMON_PARAMS: Mapping[str, Any] = MappingProxyType(
+    {"text": "normalized", "idea_ids": None, "topic_ids": None}
+)
+"""Parameters every method takes: which text the judge sees, and which ideas."""
+
+SCORES = "scores"
+"""Agreement input: per-idea scores on the form's metrics (Judgment rows, one per sample)."""
+RATINGS = "ratings"
+"""Agreement input: per-idea ratings mapped onto metrics, plus the pairwise outcomes."""
+NONE = "none"
+"""Not compared with the reviewers: the method judges something other than the ideas."""
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """What one judge method is. `key` is the stored value of `JudgeRun.method`."""
+
+    key: str
+    label: str
+    driver: str
+    """Dotted path `module:callable` of the driver factory (keyword arguments run, ideas,
+    params, study)."""
+    llm: bool
+    defaults: Mapping[str, Any]
+    corpus: bool = False
+    """Takes a reference corpus (the `corpus` parameter is resolved when a run is made)."""
+    min_ideas: int = 2
+    needs_text: bool = True
+    """Refuses to run on ideas without the text it would show (or measure)."""
+    agreement: str = RATINGS
+    rating_metrics: Mapping[str, str] = field(default_factory=dict)
+    """Rating dimension → review-form metric it rates (a dimension that is itself a metric
+    of the form maps onto it without an entry here)."""
+    name_in_messages: str = ""
+
+    @property
+    def baseline(self) -> bool:
+        return not self.llm
+
+    @property
+    def judges_ideas(self) -> bool:
+        return self.agreement != NONE
+
+    @property
+    def refusal_name(self) -> str:
+        return self.name_in_messages or self.key
+
+    def params(self) -> dict[str, Any]:
+        """A fresh copy of every parameter the method takes, at its default."""
+        return {
+            **{k: _copy(v) for k, v in COMMON_PARAMS.items()},
+            **{k: _copy(v) for k, v in self.defaults.items()},
+        }
+
+
+def _copy(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else value
+
+
+_PAIR_BASELINE = {"group_by": "topic", "sample_pairs": None, "seed": 0, "bt_bootstrap": 200}
+
+METHODS: dict[str, MethodSpec] = {
+    spec.key: spec
+    for spec in (
+        MethodSpec(
+            key="direct",
+            label="Direct scoring (review form)",
+            driver="judging.services.drivers.score:ScoreDriver",
+            llm=True,
+            defaults={"samples": 1},
+            min_ideas=1,
+            agreement=SCORES,
+        ),
+        MethodSpec(
+            key="absolute",
+            label="Absolute 1–5",
+            driver="judging.services.drivers.score:ScoreDriver",
+            llm=True,
+            defaults={
+                "samples": 1,
+                "metric": "overall",
+                "criterion": "overall quality",
+                "description": "",
+                "low": 1,
+                "high": 5,
+            },
+            min_ideas=1,
+            agreement=SCORES,
+        ),
+        MethodSpec(
+            key="pairwise",
+            label="Pairwise round robin (both orders)",
+            driver="judging.services.drivers.pairwise:PairDriver",
+            llm=True,
+            defaults={
+                "group_by": "topic",
+                "sample_pairs": None,
+                "both_orders": True,
+                "seed": 0,
+                "criterion": "overall quality",
+                "description": "",
+                "bt_bootstrap": 200,
+            },
+            rating_metrics={"pairwise": "overall"},
+        ),
+        MethodSpec(
+            key="swiss",
+            label="Swiss tournament",
+            driver="judging.services.drivers.swiss:SwissDriver",
+            llm=True,
+            defaults={
+                "group_by": "topic",
+                "rounds": DEFAULT_ROUNDS,
+                "both_orders": False,
+                "seed": 0,
+                "bt_bootstrap": 200,
+            },
+            rating_metrics={"swiss": "overall"},
+        ),
+        MethodSpec(
+            key="ligbench",
+            label="LigBench formalisation + Elo",
+            driver="judging.services.drivers.ligbench:build",
+            llm=True,
+            corpus=True,
+            # With a corpus one idea suffices; the study-ideas fallback needs two.
+            min_ideas=1,
+            defaults={
+                "references": 8,
+                "group_by": "all",
+                "dimensions": list(prompts.LIGBENCH_DIMENSIONS),
+                "seed": 0,
+                # "auto": the newest reference corpus the study's owner may use, else the
+                # study's own ideas (the labelled fallback); None forces the fallback; or a
+                # corpus id.
+                "corpus": AUTO,
+                # "auto": with a corpus, the mean debiased score of the `calibration` most
+                # related references (no call); without one, 2.5. Or a number.
+                "initial": AUTO,
+                "calibration": 3,
+                "retrieval_weight": 0.5,
+                "novelty": True,
+                "alpha": ALPHA,
+                "k": K,
+                "mu": MU,
+                "beta": BETA,
+                "passes": 3,
+                "d": D,
+                "k_max": K_MAX,
+                "gamma": GAMMA,
+                "epsilon": EPSILON,
+                "max_steps": MAX_STEPS,
+            },
+        ),
+        MethodSpec(
+            key="baseline_random",
+            label="Baseline: random",
+            driver="judging.services.drivers.pairwise:RandomDriver",
+            llm=False,
+            defaults=dict(_PAIR_BASELINE),
+            needs_text=False,
+            rating_metrics={"pairwise": "overall"},
+        ),
+        MethodSpec(
+            key="baseline_longer",
+            label="Baseline: longer text wins",
+            driver="judging.services.drivers.pairwise:LongerDriver",
+            llm=False,
+            defaults=dict(_PAIR_BASELINE),
+            rating_metrics={"pairwise": "overall"},
+            name_in_messages="longer-text-wins",
+        ),
+        MethodSpec(
+            key="validation",
+            label="Judge validation on reference-corpus pairs",
+            driver="judging.services.drivers.validation:ValidationDriver",
+            llm=True,
+            corpus=True,
+            min_ideas=0,
+            needs_text=False,
+            agreement=NONE,
+            defaults={
+                "corpus": AUTO,
+                "pairs": 50,
+                "both_orders": False,
+                "dimensions": list(prompts.LIGBENCH_DIMENSIONS),
+                "seed": 0,
+                "retrieval_weight": 0.5,
+            },
+        ),
+    )
+}
+
+
+def method_spec(key: str) -> MethodSpec:
+    """The entry of a method; KeyError for an unknown one."""
+    return METHODS[str(key)]
+
+
+LLM_METHODS = frozenset(k for k, s in METHODS.items() if s.llm)
+BASELINE_METHODS = frozenset(k for k, s in METHODS.items() if s.baseline)
+CORPUS_METHODS = frozenset(k for k, s in METHODS.items() if s.corpus)
+DEFAULT_PARAMS: dict[str, dict[str, Any]] = {k: dict(s.defaults) for k, s in METHODS.items()}

@@ -1,0 +1,58 @@
+"""Judge runs: create, execute (resumably), cancel, resume.
+
+Public API (keyword-only, DESIGN.md style 3):
+
+- `judge_config_create(name=..., base_url=..., model=..., ...)` → JudgeConfig
+- `judge_run_create(study=, method=, config=None, params=None, budget_calls=None,
+  budget_cost=None, actor=None)` → JudgeRun (queued; `tasks.judge_run_enqueue` sends it)
+- `judge_run_execute(run=)` → JudgeRun: does the work in the calling process
+- `judge_run_cancel(run=)`, `judge_run_resume(run=, enqueue=True, force=False)`
+- `judge_run_plan(study=, method=, params=)` → total units and the ideas a run would use
+- `judge_run_results(run=)` → plain dict of ratings for views and the agreement report
+
+The package: `runs` (the lifecycle above), `engine` (sending units and storing their
+outcomes), `base` (what drivers share), `drivers/` (one module per method) and `ratings`
+(the judge ratings studies' report asks for). What each method is — label, defaults,
+LLM or baseline, corpus, agreement mapping — is its entry in `judging.methods.registry`.
+"""
+
+from studies.selectors import idea_text
+
+from ..methods.registry import AUTO, CORPUS_METHODS, DEFAULT_PARAMS, LLM_METHODS
+from .base import JudgeRunRefused, Unit
+from .drivers.ligbench import LIGBENCH_NOVELTY, NOVELTY_LLM
+from .engine import COMMIT_EVERY, PROGRESS_EVERY
+from .runs import (
+    STALE_AFTER,
+    judge_config_create,
+    judge_configs_for,
+    judge_run_cancel,
+    judge_run_create,
+    judge_run_execute,
+    judge_run_plan,
+    judge_run_results,
+    judge_run_resume,
+)
+
+__all__ = [
+    "AUTO",
+    "COMMIT_EVERY",
+    "CORPUS_METHODS",
+    "DEFAULT_PARAMS",
+    "LIGBENCH_NOVELTY",
+    "LLM_METHODS",
+    "NOVELTY_LLM",
+    "PROGRESS_EVERY",
+    "STALE_AFTER",
+    "JudgeRunRefused",
+    "Unit",
+    "idea_text",
+    "judge_config_create",
+    "judge_configs_for",
+    "judge_run_cancel",
+    "judge_run_create",
+    "judge_run_execute",
+    "judge_run_plan",
+    "judge_run_resume",
+    "judge_run_results",
+]

@@ -1,0 +1,1 @@
+"""One driver module per judge method; `judging.methods.registry` names which."""

@@ -1,0 +1,149 @@
+"""Direct scoring on the study's review form, and one absolute score per idea."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ...methods import prompts
+from ...methods.parsing import (
+    AbsoluteScore,
+    FormScores,
+    Unparseable,
+    parse_absolute_score,
+    parse_form_scores,
+)
+from ...models import (
+    IdeaRating,
+    JudgeRun,
+    Judgment,
+    LLMCall,
+    PairwiseOutcome,
+)
+from ..base import (
+    Driver,
+    Unit,
+    mark_parsed,
+)
+
+Method = JudgeRun.Method
+Verdict = PairwiseOutcome.Verdict
+
+
+class ScoreDriver(Driver):
+    """Direct scoring on the study's form, or one absolute score (seed 002's 1–5 mode)."""
+
+    def __init__(self, **kw: Any):
+        super().__init__(**kw)
+        self.samples = int(self.params["samples"])
+        self.absolute = "metric" in self.params
+        if self.absolute:
+            p = self.params
+            self.ranges = {p["metric"]: (int(p["low"]), int(p["high"]))}
+        else:
+            form = self.study.form_definition()
+            self.specs = [
+                prompts.MetricSpec(
+                    key=m.key,
+                    low=m.minimum,
+                    high=m.maximum,
+                    label=m.label,
+                    description=m.question,
+                    anchors=m.anchors,
+                )
+                for m in form.metrics
+            ]
+            self.ranges = prompts.form_ranges(self.specs)
+        self.total = len(self.ideas) * self.samples
+
+    def messages(self, idea_id: int) -> tuple[list[dict[str, str]], str]:
+        text = self.text[idea_id]
+        if self.absolute:
+            p = self.params
+            msgs = prompts.absolute_messages(
+                text, p["criterion"], p["description"], int(p["low"]), int(p["high"])
+            )
+            return msgs, prompts.ABSOLUTE.id
+        return prompts.direct_scoring_messages(text, self.specs), prompts.DIRECT_SCORING.id
+
+    def load(self) -> list[Unit]:
+        rows = Judgment.objects.filter(run=self.run).values_list("idea_id", "sample", "score")
+        done: set[tuple[int, int]] = set()
+        bad: set[tuple[int, int]] = set()
+        for idea_id, sample, score in rows:
+            done.add((idea_id, sample))
+            if score is None:
+                bad.add((idea_id, sample))
+        self.done, self.unparseable = len(done), len(bad)
+        units = []
+        for idea in self.ideas:
+            msgs, version = self.messages(idea.pk)
+            for s in range(self.samples):
+                if (idea.pk, s) not in done:
+                    units.append(
+                        Unit(
+                            ("score", idea.pk, s),
+                            msgs,
+                            version,
+                            salt=f"sample={s}" if s else "",
+                            seed_offset=s,
+                        )
+                    )
+        return units
+
+    def store(self, unit: Unit, call: LLMCall | None) -> bool:
+        _, idea_id, sample = unit.key
+        raw = call.response_text if call else ""
+        scores: dict[str, tuple[float | None, str, str]]
+        parsed: AbsoluteScore | FormScores | Unparseable
+        if self.absolute:
+            (metric,) = self.ranges
+            low, high = self.ranges[metric]
+            parsed = parse_absolute_score(raw, low, high)
+            if isinstance(parsed, AbsoluteScore):
+                scores = {metric: (float(parsed.score), parsed.rationale, "")}
+        else:
+            parsed = parse_form_scores(raw, self.ranges)
+            if isinstance(parsed, FormScores):
+                scores = {m: (float(v.score), v.rationale, "") for m, v in parsed.scores.items()}
+        if isinstance(parsed, Unparseable):
+            scores = {m: (None, "", parsed.reason) for m in self.ranges}
+        mark_parsed(call, parsed)
+        Judgment.objects.bulk_create(
+            [
+                Judgment(
+                    run=self.run,
+                    idea_id=idea_id,
+                    metric=m,
+                    score=score,
+                    rationale=rationale,
+                    parse_error=err,
+                    call=call,
+                    sample=sample,
+                )
+                for m, (score, rationale, err) in scores.items()
+            ]
+        )
+        return isinstance(parsed, Unparseable)
+
+    def finish(self) -> dict[str, Any]:
+        per: dict[tuple[int, str], list[float | None]] = defaultdict(list)
+        for idea_id, metric, score in Judgment.objects.filter(run=self.run).values_list(
+            "idea_id", "metric", "score"
+        ):
+            per[(idea_id, metric)].append(score)
+        IdeaRating.objects.filter(run=self.run).delete()
+        ratings = []
+        for (idea_id, metric), values in per.items():
+            parsed = [v for v in values if v is not None]
+            ratings.append(
+                IdeaRating(
+                    run=self.run,
+                    idea_id=idea_id,
+                    dimension=metric,
+                    score=sum(parsed) / len(parsed) if parsed else None,
+                    history=[{"samples": values, "parsed": len(parsed)}],
+                )
+            )
+        IdeaRating.objects.bulk_create(ratings)
+        return {"metrics": list(self.ranges), "samples": self.samples}

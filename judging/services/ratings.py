@@ -1,0 +1,168 @@
+"""The judge ratings studies' report asks for (`studies.judge_ratings`), filled from the
+runs' rows. Registered as the provider when the judging app starts.
+
+How a run's outputs become agreement inputs is its method's registry entry: methods that
+score the form (`SCORES`) give their Judgment rows, one per sample (NaN = unparseable,
+the cost of each call the run paid for counted once); methods that rank (`RATINGS`) give
+their per-idea ratings mapped onto form metrics and their pairwise outcomes; methods
+that judge something other than the study's ideas (`NONE`) are left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from studies.analysis.report import JudgeData
+from studies.models import Study
+from studies.selectors import idea_labels, idea_lengths
+
+from ..methods.registry import BASELINE_METHODS, METHODS, NONE, SCORES, method_spec
+from ..models import IdeaRating, JudgeRun, Judgment, PairwiseOutcome
+from .base import JudgeRunRefused
+from .runs import judge_run_plan
+
+
+def _score_rows(run: JudgeRun, labels: dict[int, str]) -> pd.DataFrame:
+    # One call scores every metric of an idea: its cost is counted once.
+    seen: set[int] = set()
+    rows = []
+    for idea_id, metric, score, sample, call_id, cost, call_run in Judgment.objects.filter(
+        run=run
+    ).values_list("idea_id", "metric", "score", "sample", "call_id", "call__cost", "call__run_id"):
+        paid = cost is not None and call_run == run.pk and call_id not in seen
+        if call_id is not None:
+            seen.add(call_id)
+        rows.append(
+            {
+                "idea_id": labels.get(idea_id),
+                "metric": metric,
+                "score": float("nan") if score is None else score,
+                "sample": sample,
+                "cost": float(cost) if paid else 0.0,
+            }
+        )
+    return pd.DataFrame(rows, columns=["idea_id", "metric", "score", "sample", "cost"])
+
+
+def _rating_rows(run: JudgeRun, labels: dict[int, str], metrics: Sequence[str]) -> pd.DataFrame:
+    mapping = method_spec(run.method).rating_metrics
+    rows = []
+    for idea_id, dim, score in IdeaRating.objects.filter(run=run).values_list(
+        "idea_id", "dimension", "score"
+    ):
+        target = dim if dim in metrics else mapping.get(dim)
+        if target is None or target not in metrics:
+            continue
+        rows.append(
+            {
+                "idea_id": labels.get(idea_id),
+                "metric": target,
+                "score": float("nan") if score is None else score,
+            }
+        )
+    return pd.DataFrame(rows, columns=["idea_id", "metric", "score"])
+
+
+def _pair_rows(run: JudgeRun, labels: dict[int, str]) -> pd.DataFrame | None:
+    rows = [
+        {
+            "idea_a": labels.get(a),
+            "idea_b": labels.get(b),
+            "first_shown": labels.get(f),
+            "verdict": v,
+            "dimension": d,
+            "round": rnd,
+            "cost": float(cost) if cost is not None and call_run == run.pk else 0.0,
+        }
+        for a, b, f, v, d, rnd, cost, call_run in PairwiseOutcome.objects.filter(
+            run=run
+        ).values_list(
+            "idea_a_id",
+            "idea_b_id",
+            "first_shown_id",
+            "verdict",
+            "dimension",
+            "round",
+            "call__cost",
+            "call__run_id",
+        )
+    ]
+    if not rows:
+        return None
+    pairs = pd.DataFrame(rows)
+    return pairs[pairs["idea_a"].notna() & pairs["idea_b"].notna()].reset_index(drop=True)
+
+
+def _label(run: JudgeRun) -> str:
+    if run.is_baseline:
+        return f"{run.get_method_display()} (run {run.pk})"
+    return f"{run.config.name if run.config else run.method} · {run.method} (run {run.pk})"
+
+
+def _run_info(run: JudgeRun) -> dict[str, Any]:
+    return {
+        "run_id": run.pk,
+        "params": run.params,
+        "cost": float(run.cost),
+        "http_calls": run.http_calls,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+    }
+
+
+def judge_data(
+    run: JudgeRun, study: Study, labels: dict[int, str], metrics: Sequence[str]
+) -> JudgeData:
+    """One finished run as the agreement module's inputs."""
+    model = run.config.resolved_model() if run.config and not run.is_baseline else ""
+    pairs = None
+    if method_spec(run.method).agreement == SCORES:
+        scores: pd.DataFrame | None = _score_rows(run, labels)
+    else:
+        scores = _rating_rows(run, labels, metrics)
+        pairs = _pair_rows(run, labels)
+    if scores is not None:
+        scores = scores[scores["idea_id"].notna()].reset_index(drop=True)
+        if scores.empty:
+            scores = None
+    return JudgeData(
+        key=f"run{run.pk}",
+        label=_label(run),
+        method=str(run.method),
+        baseline=run.is_baseline,
+        model=model,
+        judge_scores=scores,
+        judge_pairs=pairs,
+        lengths=idea_lengths(study, labels, str(run.params.get("text", "normalized"))),
+        info=_run_info(run),
+    )
+
+
+class RunRatings:
+    """The provider: `studies.judge_ratings.JudgeRatingsProvider` over stored runs."""
+
+    def judge_inputs(self, study: Study, metrics: Sequence[str]) -> list[JudgeData]:
+        labels = idea_labels(study)
+        skipped = [k for k, s in METHODS.items() if s.agreement == NONE]
+        runs = (
+            JudgeRun.objects.filter(study=study, status=JudgeRun.Status.DONE)
+            .exclude(method__in=skipped)
+            .select_related("config")
+            .order_by("created_at", "pk")
+        )
+        return [judge_data(run, study, labels, list(metrics)) for run in runs]
+
+    def baseline_availability(self, study: Study) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for method in sorted(BASELINE_METHODS, key=list(METHODS).index):
+            try:
+                judge_run_plan(study=study, method=method)
+                out[method] = None
+            except JudgeRunRefused as exc:
+                out[method] = str(exc)
+        return out
+
+
+RUN_RATINGS = RunRatings()

@@ -1,0 +1,375 @@
+"""A judge run's lifecycle: plan, create, execute (resumably), cancel, resume, results.
+
+How a run executes. A method is a *driver* (one module per method under `drivers/`,
+named by its entry in `judging.methods.registry`) that turns the study into *units* (one
+LLM call each, or one rule-decided outcome for the baselines), each with a stable key,
+and stores each unit's result in an outcome row (`Judgment`, `PairwiseOutcome`,
+`Formalisation`). Before doing anything the driver reads the rows the run already has, so:
+
+- a unit whose outcome row exists is never redone and never counted twice;
+- a unit whose call was made and stored but whose outcome was not (a crash in between)
+  is answered by the call cache without an HTTP request;
+- every counter on the run (done, cost, calls, unparseable) is recomputed from the rows
+  when execution starts, never carried over.
+
+Failed calls (after the client's retries) are recorded and counted in `errors`; their
+units stay undone, the run ends as "failed" with a message saying how many units are
+missing, and `judge_run_resume` retries exactly those. The engine (`engine.py`) does the
+sending and the bookkeeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from studies.models import Idea, Study
+from studies.selectors import idea_text
+
+from ..client import BudgetExhausted, JudgeNotConfigured
+from ..methods.registry import AUTO, LLM_METHODS, method_spec
+from ..models import IdeaRating, JudgeConfig, JudgeRun
+from .base import Driver, JudgeRunRefused
+from .engine import Engine
+
+log = logging.getLogger("judging.services")
+
+Method = JudgeRun.Method
+Status = JudgeRun.Status
+
+STALE_AFTER = timedelta(seconds=90)
+"""A running run whose heartbeat is older than this is taken to have lost its worker."""
+
+
+def make_driver(
+    method: str,
+    *,
+    run: JudgeRun | None,
+    ideas: Sequence[Idea],
+    params: dict[str, Any],
+    study: Study,
+) -> Driver:
+    """The method's driver, built by the factory its registry entry names."""
+    factory = import_string(method_spec(method).driver.replace(":", "."))
+    return factory(run=run, ideas=ideas, params=params, study=study)
+
+
+# --- Creating runs -------------------------------------------------------------------
+
+
+# --- Creating runs -------------------------------------------------------------------
+
+
+def judge_config_create(*, name: str, actor: Any = None, **fields: Any) -> JudgeConfig:
+    """A judge config; `api_key_env` names an environment variable, never a key."""
+    if "api_key" in fields:
+        raise ValueError("store the name of the environment variable (api_key_env), not a key")
+    return JudgeConfig.objects.create(
+        name=name, created_by=actor if getattr(actor, "pk", None) else None, **fields
+    )
+
+
+def judge_configs_for(user: Any) -> Any:
+    """Judges a researcher may run: their own and shared ones (created by nobody, e.g. from
+    the command line). Rows hold no keys, but endpoints can be private."""
+    uid = getattr(user, "pk", None) or 0
+    return JudgeConfig.objects.filter(Q(created_by_id=uid) | Q(created_by__isnull=True))
+
+
+def _params(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    merged = method_spec(method).params()
+    unknown = sorted(set(params or {}) - set(merged))
+    if unknown:
+        raise JudgeRunRefused(f"unknown parameters for {method}: {', '.join(unknown)}")
+    merged.update(params or {})
+    if merged["text"] not in ("normalized", "raw"):
+        raise JudgeRunRefused("text must be 'normalized' or 'raw'")
+    if "samples" in merged and int(merged["samples"]) < 1:
+        raise JudgeRunRefused("samples must be at least 1")
+    if merged.get("group_by", "topic") not in ("topic", "all"):
+        raise JudgeRunRefused("group_by must be 'topic' or 'all'")
+    return merged
+
+
+def _ideas(study: Study, params: dict[str, Any]) -> list[Idea]:
+    # Ideas left out by topic matching are not judged either, unless named explicitly.
+    qs = study.ideas.select_related("topic").order_by("id")
+    if not params.get("idea_ids"):
+        qs = qs.filter(exclusion__isnull=True)
+    if params.get("idea_ids"):
+        qs = qs.filter(id__in=params["idea_ids"])
+    if params.get("topic_ids"):
+        qs = qs.filter(topic_id__in=params["topic_ids"])
+    return list(qs)
+
+
+def _check_texts(method: str, ideas: Sequence[Idea], source: str) -> None:
+    spec = method_spec(method)
+    if not spec.needs_text or not spec.judges_ideas:
+        return
+    missing = [i for i in ideas if not idea_text(i, source).strip()]
+    if missing:
+        what = "approved normalized text" if source == "normalized" else "raw text"
+        names = ", ".join(str(i.pk) for i in missing[:5]) + ("…" if len(missing) > 5 else "")
+        rule = spec.refusal_name
+        raise JudgeRunRefused(
+            f"{rule} cannot run: {len(missing)} of {len(ideas)} ideas have no {what} "
+            f"(ideas {names}). Approve their normalization or leave them out (idea_ids)."
+        )
+
+
+def judge_run_plan(
+    *, study: Study, method: str, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What a run would do: its parameters, ideas and number of units (calls)."""
+    if method not in Method.values:
+        raise JudgeRunRefused(f"unknown method {method!r}")
+    spec = method_spec(method)
+    merged = _params(method, params)
+    if spec.corpus:
+        merged["corpus"] = _resolve_corpus(study, method, merged["corpus"])
+    ideas = _ideas(study, merged) if spec.judges_ideas else []
+    # A corpus method without a corpus compares the study's ideas with each other.
+    needed = spec.min_ideas if not spec.corpus or merged["corpus"] is not None else 2
+    if len(ideas) < needed:
+        raise JudgeRunRefused(f"{method} needs more ideas than the {len(ideas)} selected")
+    _check_texts(method, ideas, merged["text"])
+    driver = make_driver(method, run=None, ideas=ideas, params=merged, study=study)
+    return {"params": merged, "ideas": [i.pk for i in ideas], "total": driver.total}
+
+
+def _resolve_corpus(study: Study, method: str, value: Any) -> int | None:
+    """The corpus id a run will use (stored in its params, so a resume uses the same one)."""
+    from ..corpus import reference_corpora_for
+
+    usable = reference_corpora_for(study.owner)
+    if value == AUTO:
+        corpus = usable.first()
+        if corpus is None and not method_spec(method).judges_ideas:
+            raise JudgeRunRefused("judge validation needs a reference corpus; import one first")
+        return corpus.pk if corpus else None
+    if value in (None, "", "none"):
+        if not method_spec(method).judges_ideas:
+            raise JudgeRunRefused("judge validation needs a reference corpus")
+        return None
+    corpus = None
+    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+        corpus = usable.filter(pk=int(value)).first()
+    elif isinstance(value, str):
+        corpus = usable.filter(name=value).first()
+    if corpus is None:
+        raise JudgeRunRefused(f"no reference corpus {value!r} that this study's owner may use")
+    return corpus.pk
+
+
+def judge_run_create(
+    *,
+    study: Study,
+    method: str,
+    config: JudgeConfig | None = None,
+    params: dict[str, Any] | None = None,
+    budget_calls: int | None = None,
+    budget_cost: Decimal | float | str | None = None,
+    actor: Any = None,
+) -> JudgeRun:
+    plan = judge_run_plan(study=study, method=method, params=params)
+    if method in LLM_METHODS:
+        if config is None:
+            raise JudgeRunRefused(f"{method} needs a judge config")
+        if config.is_baseline:
+            raise JudgeRunRefused(f"{config.name} is a baseline judge; it cannot run {method}")
+        if not config.is_configured():
+            raise JudgeRunRefused(
+                f"judge {config.name!r} has no endpoint or model (LLM judges are off until "
+                "an OpenAI-compatible endpoint is configured)"
+            )
+    elif config is not None and not config.is_baseline:
+        config = None  # baselines make no calls; a stray LLM config would mislead the reader
+    return JudgeRun.objects.create(
+        study=study,
+        config=config,
+        method=method,
+        params=plan["params"],
+        total_calls=plan["total"],
+        budget_calls=budget_calls,
+        budget_cost=Decimal(str(budget_cost)) if budget_cost is not None else None,
+        created_by=actor if getattr(actor, "pk", None) else None,
+        message="queued",
+    )
+
+
+def judge_run_cancel(*, run: JudgeRun) -> JudgeRun:
+    """A queued run is cancelled now; a running one stops after the calls in flight."""
+    now = timezone.now()
+    if JudgeRun.objects.filter(pk=run.pk, status=Status.QUEUED).update(
+        status=Status.CANCELLED, cancel_requested=True, finished_at=now, message="cancelled"
+    ):
+        pass
+    else:
+        JudgeRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(cancel_requested=True)
+    run.refresh_from_db()
+    return run
+
+
+def judge_run_resume(*, run: JudgeRun, enqueue: bool = True, force: bool = False) -> JudgeRun:
+    """Queue a stopped, failed or orphaned run again; finished units are not redone.
+
+    A run still marked running is taken over only once its heartbeat is older than
+    STALE_AFTER (its worker is gone), or with `force` when the caller knows it is.
+    """
+    run.refresh_from_db()
+    if not run.can_resume:
+        raise JudgeRunRefused(f"run {run.pk} is {run.status}; nothing to resume")
+    if (
+        run.status == Status.RUNNING
+        and not force
+        and run.heartbeat_at is not None
+        and run.heartbeat_at > timezone.now() - STALE_AFTER
+    ):
+        raise JudgeRunRefused(
+            f"run {run.pk} is running (last heartbeat {run.heartbeat_at:%H:%M:%S}); cancel it "
+            "or wait until its worker is known to be gone"
+        )
+    JudgeRun.objects.filter(pk=run.pk).update(
+        status=Status.QUEUED,
+        cancel_requested=False,
+        heartbeat_at=None,
+        finished_at=None,
+        error="",
+        message="queued to resume",
+    )
+    run.refresh_from_db()
+    if enqueue:
+        from ..tasks import judge_run_enqueue
+
+        judge_run_enqueue(run=run)
+    return run
+
+
+# --- Units and drivers ---------------------------------------------------------------
+
+
+def _claim(run: JudgeRun) -> bool:
+    """Take the run for this process; False if another live worker has it or it is over."""
+    now = timezone.now()
+    claimable = Q(status=Status.QUEUED) | Q(
+        Q(status=Status.RUNNING),
+        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=now - STALE_AFTER),
+    )
+    updated = (
+        JudgeRun.objects.filter(pk=run.pk)
+        .filter(claimable)
+        .update(status=Status.RUNNING, heartbeat_at=now, message="starting")
+    )
+    run.refresh_from_db()
+    if updated and run.started_at is None:
+        run.started_at = now
+        run.save(update_fields=["started_at"])
+    return bool(updated)
+
+
+def judge_run_execute(*, run: JudgeRun) -> JudgeRun:
+    """Run (or resume) a judge run in this process until it is done or stopped.
+
+    Returns the refreshed run. A run another live worker holds is left alone.
+    """
+    if not _claim(run):
+        log.info("run %s not claimable (status %s)", run.pk, run.status)
+        return run
+    ideas = _ideas(run.study, run.params)
+    try:
+        _check_texts(run.method, ideas, run.params.get("text", "normalized"))
+        if run.method in LLM_METHODS and (run.config is None or not run.config.is_configured()):
+            raise JudgeNotConfigured("the run's judge has no endpoint or model")
+        driver = make_driver(run.method, run=run, ideas=ideas, params=run.params, study=run.study)
+        engine = Engine(run, driver)
+        started = time.perf_counter()
+        engine.execute()
+        wall = time.perf_counter() - started
+        summary = driver.finish()
+    except (JudgeRunRefused, JudgeNotConfigured) as exc:
+        return _end(run, Status.FAILED, str(exc), error=str(exc))
+    except BudgetExhausted as exc:
+        return _end(run, Status.BUDGET, str(exc))
+    except Exception as exc:
+        log.exception("judge run %s failed", run.pk)
+        _end(run, Status.FAILED, "failed; resume to continue", error=f"{type(exc).__name__}: {exc}")
+        raise
+    engine.flush(force=True)
+    engine.batch.commit()  # never leave a transaction open behind us
+    missing = driver.total - driver.done
+    summary.update(
+        {
+            "unparseable": driver.unparseable,
+            "errors": engine.errors,
+            "last_error": engine.last_error,
+            "done": driver.done,
+            "total": driver.total,
+            # Our own time per unit (the calling thread's time not spent waiting on HTTP).
+            "engine": {
+                "wall_s": round(wall, 3),
+                "busy_s": round(wall - engine.idle, 3),
+                "units": engine.units,
+                "ms_per_unit": round(1000 * (wall - engine.idle) / engine.units, 3)
+                if engine.units
+                else None,
+            },
+        }
+    )
+    JudgeRun.objects.filter(pk=run.pk).update(summary=summary)
+    run.summary = summary
+    if engine.stop and engine.stop[0] == "cancelled":
+        return _end(run, Status.CANCELLED, f"cancelled after {driver.done} of {driver.total}")
+    if engine.stop and engine.stop[0] == "budget":
+        return _end(
+            run,
+            Status.BUDGET,
+            f"{engine.stop[1]}; {driver.done} of {driver.total} done. "
+            "Raise the budget and resume to continue.",
+        )
+    if missing > 0:
+        return _end(
+            run,
+            Status.FAILED,
+            f"{missing} of {driver.total} units have no outcome after {engine.errors} failed "
+            "calls; resume to retry them",
+            error=engine.last_error,
+        )
+    return _end(run, Status.DONE, f"done: {driver.done} units, {driver.unparseable} unparseable")
+
+
+def _end(run: JudgeRun, status: str, message: str, error: str = "") -> JudgeRun:
+    JudgeRun.objects.filter(pk=run.pk).update(
+        status=status,
+        message=message[:500],
+        error=error,
+        finished_at=timezone.now(),
+        cancel_requested=False,
+    )
+    run.refresh_from_db()
+    return run
+
+
+def judge_run_results(*, run: JudgeRun) -> dict[str, Any]:
+    """Ratings per dimension: {dimension: [{idea, score, ci_low, ci_high}, …]} best first."""
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in IdeaRating.objects.filter(run=run).order_by("dimension", "-score", "idea_id"):
+        out[r.dimension].append(
+            {"idea": r.idea_id, "score": r.score, "ci_low": r.ci_low, "ci_high": r.ci_high}
+        )
+    return {
+        "method": run.method,
+        "baseline": run.is_baseline,
+        "status": run.status,
+        "summary": run.summary,
+        "ratings": dict(out),
+    }
