@@ -295,6 +295,51 @@ class Mapping_:
         return row.get(col) if col is not None else None
 
 
+def mapping_fields(form: FormDefinition) -> list[str]:
+    """Every field a mapping may name for `form`: the standard ones, each metric, and the
+    rationale of each metric that asks for one."""
+    rationales = [f"{m.key}_rationale" for m in form.metrics if m.rationale]
+    return [*STANDARD_FIELDS, *form.metric_keys, *rationales]
+
+
+def mapping_check(
+    overrides: Mapping[str, str], *, form: FormDefinition, header: Iterable[str], name: str
+) -> None:
+    """Refuse a mapping that names a field the form lacks, or a column the file lacks."""
+    fields = mapping_fields(form)
+    columns = list(header)
+    problems = []
+    for key, col in overrides.items():
+        if key not in fields:
+            no_rationale = key.endswith("_rationale") and key[: -len("_rationale")] in fields
+            why = (
+                "the form asks no rationale for this metric"
+                if no_rationale
+                else "not a field of the study's form"
+            )
+            problems.append(
+                Problem(
+                    name,
+                    None,
+                    key,
+                    f"mapped field {key!r}: {why} {form.key} v{form.version} "
+                    f"(its metrics: {', '.join(form.metric_keys)})",
+                )
+            )
+        elif col not in columns:
+            problems.append(
+                Problem(
+                    name,
+                    None,
+                    key,
+                    f"mapped to column {col!r}, which the file lacks "
+                    f"(its columns: {', '.join(columns[:40])})",
+                )
+            )
+    if problems:
+        raise ImportFailed(problems)
+
+
 def default_mapping(
     header: Iterable[str], metrics: Sequence[str], overrides: Mapping[str, str]
 ) -> Mapping_:

@@ -87,6 +87,8 @@ def report_build(
         "baseline": baseline,
         "conditions": [{"key": c.key, "kind": c.kind} for c in study.conditions.order_by("key")],
         "metrics": form.metric_keys,
+        "metric_labels": form.labels(),
+        "scales": {k: list(v) for k, v in form.scales().items()},
         "topics": [t.name for t in study.topics.all()],
     }
     progress(
@@ -274,7 +276,9 @@ def report_figures(
     conditions = report["conditions"]
     per_topic = pd.DataFrame(report["per_topic"]["rows"])
     figures: dict[str, Any] = {
-        "distributions": plots.score_distributions(df, metrics, conditions),
+        "distributions": plots.score_distributions(
+            df, metrics, conditions, scales=report.get("study", {}).get("scales")
+        ),
         "correlations": plots.correlation_heatmap(
             pd.DataFrame(report["correlations"]["unique_reviews"]["matrix"]).loc[metrics, metrics],
             title=f"Pearson r, unique reviews (n = {report['correlations']['unique_reviews']['n']})",

@@ -388,6 +388,7 @@ def reviews_parse(
     from .importers import (
         RowInput,
         default_mapping,
+        mapping_check,
         parse_rows,
         parse_si2024,
         read_table,
@@ -409,6 +410,7 @@ def reviews_parse(
         raise ValueError(f"unknown import format {fmt!r} (use si2024 or generic)")
     rows = read_table(reviews, reviews_name)
     header: list[str] = list(dict.fromkeys(k for r in rows for k in r))
+    mapping_check(mapping or {}, form=form, header=header, name=reviews_name)
     kinds = {c: "human" for c in (human_conditions or [])}
     return parse_rows(
         rows,

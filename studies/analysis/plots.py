@@ -53,14 +53,18 @@ def score_distributions(
     *,
     lo: int = 1,
     hi: int = 10,
+    scales: Mapping[str, Sequence[int]] | None = None,
 ) -> str:
-    """Share of reviews at each score level, per condition, one panel per metric."""
+    """Share of reviews at each score level, per condition, one panel per metric; each
+    panel spans its metric's scale from `scales` (metric -> (minimum, maximum)), else
+    `lo`-`hi`."""
     colors = _colors(conditions)
     n = len(metrics)
     fig, axes = plt.subplots(1, n, figsize=(3.0 * n, 2.6), sharey=True, squeeze=False)
-    levels = np.arange(lo, hi + 1)
     width = 0.8 / max(len(conditions), 1)
     for ax, metric in zip(axes[0], metrics, strict=True):
+        m_lo, m_hi = (scales or {}).get(metric, (lo, hi))
+        levels = np.arange(m_lo, m_hi + 1)
         for j, cond in enumerate(conditions):
             x = df.loc[df["condition"] == cond, metric].dropna().round().astype(int)
             share = x.value_counts(normalize=True).reindex(levels, fill_value=0.0)

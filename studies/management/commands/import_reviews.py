@@ -2,7 +2,7 @@
 
     python manage.py import_reviews --format si2024 --reviews FILE.json --titles FILE.csv --study si2024
     python manage.py import_reviews --format generic --reviews FILE.csv --study S \
-        --map idea_id=paper --human-conditions Human
+        --form execution --map idea_id=paper --human-conditions Human
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from django.db import transaction
 
 from studies.importers import ImportFailed, format_quality_summary
 from studies.models import Study
+from studies.protocol.forms import DEFAULT_FORM, FormDefinition, FormFileError
+from studies.review_forms import review_form_resolve
 from studies.services import reviews_import, reviews_parse, study_create
 
 
@@ -34,13 +36,22 @@ class Command(BaseCommand):
         parser.add_argument("--title", default="", help="title of a new study")
         parser.add_argument("--baseline", default="", help="baseline condition key")
         parser.add_argument(
+            "--form",
+            default="",
+            help="review form of a new study: a built-in name (si2024, execution, KEY@VERSION) "
+            "or a JSON form file (docs/forms.md); default si2024. An existing study keeps its "
+            "own form; naming another one is an error.",
+        )
+        parser.add_argument(
             "--map",
             action="append",
             default=[],
             metavar="FIELD=COLUMN",
             help="generic: which column holds a field (idea_id, condition, topic, reviewer_id, "
             "review_id, title, institution, familiarity, confidence, minutes, consent, "
-            "honor_code, timestamp, <metric>, <metric>_rationale); repeatable",
+            "honor_code, timestamp, and each metric of the study's form as <metric> and "
+            "<metric>_rationale); repeatable. A field the form lacks, or a column the file "
+            "lacks, is an error.",
         )
         parser.add_argument("--mapping-file", type=Path, help="generic: JSON object FIELD → COLUMN")
         parser.add_argument(
@@ -69,6 +80,7 @@ class Command(BaseCommand):
             k, v = item.split("=", 1)
             mapping[k.strip()] = v.strip()
 
+        form = self._form(opts["form"])
         try:
             # One transaction: a refused file leaves no study, idea or review behind.
             with transaction.atomic():
@@ -79,6 +91,13 @@ class Command(BaseCommand):
                         slug=opts["study"],
                         title=opts["title"],
                         baseline_condition=opts["baseline"],
+                        form=form or DEFAULT_FORM,
+                    )
+                elif form is not None and study.form_definition() != form:
+                    have = study.review_form
+                    raise CommandError(
+                        f"--form {opts['form']}: study {study.slug} already uses the review form "
+                        f"{have.key} v{have.version}; its form cannot change here"
                     )
                 parsed = reviews_parse(
                     study=study,
@@ -99,6 +118,14 @@ class Command(BaseCommand):
             for line in format_quality_summary(summary):
                 self.stdout.write(line)
             self.stdout.write(f"study: {study.slug} ({study.reviews.count()} reviews in total)")
+
+    def _form(self, name: str) -> FormDefinition | None:
+        if not name:
+            return None
+        try:
+            return review_form_resolve(name)
+        except FormFileError as exc:
+            raise CommandError(f"--form: {exc}") from exc
 
     def _owner(self, username: str | None) -> Any:
         User = get_user_model()
