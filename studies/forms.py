@@ -39,3 +39,21 @@ class ReviewImportForm(forms.Form):
     def clean_human_conditions(self) -> list[str]:
         raw = self.cleaned_data.get("human_conditions") or ""
         return [c.strip() for c in raw.split(",") if c.strip()]
+
+
+class ReviewDecisionForm(forms.Form):
+    decision = forms.ChoiceField(
+        choices=[("accepted", "Accept (pay)"), ("rejected", "Reject (do not pay)")],
+        widget=forms.RadioSelect,
+    )
+    reason = forms.CharField(required=False, max_length=2000, label="Reason (needed to reject)")
+
+
+class PaymentSeedForm(forms.Form):
+    seed = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=2**32 - 1,
+        label="Tie-break seed",
+        help_text="Ideas with equal mean scores are ordered at random from this seed.",
+    )

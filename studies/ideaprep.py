@@ -202,6 +202,7 @@ def ideas_import(
                 raw_text=rec.text,
                 sections=dict(rec.parsed.sections),
                 author_institution=rec.institution[:300],
+                author_contact=rec.author_contact[:300],
             )
             IdeaCondition.objects.bulk_create(
                 [

@@ -284,6 +284,8 @@ class Idea(models.Model):
         max_length=16, choices=NormalizationStatus.choices, default=NormalizationStatus.NONE
     )
     author_institution = models.CharField(max_length=300, blank=True)
+    # Who to pay for the idea (an e-mail or a name); owners only, never reviewers.
+    author_contact = models.CharField(max_length=300, blank=True)
     conditions = models.ManyToManyField(Condition, through="IdeaCondition", related_name="ideas")
     created_at = models.DateTimeField(default=timezone.now)
     # Names of the automatic checks the current rewrite failed ("llm_error" when the
@@ -559,6 +561,39 @@ class Review(models.Model):
 
     def __str__(self) -> str:
         return f"review {self.pk} of idea {self.idea_id}"
+
+
+class ReviewAcceptance(models.Model):
+    """The owner's decision to pay for a submitted review or not, with the reason. Kept
+    apart from the review: reviewers never see it, and the analysis does not read it."""
+
+    class Decision(models.TextChoices):
+        ACCEPTED = "accepted", "Accepted"
+        REJECTED = "rejected", "Rejected"
+
+    review = models.OneToOneField(Review, on_delete=models.CASCADE, related_name="acceptance")
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    reason = models.TextField(blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(decision__in=["accepted", "rejected"]),
+                name="review_acceptance_decision_valid",
+            ),
+            # A rejection says why; the reviewer may ask.
+            models.CheckConstraint(
+                condition=~models.Q(decision="rejected", reason=""),
+                name="review_rejection_has_reason",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"review {self.review_id} {self.decision}"
 
 
 class ReviewScore(models.Model):

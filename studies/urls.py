@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import ideas_views, owner_views, reviewer_views, views
+from . import ideas_views, owner_views, payment_views, reviewer_views, views
 
 app_name = "studies"
 
@@ -78,6 +78,19 @@ urlpatterns = [
         name="invitation_resend",
     ),
     path("<slug:slug>/assignment/", owner_views.assignment_preview_view, name="assignment_preview"),
+    path("<slug:slug>/payments/", payment_views.study_payments, name="study_payments"),
+    path("<slug:slug>/payments.csv", payment_views.payments_export, name="payments_export"),
+    path("<slug:slug>/payments/reviews/", payment_views.payment_reviews, name="payment_reviews"),
+    path(
+        "<slug:slug>/payments/reviews/<int:review_id>/decide/",
+        payment_views.payment_review_decide,
+        name="payment_review_decide",
+    ),
+    path(
+        "<slug:slug>/payments/reviews/accept-undecided/",
+        payment_views.payment_reviews_accept_undecided,
+        name="payment_reviews_accept_undecided",
+    ),
     path(
         "<slug:slug>/assignment/commit/",
         owner_views.assignment_commit_view,

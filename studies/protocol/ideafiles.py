@@ -68,6 +68,9 @@ _FIELD_ALIASES: dict[str, str] = {
     "author_institution": "institution",
     "institution": "institution",
     "affiliation": "institution",
+    "author_contact": "author_contact",
+    "author_email": "author_contact",
+    "contact": "author_contact",
 }
 
 
@@ -118,6 +121,8 @@ class IdeaRecord:
     source: str
     row: int | None
     parsed: ParsedProposal = field(repr=False, compare=False)
+    # Whom to pay for the idea (optional; never shown to reviewers).
+    author_contact: str = ""
 
 
 @dataclass
@@ -298,6 +303,7 @@ def _build_record(
             conditions=tuple(conditions),
             text=text,
             institution=str(fields.get("institution") or "").strip(),
+            author_contact=str(fields.get("author_contact") or "").strip(),
             source=source,
             row=row,
             parsed=parsed,

@@ -328,3 +328,20 @@ def test_an_unsupported_file_type_is_named():
     assert messages(read_batch("ideas.xlsx", b"PK")) == [
         "ideas.xlsx: unsupported file type: use .csv, .jsonl, .zip or .md"
     ]
+
+
+def test_an_optional_author_contact_column_is_read_when_present():
+    data = csv_bytes(
+        [
+            [*HEADER, "author_contact"],
+            ["H1", "", "Factuality", "Human", PROPOSAL, "Stanford", "ada@example.org"],
+            ["A1", "", "Factuality", "AI", PROPOSAL, "", ""],
+        ]
+    )
+    batch = read_batch("ideas.csv", data, **KNOWN)
+    assert batch.ok and batch.problems == []
+    assert [r.author_contact for r in batch.records] == ["ada@example.org", ""]
+    without = read_batch(
+        "ideas.csv", csv_bytes([HEADER, ["H1", "", "Factuality", "Human", PROPOSAL, ""]]), **KNOWN
+    )
+    assert without.ok and without.records[0].author_contact == ""
