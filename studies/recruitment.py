@@ -886,6 +886,75 @@ def _reviewer_may_see(reviewer: Reviewer, idea: Idea, keys: frozenset[str]) -> b
     return not (institution_keys([idea.author_institution]) & keys)
 
 
+def _pairs_between(
+    pools: list[list[Idea]],
+    conds_of: dict[int, set[str]],
+    have: set[frozenset[int]],
+    condition_a: str,
+    condition_b: str,
+    k: int,
+    rng: random.Random,
+) -> list[tuple[Idea, Idea]]:
+    """Up to k pairs with A from `condition_a` and B from `condition_b`, at random."""
+    options = [
+        (x, y)
+        for pool in pools
+        for x in pool
+        for y in pool
+        if x.pk != y.pk
+        and condition_a in conds_of[x.pk]
+        and condition_b in conds_of[y.pk]
+        # An idea in both conditions compares nothing.
+        and conds_of[x.pk] != conds_of[y.pk]
+        and frozenset((x.pk, y.pk)) not in have
+    ]
+    rng.shuffle(options)
+    chosen: list[tuple[Idea, Idea]] = []
+    used: set[frozenset[int]] = set()
+    for x, y in options:
+        key = frozenset((x.pk, y.pk))
+        if key not in used:
+            used.add(key)
+            chosen.append((x, y))
+    return chosen[:k]
+
+
+def _pairs_balanced(
+    pools: list[list[Idea]],
+    conds_of: dict[int, set[str]],
+    have: set[frozenset[int]],
+    k: int,
+    rng: random.Random,
+) -> list[tuple[Idea, Idea]]:
+    """Up to k same-topic pairs of ideas from different conditions, spread evenly over
+    the condition pairs the reviewer's topics offer (see `protocol.pairs`)."""
+    from .protocol.pairs import Candidate, condition_pairs, pick_balanced
+
+    by_pk = {i.pk: i for pool in pools for i in pool}
+    candidates = []
+    for pool in pools:
+        for x in pool:
+            for y in pool:
+                cps = condition_pairs(conds_of[x.pk], conds_of[y.pk])
+                if x.pk < y.pk and cps and frozenset((x.pk, y.pk)) not in have:
+                    candidates.append(Candidate(x.pk, y.pk, cps))
+    # Pairs the reviewer already has count, so a second batch evens out the first.
+    earlier = Counter(
+        cp
+        for key in have
+        if len(key) == 2 and all(pk in conds_of for pk in key)
+        for cp in condition_pairs(*(conds_of[pk] for pk in sorted(key)))
+    )
+    picked = pick_balanced(candidates, k, rng, earlier)
+    # Which idea is A is drawn too, so A/B order says nothing about the conditions.
+    return [
+        (by_pk[c.first], by_pk[c.second])
+        if rng.random() < 0.5
+        else (by_pk[c.second], by_pk[c.first])
+        for c in picked
+    ]
+
+
 def pair_tasks_create(
     *,
     study: Study,
@@ -927,35 +996,16 @@ def pair_tasks_create(
             frozenset((a, b))
             for a, b in PairTask.objects.filter(reviewer=rev).values_list("idea_a", "idea_b")
         }
-        options: list[tuple[Idea, Idea]] = []
-        for topic in rev.topic_preferences or []:
-            pool = [i for i in by_topic.get(topic, []) if _reviewer_may_see(rev, i, keys)]
-            for x in pool:
-                for y in pool:
-                    if x.pk >= y.pk and not (condition_a and condition_b):
-                        continue
-                    if x.pk == y.pk:
-                        continue
-                    if condition_a and condition_b:
-                        if condition_a not in conds_of[x.pk] or condition_b not in conds_of[y.pk]:
-                            continue
-                        # An idea in both conditions compares nothing.
-                        if conds_of[x.pk] == conds_of[y.pk]:
-                            continue
-                    if frozenset((x.pk, y.pk)) in have:
-                        continue
-                    options.append((x, y))
-        rng.shuffle(options)
-        chosen: list[tuple[Idea, Idea]] = []
-        used: set[frozenset[int]] = set()
-        for x, y in options:
-            key = frozenset((x.pk, y.pk))
-            if key in used:
-                continue
-            used.add(key)
-            chosen.append((x, y))
-            if len(chosen) >= per_reviewer:
-                break
+        pools = [
+            [i for i in by_topic.get(topic, []) if _reviewer_may_see(rev, i, keys)]
+            for topic in dict.fromkeys(rev.topic_preferences or [])
+        ]
+        if condition_a and condition_b:
+            chosen = _pairs_between(
+                pools, conds_of, have, condition_a, condition_b, per_reviewer, rng
+            )
+        else:
+            chosen = _pairs_balanced(pools, conds_of, have, per_reviewer, rng)
         if len(chosen) < per_reviewer:
             problems.append(
                 f"{rev.pseudonym}: only {len(chosen)} of {per_reviewer} pairs available in "
@@ -972,7 +1022,7 @@ def pair_tasks_create(
                     condition_b=condition_b if condition_a and condition_b else "",
                     a_on_left=rng.random() < 0.5,
                     dimensions=dims,
-                    source="conditions" if condition_a and condition_b else "random",
+                    source="conditions" if condition_a and condition_b else "balanced",
                 )
             )
     rng.shuffle(created)
