@@ -279,3 +279,45 @@ def test_report_pdf_is_written_beside_the_html_and_has_pages(si2024_report):
     pdf = si2024_report / "report.pdf"
     assert report["files"]["pdf"] == "report.pdf" and pdf.read_bytes().startswith(b"%PDF")
     assert pdf_page_count(pdf) >= 3
+
+
+# R's ordinal::clmm (2022.11.16, gradTol 1e-8) on the released data, idea within condition:
+# condition[AI], condition[AI_Rerank], idea SD, log-likelihood.
+ORDINAL = {
+    "overall": (0.122332, 0.652623, 0.459212, -660.508239),
+    "novelty": (0.800538, 0.997151, 0.655049, -637.382598),
+}
+
+
+def test_report_ordinal_check_matches_clmm_on_si2024_in_json_csv_and_html(si2024_report):
+    report = _load(si2024_report)
+    assert report["ordinal"]["available"]
+    assert set(report["ordinal"]["fits"]) == set(METRICS)
+    for metric, (b_ai, b_rr, sd_idea, loglik) in ORDINAL.items():
+        fit = report["ordinal"]["fits"][metric]
+        fixed = {row["term"]: row for row in fit["fixed"]}
+        assert abs(fixed["condition[AI]"]["coef"] - b_ai) < 1e-3, metric
+        assert abs(fixed["condition[AI_Rerank]"]["coef"] - b_rr) < 1e-3, metric
+        assert abs(fit["sd"]["source_idea_id"] - sd_idea) < 1e-3, metric
+        assert abs(fit["loglik"] - loglik) < 1e-2, metric
+        assert "reviewer_id" in fit["groups_dropped"]
+    rows = list(csv.DictReader((si2024_report / "ordinal.csv").open()))
+    ai = next(
+        r
+        for r in rows
+        if (r["metric"], r["kind"], r["term"]) == ("overall", "fixed", "condition[AI]")
+    )
+    assert abs(float(ai["coef"]) - ORDINAL["overall"][0]) < 1e-3
+    assert {r["kind"] for r in rows} == {"threshold", "fixed", "sd"}
+    html = (si2024_report / "report.html").read_text()
+    assert "Ordinal check" in html and "Odds ratio" in html
+
+
+def test_report_mixed_effects_csv_flags_boundary_variances(si2024_report):
+    report = _load(si2024_report)
+    rows = list(csv.DictReader((si2024_report / "mixed_effects.csv").open()))
+    variance = [r for r in rows if r["kind"] == "variance"]
+    assert variance and all(r["boundary"] in ("True", "False") for r in variance)
+    for r in variance:
+        on_boundary = r["term"] in report["mixed_effects"]["fits"][r["metric"]]["boundary"]
+        assert (r["boundary"] == "True") == on_boundary

@@ -35,10 +35,13 @@ from scipy import stats
 from .mixed import MixedResult, prepare_mixed_data
 
 __all__ = [
+    "ClmmJob",
     "RJob",
+    "clmm_fit_many",
     "lme4_fit",
     "lme4_fit_many",
     "lmertest_unavailable_reason",
+    "ordinal_unavailable_reason",
     "r_available",
     "r_unavailable_reason",
 ]
@@ -324,3 +327,151 @@ def _to_result(job: RJob, prep: Any, r: dict[str, Any]) -> MixedResult:
 
 def _as_list(x: Any) -> list[Any]:
     return x if isinstance(x, list) else [x]
+
+
+# ------------------------------------------------------------------ ordinal::clmm
+
+_CLMM_SCRIPT = r"""
+suppressPackageStartupMessages({library(ordinal); library(jsonlite)})
+args <- commandArgs(trailingOnly = TRUE)
+spec <- fromJSON(args[1], simplifyVector = FALSE)
+dat <- read.csv(spec$csv, stringsAsFactors = FALSE, colClasses = "character")
+out <- list()
+for (job in spec$jobs) {
+  d <- data.frame(y = as.numeric(dat[[job$metric]]))
+  d$condition <- factor(dat[[job$condition_col]], levels = unlist(job$levels))
+  gcols <- unlist(job$group_cols)
+  for (g in gcols) d[[g]] <- factor(dat[[g]])
+  d <- d[!is.na(d$y), , drop = FALSE]
+  d$y <- factor(d$y, ordered = TRUE)
+  rhs <- paste0("(1 | ", gcols, ")", collapse = " + ")
+  form <- as.formula(paste("y ~ condition +", rhs))
+  t0 <- proc.time()[["elapsed"]]
+  fit <- clmm(form, data = d, link = "logit", threshold = "flexible",
+              control = clmm.control(gradTol = job$grad_tol))
+  secs <- proc.time()[["elapsed"]] - t0
+  st <- unlist(fit$ST)
+  out[[length(out) + 1]] <- list(
+    id = job$id, alpha_names = names(fit$alpha), alpha = unname(fit$alpha),
+    beta_names = names(fit$beta), beta = unname(fit$beta),
+    se = unname(sqrt(diag(vcov(fit)))[seq_len(length(fit$alpha) + length(fit$beta))]),
+    st_names = names(st), st = unname(st), loglik = as.numeric(logLik(fit)),
+    n_obs = nrow(d), seconds = secs
+  )
+}
+writeLines(toJSON(out, auto_unbox = TRUE, digits = NA, na = "null"), spec$out)
+"""
+
+
+@dataclass(frozen=True)
+class ClmmJob:
+    """One ``ordinal::clmm`` fit: ``ordered(metric) ~ condition + (1|g) ...``, logit link."""
+
+    metric: str
+    baseline: str
+    condition_col: str = "condition"
+    groups: tuple[str, ...] = ("reviewer_id", "idea_id")
+    grad_tol: float = 1e-8
+
+
+@functools.cache
+def ordinal_unavailable_reason() -> str | None:
+    """Why ``ordinal::clmm`` cannot be used here, or ``None`` when it can."""
+    return _r_probe(
+        "quit(status = !(requireNamespace('ordinal', quietly = TRUE) && "
+        "requireNamespace('jsonlite', quietly = TRUE)))",
+        "R is installed but ordinal or jsonlite is missing (apt-get install r-cran-ordinal)",
+    )
+
+
+def clmm_fit_many(
+    df: pd.DataFrame, jobs: Sequence[ClmmJob], *, timeout: float = 3600.0
+) -> list[dict[str, Any]]:
+    """Run every clmm job in one ``Rscript`` process; results come back in job order.
+
+    Each result has ``thresholds`` and ``fixed`` (lists of ``{term, coef, se}``, fixed
+    terms named as :func:`~studies.analysis.ordinal.fit_ordinal` names them), ``sd`` per
+    grouping factor, ``loglik``, ``n_obs`` and R's own fit time in ``fit_seconds``.
+    """
+    reason = ordinal_unavailable_reason()
+    if reason is not None:
+        raise RuntimeError(f"ordinal::clmm is unavailable: {reason}")
+    columns: dict[str, pd.Series] = {}
+    specs: list[dict[str, Any]] = []
+    prepared = []
+    for i, job in enumerate(jobs):
+        prep = prepare_mixed_data(
+            df, job.metric, baseline=job.baseline, condition_col=job.condition_col,
+            groups=job.groups,
+        )  # fmt: skip
+        prepared.append(prep)
+        columns[f"y{i}"] = pd.Series(np.nan, index=df.index)
+        columns[f"y{i}"].loc[prep.rows] = prep.y
+        columns[f"c{i}"] = pd.Series("", index=df.index)
+        columns[f"c{i}"].loc[prep.rows] = prep.condition
+        gcols = []
+        for j, g in enumerate(prep.groups_used):
+            columns[f"g{i}_{j}"] = pd.Series("", index=df.index)
+            columns[f"g{i}_{j}"].loc[prep.rows] = prep.group_labels[g]
+            gcols.append(f"g{i}_{j}")
+        specs.append(
+            {
+                "id": i, "metric": f"y{i}", "condition_col": f"c{i}", "levels": prep.levels,
+                "group_cols": gcols, "grad_tol": job.grad_tol,
+            }
+        )  # fmt: skip
+    raw = _run_r(_CLMM_SCRIPT, pd.DataFrame(columns), specs, timeout=timeout)
+    return [_clmm_result(p, r) for p, r in zip(prepared, raw, strict=True)]
+
+
+def _run_r(
+    script: str, data: pd.DataFrame, specs: list[dict[str, Any]], *, timeout: float
+) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="ideareview-r-") as tmp:
+        tmpdir = Path(tmp)
+        csv_path, out_path = tmpdir / "data.csv", tmpdir / "out.json"
+        data.to_csv(csv_path, index=False)
+        spec_path = tmpdir / "spec.json"
+        spec_path.write_text(
+            json.dumps({"csv": str(csv_path), "out": str(out_path), "jobs": specs})
+        )
+        script_path = tmpdir / "fit.R"
+        script_path.write_text(script)
+        proc = subprocess.run(
+            ["Rscript", "--vanilla", str(script_path), str(spec_path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if proc.returncode != 0 or not out_path.exists():
+            raise RuntimeError(f"Rscript failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+        return list(json.loads(out_path.read_text()))
+
+
+def _clmm_result(prep: Any, r: dict[str, Any]) -> dict[str, Any]:
+    alpha = [float(a) for a in _as_list(r["alpha"])]
+    beta = [float(b) for b in _as_list(r["beta"])]
+    se = [float(s) for s in _as_list(r["se"])]
+    # R names the condition terms "conditionAI"; ours are "condition[AI]" in the same order.
+    by_level = {f"condition{lv}": f"condition[{lv}]" for lv in prep.levels}
+    names = [by_level[str(n)] for n in _as_list(r["beta_names"])]
+    col_to_group = {f"g{r['id']}_{j}": g for j, g in enumerate(prep.groups_used)}
+    return {
+        "engine": "ordinal::clmm",
+        "thresholds": [
+            {"term": str(n), "coef": a, "se": s}
+            for n, a, s in zip(_as_list(r["alpha_names"]), alpha, se, strict=False)
+        ],
+        "fixed": [
+            {"term": n, "coef": b, "se": s}
+            for n, b, s in zip(names, beta, se[len(alpha) :], strict=True)
+        ],
+        "sd": {
+            col_to_group[str(n)]: float(v)
+            for n, v in zip(_as_list(r["st_names"]), _as_list(r["st"]), strict=True)
+        },
+        "loglik": float(r["loglik"]),
+        "n_obs": int(r["n_obs"]),
+        "fit_seconds": float(r["seconds"]),
+    }

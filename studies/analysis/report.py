@@ -5,7 +5,7 @@ layer adds the study's identity and writes the files. The schema is documented i
 docs/report-schema.md; its top-level keys are stable:
 
     schema, generated_at, software, options, metrics, conditions, baseline, data, notes,
-    summary, by_review, by_idea, by_reviewer, mixed_effects, correlations, consistency,
+    summary, by_review, by_idea, by_reviewer, mixed_effects, ordinal, correlations, consistency,
     reliability, per_topic, review_quality, assignment, agreement, progress_total
 
 Everything is keyed by metric and condition names as imported.
@@ -50,6 +50,12 @@ class ReportOptions:
     agreement_splits: int = 200
     agreement_bootstrap: int = 200
     agreement_permutations: int = 200
+    # The ordinal check (cumulative-link mixed model): "all" metrics, the "primary" one
+    # (consistency_metric) or "none". Past ordinal_all_max_rows only the primary metric is
+    # fitted, past ordinal_max_rows none (the dense reviewer block grows as reviewers^2).
+    ordinal: str = "all"
+    ordinal_all_max_rows: int = 1500
+    ordinal_max_rows: int = 20000
 
 
 def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
@@ -117,7 +123,7 @@ def build_report(
         raise ValueError(
             f"baseline condition {baseline!r} has no reviews (conditions: {conditions})"
         )
-    steps = 7 + len(metrics) + 1
+    steps = 8 + len(metrics) + 1
     step = 0
     timings: dict[str, float] = {}
 
@@ -219,6 +225,13 @@ def build_report(
             "so the repeated reviews of one idea count as one idea's."
         )
     timings["mixed_effects"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    tick("ordinal check (cumulative-link mixed model)")
+    ordinal = build_ordinal(
+        df, metrics=metrics, baseline=baseline, idea_unit=idea_unit, options=options
+    )
+    timings["ordinal"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     tick("metric correlations")
@@ -349,6 +362,7 @@ def build_report(
         "by_idea": by_idea,
         "by_reviewer": by_reviewer,
         "mixed_effects": mixed,
+        "ordinal": ordinal,
         "correlations": correlations,
         "consistency": consistency,
         "reliability": reliability,
@@ -360,6 +374,82 @@ def build_report(
         "progress_total": steps,
     }
     return report
+
+
+def build_ordinal(
+    df: pd.DataFrame,
+    *,
+    metrics: Sequence[str],
+    baseline: str,
+    idea_unit: str,
+    options: ReportOptions,
+) -> dict[str, Any]:
+    """The ordinal check: a cumulative-logit mixed model per metric beside the linear one."""
+    from .ordinal import fit_ordinal
+
+    primary = options.consistency_metric if options.consistency_metric in metrics else metrics[-1]
+    out: dict[str, Any] = {
+        "model": (
+            f"ordered score ~ condition ({baseline} baseline), logit link, one threshold "
+            "between each pair of adjacent observed levels, crossed random intercepts for "
+            "reviewer and idea"
+            + (" within condition" if idea_unit == "source_idea_id" else "")
+            + "; Laplace approximation (as R's ordinal::clmm)"
+        ),
+        "fits": {},
+    }
+    if options.ordinal == "none":
+        return {**out, "available": False, "reason": "turned off in the report options"}
+    if len(df) > options.ordinal_max_rows:
+        return {
+            **out,
+            "available": False,
+            "reason": f"{len(df)} rows: above the ordinal check's limit of "
+            f"{options.ordinal_max_rows} rows",
+        }
+    chosen = list(metrics)
+    if options.ordinal == "primary" or len(df) > options.ordinal_all_max_rows:
+        chosen = [primary]
+        if options.ordinal == "all":
+            out["note"] = (
+                f"{len(df)} rows: the ordinal check is fitted for the primary metric "
+                f"({primary}) only (all metrics up to {options.ordinal_all_max_rows} rows)"
+            )
+    for metric in chosen:
+        try:
+            out["fits"][metric] = fit_ordinal(
+                df, metric, baseline=baseline, groups=("reviewer_id", idea_unit)
+            ).to_dict()
+        except ValueError as exc:
+            out["fits"][metric] = {"metric": metric, "error": str(exc)}
+    out["available"] = True
+    return out
+
+
+def ordinal_rows(report: dict[str, Any]) -> pd.DataFrame:
+    """ordinal.csv: one row per threshold, fixed effect and random-effect SD."""
+    rows: list[dict[str, Any]] = []
+    for metric, fit in (report.get("ordinal") or {}).get("fits", {}).items():
+        base = {"metric": metric, "loglik": fit.get("loglik"), "engine": fit.get("engine")}
+        for row in fit.get("thresholds") or []:
+            rows.append({**base, "kind": "threshold", **row})
+        for row in fit.get("fixed") or []:
+            rows.append({**base, "kind": "fixed", **row})
+        for name, sd in (fit.get("sd") or {}).items():
+            rows.append(
+                {
+                    **base,
+                    "kind": "sd",
+                    "term": name,
+                    "coef": sd,
+                    "boundary": name in (fit.get("boundary") or []),
+                }
+            )
+        if "error" in fit:
+            rows.append({**base, "kind": "error", "term": fit["error"]})
+    columns = ["metric", "kind", "term", "coef", "se", "z", "p", "ci_low", "ci_high"]
+    columns += ["odds_ratio", "boundary", "loglik", "engine"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def lme4_crosscheck(
@@ -434,11 +524,14 @@ def tidy_tables(report: dict[str, Any], df: pd.DataFrame) -> dict[str, pd.DataFr
                     "kind": "variance",
                     "term": name,
                     "coef": var,
+                    "boundary": name in (fit.get("boundary") or []),
                     "loglik": fit.get("loglik"),
                     "engine": fit.get("engine"),
                 }
             )
     tables["mixed_effects"] = pd.DataFrame(mixed_rows)
+    if "ordinal" in report:
+        tables["ordinal"] = ordinal_rows(report)
     corr_rows = []
     for rows_key in ("rows", "unique_reviews"):
         block = report["correlations"][rows_key]
