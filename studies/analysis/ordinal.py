@@ -243,7 +243,7 @@ class _Clmm:
         return out
 
     # -- the conditional mode
-    def _mode(self, theta: np.ndarray, beta: np.ndarray, sig: np.ndarray) -> tuple[Any, ...]:
+    def _mode(self, theta: np.ndarray, beta: np.ndarray, sig: np.ndarray) -> tuple[Any, ...] | None:
         """Newton's method for b_hat, warm-started at the last mode; halves bad steps."""
         xb = self.X @ beta
         b = self.b.copy()
