@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check lint typecheck install lock system-deps worker web demo bench clean
+.PHONY: run serve test check lint typecheck install lock system-deps worker web demo bench clean
 
 # Exact versions: everything comes from requirements.lock (hash-checked, no resolver at
 # install time), so a deployment runs what CI tested; `pip check` then proves the set is
@@ -34,6 +34,11 @@ system-deps:
 # Install, migrate, load the si2024 demo, then run the web app and a Celery worker.
 run: install
 	@scripts/run
+
+# Production on one machine: migrate, collectstatic, gunicorn, a Celery worker and Celery
+# beat, configured from the environment (README, Deployment; docs/deploy.md).
+serve: install
+	@scripts/serve
 
 # Install, then run the whole test suite (pytest, with the R cross-checks when R is there).
 test: install system-deps

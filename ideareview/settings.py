@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import dj_database_url
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -164,9 +165,43 @@ def _database() -> dict:
             },
         }
     try:
-        return dict(dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60)))
+        config = dict(
+            dj_database_url.parse(
+                url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60), conn_health_checks=True
+            )
+        )
     except Exception as exc:  # the library raises several types for a bad URL
         raise ImproperlyConfigured(f"DATABASE_URL is malformed: {exc}") from exc
+    pool_size = env_int("DATABASE_POOL_MAX_SIZE", 0)
+    if pool_size and config["ENGINE"] == "django.db.backends.postgresql":
+        pool = _pool(pool_size)
+        config.update(pool, OPTIONS={**config.get("OPTIONS", {}), **pool["OPTIONS"]})
+    return config
+
+
+def _pool(max_size: int) -> dict:
+    """psycopg's pool in each process instead of one persistent connection per thread.
+
+    Connections stay bounded either way: without the pool each gunicorn thread keeps at most
+    one (workers x threads in all), with it each process keeps at most `max_size` and a
+    thread waits up to DATABASE_POOL_TIMEOUT s for one. A connection is checked before it
+    is handed out, so a restarted PostgreSQL costs no failed request.
+    """
+    from psycopg_pool import ConnectionPool
+
+    return {
+        "CONN_MAX_AGE": 0,  # the pool keeps the connections; Django must not
+        "CONN_HEALTH_CHECKS": False,
+        "OPTIONS": {
+            "pool": {
+                "min_size": 1,
+                "max_size": max_size,
+                "timeout": env_int("DATABASE_POOL_TIMEOUT", 30),
+                "max_idle": 300,
+                "check": ConnectionPool.check_connection,
+            }
+        },
+    }
 
 
 DATABASES = {"default": _database()}
@@ -323,6 +358,18 @@ IDEAREVIEW_ASSIGNMENT_TIME_LIMIT = env_int("IDEAREVIEW_ASSIGNMENT_TIME_LIMIT", 1
 # The chromium that prints report.pdf (default: the first of chromium, chromium-browser,
 # google-chrome on PATH).
 IDEAREVIEW_CHROMIUM = os.environ.get("IDEAREVIEW_CHROMIUM", "")
+
+# Celery beat (started by `make serve`): reminder mails once a day at this hour (UTC).
+IDEAREVIEW_REMINDER_HOUR = env_int("IDEAREVIEW_REMINDER_HOUR", 9)
+if not 0 <= IDEAREVIEW_REMINDER_HOUR <= 23:
+    raise ImproperlyConfigured(f"IDEAREVIEW_REMINDER_HOUR={IDEAREVIEW_REMINDER_HOUR}: use 0-23")
+CELERY_BEAT_SCHEDULE = {
+    "send-reminders": {
+        "task": "studies.tasks.send_reminders",
+        "schedule": crontab(hour=IDEAREVIEW_REMINDER_HOUR, minute=0),
+    }
+}
+CELERY_TIMEZONE = TIME_ZONE
 
 # LLM judges: off until an OpenAI-compatible endpoint is configured.
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")

@@ -1272,6 +1272,14 @@ def reminders_send(
     return {"reviewers": reviewers, "invitations": invitations}
 
 
+def reminders_send_all() -> dict[str, dict[str, int]]:
+    """Reminders for every study in review (Celery beat runs this once a day)."""
+    return {
+        study.slug: reminders_send(study=study)
+        for study in Study.objects.filter(status=Study.Status.REVIEWING)
+    }
+
+
 def study_close(*, study: Study, actor: Any = None) -> None:
     study.status = Study.Status.CLOSED
     study.closed_at = timezone.now()

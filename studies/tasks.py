@@ -85,3 +85,12 @@ def preview_assignment(job_id: int) -> None:
     from .recruitment import assignment_preview_run
 
     _run_job(job_id, lambda job: assignment_preview_run(job=job))
+
+
+@shared_task(soft_time_limit=600, time_limit=900)
+def send_reminders() -> None:
+    """The daily reminder mails; Celery beat schedules it (CELERY_BEAT_SCHEDULE)."""
+    from .recruitment import reminders_send_all
+
+    for slug, sent in reminders_send_all().items():
+        log.info("reminders for %s: %s", slug, sent)
