@@ -1,4 +1,4 @@
-"""Where a study stands: the owner's step list from draft to closed (issue 6, item 5).
+"""Where a study stands: the owner's step list from the review form to the payments.
 
 `study_steps(study)` reads counts from the database and hands them to `steps_from`, a
 pure function, so the rules are tested on plain numbers as well as on real studies.
@@ -22,18 +22,21 @@ REVIEWABLE = (Idea.NormalizationStatus.APPROVED, Idea.NormalizationStatus.EDITED
 NEEDS: dict[str, tuple[str, ...]] = {
     "Sections complete": ("Ideas imported",),
     "Topics matched": ("Ideas imported",),
-    "Normalised and signed off": ("Ideas imported",),
-    "Reviewers recruited and screened": ("Ideas imported",),
+    "Ideas normalised": ("Ideas imported",),
+    "Rewrites signed off": ("Ideas normalised",),
+    "Reviewers invited": ("Ideas imported",),
+    "Reviewers screened": ("Reviewers invited",),
     "Assignment committed": (
         "Sections complete",
         "Topics matched",
-        "Normalised and signed off",
-        "Reviewers recruited and screened",
+        "Rewrites signed off",
+        "Reviewers screened",
     ),
     "Reviews in": ("Assignment committed",),
-    "Judges run": ("Normalised and signed off",),
-    "Report built": ("Reviews in",),
     "Closed": ("Reviews in",),
+    "Report built": ("Reviews in",),
+    "Judges run": ("Rewrites signed off",),
+    "Payments settled": ("Reviews in",),
 }
 
 
@@ -54,11 +57,14 @@ class StudyCounts:
     """Everything the step list needs, as plain numbers."""
 
     status: str
+    form: str = ""
     ideas: int = 0
     incomplete_ideas: int = 0
     unbalanced_topics: int = 0
     topic_reason: bool = False
+    normalised: int = 0
     signed_off: int = 0
+    invitations: int = 0
     reviewers: int = 0
     approved_reviewers: int = 0
     pending_reviewers: int = 0
@@ -69,6 +75,8 @@ class StudyCounts:
     judge_runs_done: int = 0
     judge_runs_active: int = 0
     reports: int = 0
+    payments_set: bool = False
+    undecided_reviews: int = 0
 
     @property
     def imported(self) -> bool:
@@ -91,13 +99,17 @@ def study_counts(study: Study) -> StudyCounts:
     assignments = Assignment.objects.filter(study=study).exclude(status=Assignment.Status.WITHDRAWN)
     submitted = Review.objects.filter(study=study, status=Review.Status.SUBMITTED)
     runs = JudgeRun.objects.filter(study=study)
+    none = Idea.NormalizationStatus.NONE
     return StudyCounts(
         status=study.status,
+        form=str(study.review_form),
         ideas=len(ideas),
         incomplete_ideas=incomplete,
         unbalanced_topics=len(table.unbalanced) if table else 0,
         topic_reason=bool(study.topic_mismatch_reason.strip()),
+        normalised=sum(1 for i in ideas if i.normalization_status != none),
         signed_off=sum(1 for i in ideas if i.normalization_status in REVIEWABLE),
+        invitations=study.invitations.count(),
         reviewers=reviewers.count(),
         approved_reviewers=reviewers.filter(screening=Reviewer.Screening.APPROVED).count(),
         pending_reviewers=reviewers.filter(
@@ -112,112 +124,183 @@ def study_counts(study: Study) -> StudyCounts:
         judge_runs_done=runs.filter(status=JudgeRun.Status.DONE).count(),
         judge_runs_active=runs.filter(status__in=JudgeRun.ACTIVE).count(),
         reports=StudyReport.objects.filter(study=study).count(),
+        payments_set=any((study.payment_per_review, study.payment_per_idea, study.payment_bonus)),
+        undecided_reviews=submitted.filter(acceptance__isnull=True).count(),
     )
 
 
-def steps_from(c: StudyCounts) -> list[Step]:
-    """The ten steps with their states: the first step that can be worked on is current;
-    a step waiting for an unfinished step it needs (`NEEDS`) is blocked."""
-    closed = c.status == Study.Status.CLOSED
-    raw: list[tuple[str, bool, str, str]] = []  # name, done, detail, url name
+Raw = tuple[str, bool, str, str]  # name, done, detail, URL name
 
-    def add(name: str, done: bool, detail: str, url: str) -> None:
-        raw.append((name, done, detail, url))
 
-    if c.imported:
+def _imported_steps(c: StudyCounts) -> list[Raw]:
+    """A review dataset imported as is: the steps that made it happened elsewhere."""
+    raw: list[Raw] = [
+        (name, True, f"{IMPORTED}: not done in this app", url)
         for name, url in [
+            ("Review form chosen", "studies:study_detail"),
             ("Ideas imported", "studies:ideas_list"),
             ("Sections complete", "studies:ideas_list"),
             ("Topics matched", "studies:topic_matching"),
-            ("Normalised and signed off", "studies:normalization"),
-            ("Reviewers recruited and screened", "studies:study_reviewers"),
+            ("Ideas normalised", "studies:normalization"),
+            ("Rewrites signed off", "studies:normalization"),
+            ("Reviewers invited", "studies:study_invitations"),
+            ("Reviewers screened", "studies:study_reviewers"),
             ("Assignment committed", "studies:assignment_preview"),
-        ]:
-            add(name, True, f"{IMPORTED}: not done in this app", url)
-        add(
+        ]
+    ]
+    raw.append(
+        (
             "Reviews in",
             True,
             f"{IMPORTED}: {c.imported_reviews} review(s) imported",
             "studies:study_import",
         )
+    )
+    raw.append(("Closed", True, f"{IMPORTED}: no reviewing in this app", "studies:study_progress"))
+    return raw
+
+
+def _preparation_steps(c: StudyCounts) -> list[Raw]:
+    """From the review form to signed-off text."""
+    matched = c.ideas > 0 and (c.unbalanced_topics == 0 or c.topic_reason)
+    if c.unbalanced_topics and not c.topic_reason:
+        topics = (
+            f"{c.unbalanced_topics} topic(s) differ across conditions: leave ideas out or "
+            "record a reason"
+        )
     else:
-        add(
+        topics = (
+            "conditions balanced per topic"
+            if not c.unbalanced_topics
+            else ("unbalanced, reason recorded")
+        )
+    return [
+        ("Review form chosen", True, c.form or "the built-in form", "studies:study_detail"),
+        (
             "Ideas imported",
             c.ideas > 0,
             f"{c.ideas} idea(s)" if c.ideas else "Import ideas: a file, a folder or a paste.",
             "studies:ideas_import",
-        )
-        add(
+        ),
+        (
             "Sections complete",
             c.ideas > 0 and c.incomplete_ideas == 0,
             f"{c.incomplete_ideas} idea(s) miss template sections: fill them in"
             if c.incomplete_ideas
             else "every idea has the seven sections",
             "studies:ideas_list",
-        )
-        matched = c.ideas > 0 and (c.unbalanced_topics == 0 or c.topic_reason)
-        add(
-            "Topics matched",
-            matched,
-            f"{c.unbalanced_topics} topic(s) differ across conditions: leave ideas out or "
-            "record a reason"
-            if c.unbalanced_topics and not c.topic_reason
-            else "conditions balanced per topic"
-            if not c.unbalanced_topics
-            else "unbalanced, reason recorded",
-            "studies:topic_matching",
-        )
-        add(
-            "Normalised and signed off",
+        ),
+        ("Topics matched", matched, topics, "studies:topic_matching"),
+        (
+            "Ideas normalised",
+            c.ideas > 0 and c.normalised == c.ideas,
+            f"{c.normalised} of {c.ideas} idea(s) have a style-normalised rewrite",
+            "studies:normalization",
+        ),
+        (
+            "Rewrites signed off",
             c.ideas > 0 and c.signed_off == c.ideas,
             f"{c.signed_off} of {c.ideas} idea(s) have approved text",
             "studies:normalization",
-        )
-        add(
-            "Reviewers recruited and screened",
+        ),
+    ]
+
+
+def _recruitment_steps(c: StudyCounts, closed: bool) -> list[Raw]:
+    """From invitations to the reviews and the close."""
+    return [
+        (
+            "Reviewers invited",
+            c.invitations > 0 or c.reviewers > 0,
+            f"{c.invitations} invitation(s), {c.reviewers} reviewer(s) signed up"
+            if c.invitations or c.reviewers
+            else "Invite reviewers: one address or a CSV.",
+            "studies:study_invitations",
+        ),
+        (
+            "Reviewers screened",
             c.approved_reviewers > 0 and c.pending_reviewers == 0,
-            f"{c.approved_reviewers} approved, {c.pending_reviewers} waiting for screening"
-            if c.reviewers
-            else "Invite reviewers.",
-            "studies:study_reviewers" if c.reviewers else "studies:study_invitations",
-        )
-        add(
+            f"{c.approved_reviewers} approved, {c.pending_reviewers} waiting for screening",
+            "studies:study_reviewers",
+        ),
+        (
             "Assignment committed",
             c.assignments > 0,
             f"{c.assignments} assignment(s)" if c.assignments else "Preview and commit one.",
             "studies:assignment_preview",
-        )
-        add(
+        ),
+        (
             "Reviews in",
             c.assignments > 0 and c.open_assignments == 0,
             f"{c.submitted_reviews} submitted, {c.open_assignments} open",
             "studies:study_progress",
-        )
-    add(
-        "Judges run",
-        c.judge_runs_done > 0 and c.judge_runs_active == 0,
-        f"{c.judge_runs_done} run(s) done"
-        + (f", {c.judge_runs_active} running" if c.judge_runs_active else ""),
-        "judging:home",
-    )
-    add(
-        "Report built",
-        c.reports > 0,
-        f"{c.reports} report(s)" if c.reports else "Build the report.",
-        "studies:study_report",
-    )
-    add(
-        "Closed",
-        closed,
-        "closed" if closed else "Close the study when reviews are in.",
-        "studies:study_progress",
-    )
+        ),
+        (
+            "Closed",
+            closed,
+            "closed" if closed else "Close the study when reviews are in.",
+            "studies:study_progress",
+        ),
+    ]
 
+
+def _closing_steps(c: StudyCounts) -> list[Raw]:
+    """Report, judges and payments."""
+    if c.imported:
+        payments: Raw = (
+            "Payments settled",
+            True,
+            f"{IMPORTED}: no payments here",
+            "studies:study_payments",
+        )
+    elif not c.payments_set:
+        payments = (
+            "Payments settled",
+            True,
+            "no payment amounts set (none owed)",
+            "studies:study_payments",
+        )
+    else:
+        payments = (
+            "Payments settled",
+            c.submitted_reviews > 0 and c.undecided_reviews == 0,
+            f"{c.undecided_reviews} submitted review(s) wait to be accepted or rejected"
+            if c.undecided_reviews
+            else "every submitted review accepted or rejected",
+            "studies:study_payments",
+        )
+    return [
+        (
+            "Report built",
+            c.reports > 0,
+            f"{c.reports} report(s)" if c.reports else "Build the report.",
+            "studies:study_report",
+        ),
+        (
+            "Judges run",
+            c.judge_runs_done > 0 and c.judge_runs_active == 0,
+            f"{c.judge_runs_done} run(s) done"
+            + (f", {c.judge_runs_active} running" if c.judge_runs_active else ""),
+            "judging:home",
+        ),
+        payments,
+    ]
+
+
+def steps_from(c: StudyCounts) -> list[Step]:
+    """The steps with their states: the first step that can be worked on is current;
+    a step waiting for an unfinished step it needs (`NEEDS`) is blocked."""
+    closed = c.status == Study.Status.CLOSED
+    if c.imported:
+        raw = _imported_steps(c)
+    else:
+        raw = _preparation_steps(c) + _recruitment_steps(c, closed)
+    raw += _closing_steps(c)
     steps: list[Step] = []
     done_names = {name for name, done, _, _ in raw if done}
     current_given = False
     for name, done, detail, url in raw:
-        if done or closed:
+        if done or (closed and name not in ("Payments settled", "Report built", "Judges run")):
             steps.append(Step(name, DONE if done else TODO, detail, url))
             continue
         ready = all(n in done_names for n in NEEDS.get(name, ()))

@@ -24,16 +24,20 @@ from studies.services import study_create
 from tests.test_recruitment import _fast_and_clean, make_review_study  # noqa: F401
 
 NAMES = [
+    "Review form chosen",
     "Ideas imported",
     "Sections complete",
     "Topics matched",
-    "Normalised and signed off",
-    "Reviewers recruited and screened",
+    "Ideas normalised",
+    "Rewrites signed off",
+    "Reviewers invited",
+    "Reviewers screened",
     "Assignment committed",
     "Reviews in",
-    "Judges run",
-    "Report built",
     "Closed",
+    "Report built",
+    "Judges run",
+    "Payments settled",
 ]
 
 
@@ -46,10 +50,13 @@ def test_a_fresh_study_asks_for_ideas_first_and_everything_else_waits(owner):
     steps = study_steps(study)
     assert [s.name for s in steps] == NAMES
     got = states(steps)
+    assert got["Review form chosen"] == DONE and "si2024" in steps[0].detail
     assert got["Ideas imported"] == CURRENT
     assert next_step(steps).next_action_url_name == "studies:ideas_import"
-    assert all(got[n] == BLOCKED for n in NAMES[1:])
-    assert "Import ideas" in steps[0].detail
+    # No payment amounts: nothing is owed, so that step is done from the start.
+    assert got["Payments settled"] == DONE
+    assert all(got[n] == BLOCKED for n in NAMES[2:-1])
+    assert "Import ideas" in steps[1].detail
 
 
 def _mid_way(owner, commit: bool):
@@ -63,7 +70,7 @@ def _mid_way(owner, commit: bool):
 def test_a_prepared_study_with_screened_reviewers_asks_for_the_assignment(owner):
     study = _mid_way(owner, commit=False)
     got = states(study_steps(study))
-    for name in NAMES[:5]:
+    for name in NAMES[:8]:
         assert got[name] == DONE, name
     assert got["Assignment committed"] == CURRENT
     assert got["Reviews in"] == BLOCKED
@@ -84,8 +91,11 @@ def test_a_study_under_review_asks_for_the_reviews_and_then_the_close(owner):
     assert "0 submitted" in next_step(steps).detail
     study_close(study=study)
     study.refresh_from_db()
-    got = states(study_steps(study))
-    assert got["Closed"] == DONE and CURRENT not in got.values()
+    steps = study_steps(study)
+    got = states(steps)
+    assert got["Closed"] == DONE
+    # Once closed, only the report, the judges and the payments can still be current.
+    assert next_step(steps).name in ("Report built", "Judges run", "Payments settled")
 
 
 def test_an_unsigned_idea_keeps_sign_off_current_and_blocks_the_assignment(owner):
@@ -95,29 +105,33 @@ def test_an_unsigned_idea_keeps_sign_off_current_and_blocks_the_assignment(owner
     )
     steps = study_steps(study)
     got = states(steps)
-    assert got["Normalised and signed off"] == CURRENT
+    assert got["Ideas normalised"] == DONE
+    assert got["Rewrites signed off"] == CURRENT
     assert got["Assignment committed"] == BLOCKED
     assert got["Judges run"] == BLOCKED
-    assert "9 of 10" in next(s for s in steps if s.name == "Normalised and signed off").detail
+    assert "9 of 10" in next(s for s in steps if s.name == "Rewrites signed off").detail
 
 
-def test_si2024_marks_preparation_as_imported_dataset_and_asks_for_judges(si2024_study):
+def test_si2024_marks_preparation_as_imported_dataset_and_asks_for_the_report(si2024_study):
     steps = study_steps(si2024_study)
     got = states(steps)
-    for step in steps[:7]:
+    for step in steps[:11]:
         assert step.state == DONE, step.name
         assert IMPORTED in step.detail, step.name
-    assert "review(s) imported" in steps[6].detail
-    assert got["Judges run"] == CURRENT
-    assert got["Report built"] == TODO
-    assert got["Closed"] == TODO
+    assert "review(s) imported" in steps[9].detail
+    assert got["Report built"] == CURRENT
+    assert got["Judges run"] == TODO
+    assert got["Payments settled"] == DONE
 
 
 def test_an_interim_report_needs_only_some_reviews():
     counts = StudyCounts(
         status=Study.Status.REVIEWING,
         ideas=4,
+        normalised=4,
         signed_off=4,
+        invitations=2,
+        reviewers=2,
         approved_reviewers=2,
         assignments=8,
         open_assignments=3,
@@ -128,13 +142,44 @@ def test_an_interim_report_needs_only_some_reviews():
     assert got["Report built"] == TODO and got["Closed"] == BLOCKED
 
 
+def test_payments_wait_for_a_decision_on_every_submitted_review():
+    base = dict(
+        status=Study.Status.CLOSED,
+        ideas=4,
+        normalised=4,
+        signed_off=4,
+        invitations=2,
+        reviewers=2,
+        approved_reviewers=2,
+        assignments=8,
+        submitted_reviews=8,
+        reports=1,
+        judge_runs_done=1,
+        payments_set=True,
+    )
+    steps = steps_from(StudyCounts(**base, undecided_reviews=3))
+    got = states(steps)
+    # A closed study still has its payments to settle: that is what comes next.
+    assert got["Closed"] == DONE and got["Payments settled"] == CURRENT
+    assert "3 submitted review(s) wait" in next_step(steps).detail
+    assert next_step(steps).next_action_url_name == "studies:study_payments"
+    got = states(steps_from(StudyCounts(**base, undecided_reviews=0)))
+    assert set(got.values()) == {DONE}
+
+
+def test_invitations_come_before_screening():
+    counts = StudyCounts(status=Study.Status.PREPARING, ideas=2, normalised=2, signed_off=2)
+    got = states(steps_from(counts))
+    assert got["Reviewers invited"] == CURRENT and got["Reviewers screened"] == BLOCKED
+
+
 def test_the_study_page_shows_the_steps_and_what_to_do_next(owner, other_researcher):
     study = study_create(owner=owner, slug="paged", title="Paged")
     client = Client()
     client.force_login(owner)
     page = client.get(reverse("studies:study_detail", args=[study.slug])).content.decode()
     assert "Where the study stands" in page
-    assert page.count('data-state="blocked"') == 9
+    assert page.count('data-state="blocked"') == 11
     assert reverse("studies:ideas_import", args=[study.slug]) in page
     client.force_login(other_researcher)
     assert client.get(reverse("studies:study_detail", args=[study.slug])).status_code == 404
