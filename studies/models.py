@@ -195,7 +195,7 @@ class StudyMember(models.Model):
         VIEWER = "viewer", "Viewer"
 
     # Higher rank may do everything a lower one may.
-    RANK = {Role.VIEWER: 1, Role.EDITOR: 2, Role.OWNER: 3}
+    RANK: dict[str, int] = {"viewer": 1, "editor": 2, "owner": 3}
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="members")
     user = models.ForeignKey(
@@ -226,7 +226,7 @@ class StudyMember(models.Model):
 
     @classmethod
     def role_at_least(cls, role: str, needed: str) -> bool:
-        return cls.RANK.get(role, 0) >= cls.RANK[needed]  # type: ignore[index]
+        return cls.RANK.get(role, 0) >= cls.RANK[needed]
 
 
 class Topic(models.Model):

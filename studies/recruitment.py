@@ -69,7 +69,7 @@ class RecruitmentError(Exception):
 class InvitationError(RecruitmentError):
     def __init__(self, kind: str, message: str):
         super().__init__(message)
-        self.kind = kind  # invalid, expired, used, revoked
+        self.kind = kind  # invalid, expired, used, revoked, member
 
 
 def _base_url() -> str:
@@ -275,6 +275,10 @@ def invitation_accept(*, token: str, user: Any) -> Reviewer:
         if invitation.used_at:
             raise InvitationError("used", "This invitation link has already been used.")
         study = invitation.study
+        if study.members.filter(user_id=user.pk).exists():  # type: ignore[attr-defined]
+            raise InvitationError(
+                "member", "You are on this study's team, and its team members may not review in it."
+            )
         reviewer = Reviewer.objects.filter(study=study, user=user).first()
         if reviewer is None:
             for _ in range(5):
@@ -470,7 +474,13 @@ def assignment_plan(
     reviewer_by_id: dict[str, Reviewer] = {}
     solver_reviewers = []
     notes: list[str] = []
-    candidates = Reviewer.objects.filter(study=study).select_related("user").order_by("pk")
+    # The study's team never reviews in it.
+    candidates = (
+        Reviewer.objects.filter(study=study)
+        .exclude(user__study_memberships__study=study)
+        .select_related("user")
+        .order_by("pk")
+    )
     for rev in candidates:
         n_fixed = fixed_by_reviewer.get(rev.pk, 0)
         active = (
@@ -985,9 +995,13 @@ def pair_tasks_create(
     problems: list[str] = []
     created: list[PairTask] = []
     dims = [d for d in PAIR_DIMENSIONS if d in study.form_definition().metric_keys] or ["overall"]
-    reviewers = Reviewer.objects.filter(
-        study=study, screening=Reviewer.Screening.APPROVED, dropped_at__isnull=True
-    ).select_related("user")
+    reviewers = (
+        Reviewer.objects.filter(
+            study=study, screening=Reviewer.Screening.APPROVED, dropped_at__isnull=True
+        )
+        .exclude(user__study_memberships__study=study)
+        .select_related("user")
+    )
     for rev in reviewers:
         keys = institution_keys(
             [rev.institution], [(rev.user.email if rev.user else "") or rev.email]

@@ -6,6 +6,7 @@ Views, commands and tasks call these; they hold no request or Celery objects.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +32,9 @@ from .models import (
 from .protocol.forms import DEFAULT_FORM, FormDefinition
 
 log = logging.getLogger(__name__)
+
+# Study slugs that would shadow a page under /studies/.
+RESERVED_SLUGS = frozenset({"new"})
 
 
 def audit(*, study: Study | None, actor: Any, verb: str, **detail: Any) -> None:
@@ -62,11 +66,24 @@ def study_create(
     form: FormDefinition = DEFAULT_FORM,
     baseline_condition: str = "",
     description: str = "",
+    conditions: Sequence[tuple[str, str]] = (),
+    topics: Sequence[str] = (),
 ) -> Study:
+    """A new study owned by `owner` (its first owner member), with its conditions as
+    (key, kind) pairs and its topics; the baseline must be one of the conditions given."""
     slug = slugify(slug)
     if not slug:
         raise ValueError("a study needs a slug made of letters, digits, '-' or '_'")
+    if slug in RESERVED_SLUGS:
+        raise ValueError(f"{slug!r} names a page of the site; choose another slug")
+    keys = [key for key, _ in conditions]
+    if baseline_condition and keys and baseline_condition not in keys:
+        raise ValueError(
+            f"the baseline {baseline_condition!r} is not one of the conditions {', '.join(keys)}"
+        )
     with transaction.atomic():
+        if Study.objects.filter(slug=slug).exists():
+            raise ValueError(f"a study with the slug {slug!r} exists already; choose another")
         study = Study.objects.create(
             slug=slug,
             title=title or slug,
@@ -76,6 +93,10 @@ def study_create(
             baseline_condition=baseline_condition,
         )
         StudyMember.objects.create(study=study, user=owner, role=StudyMember.Role.OWNER)
+        for key, kind in conditions:
+            Condition.objects.create(study=study, key=key, label=key, kind=kind)
+        for name in dict.fromkeys(t.strip() for t in topics if t.strip()):
+            Topic.objects.create(study=study, name=name)
         audit(study=study, actor=owner, verb="study_created", slug=slug)
     return study
 

@@ -1,6 +1,14 @@
 from django.urls import path
 
-from . import ideas_views, owner_views, payment_views, reviewer_views, views
+from . import (
+    ideas_views,
+    member_views,
+    owner_views,
+    payment_views,
+    reviewer_views,
+    settings_views,
+    views,
+)
 
 app_name = "studies"
 
@@ -39,8 +47,17 @@ reviewer_patterns = [
 urlpatterns = [
     *reviewer_patterns,
     path("", views.study_list, name="study_list"),
+    path("new/", views.study_new, name="study_new"),
     path("<slug:slug>/", views.study_detail, name="study_detail"),
     path("<slug:slug>/import/", views.study_import, name="study_import"),
+    path("<slug:slug>/settings/", settings_views.study_settings, name="study_settings"),
+    path("<slug:slug>/members/", member_views.study_members, name="study_members"),
+    path("<slug:slug>/members/<int:member_id>/role/", member_views.member_role, name="member_role"),
+    path(
+        "<slug:slug>/members/<int:member_id>/remove/",
+        member_views.member_remove_view,
+        name="member_remove",
+    ),
     path("<slug:slug>/report/", views.study_report, name="study_report"),
     path("<slug:slug>/report/build/", views.study_report_build, name="study_report_build"),
     path("<slug:slug>/report/files/<str:name>", views.study_report_file, name="study_report_file"),

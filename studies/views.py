@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.db.models import F
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -18,7 +19,16 @@ from .http import is_htmx
 from .importers import ImportFailed, format_quality_summary
 from .models import ImportBatch, JobRun, Study, StudyMember, StudyReport
 from .overview import next_step, study_steps
-from .services import job_active, job_latest, job_mark_if_lost, reviews_import, reviews_parse
+from .services import (
+    job_active,
+    job_latest,
+    job_mark_if_lost,
+    reviews_import,
+    reviews_parse,
+    study_create,
+)
+from .study_forms import StudyCreateForm
+from .study_setup import is_researcher
 from .tasks import report_enqueue
 
 REPORT_FILES = {
@@ -81,8 +91,46 @@ def get_study_for_owner(request: HttpRequest, slug: str) -> Study:
 @login_required
 @require_GET
 def study_list(request: HttpRequest) -> HttpResponse:
-    studies = Study.objects.filter(members__user_id=_user_id(request)).order_by("-created_at")
-    return render(request, "studies/study_list.html", {"studies": studies})
+    studies = (
+        Study.objects.filter(members__user_id=_user_id(request))
+        .annotate(my_role=F("members__role"))
+        .order_by("-created_at")
+    )
+    return render(
+        request,
+        "studies/study_list.html",
+        {"studies": studies, "may_create": is_researcher(request.user)},
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def study_new(request: HttpRequest) -> HttpResponse:
+    """Researchers (the studies.add_study permission) create studies; others get 403."""
+    if not is_researcher(request.user):
+        raise PermissionDenied("Only researchers may create studies; ask an administrator.")
+    form = StudyCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            study = study_create(
+                owner=request.user,
+                slug=data["slug"],
+                title=data["title"],
+                description=data["description"],
+                form=data["review_form"],
+                conditions=data["conditions"],
+                baseline_condition=data["baseline_condition"],
+                topics=data["topics"],
+            )
+        except ValueError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Study “{study.title}” created. Next: import its ideas.")
+            return redirect("studies:study_detail", slug=study.slug)
+    return render(
+        request, "studies/study_new.html", {"form": form}, status=400 if form.errors else 200
+    )
 
 
 @login_required

@@ -76,6 +76,10 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:idea_signoff": (("idea",), V, None),
     "studies:idea_decide": (("idea",), None, E),
     "studies:signoff_approve_passed": ((), V, E),
+    "studies:study_settings": ((), V, E),
+    "studies:study_members": ((), V, OW),
+    "studies:member_role": (("member_editor",), None, OW),
+    "studies:member_remove": (("member_viewer",), None, OW),
     "judging:home": ((), V, None),
     "judging:config_create": ((), V, E),
     "judging:run_create": ((), V, E),
@@ -125,6 +129,8 @@ def team(db, owner, other_researcher, settings, tmp_path) -> Team:
         "export": LeakageExport.objects.create(study=study, seed=1).pk,
         "kind": "key",
         "idea": idea.pk,
+        "member_editor": StudyMember.objects.get(study=study, user=users["co-editor"]).pk,
+        "member_viewer": StudyMember.objects.get(study=study, user=users["co-viewer"]).pk,
         "run": JudgeRun.objects.create(study=study, config=config, method="baseline_random").pk,
     }
     return Team(study=study, users=users, args=args)
@@ -169,8 +175,10 @@ def _check(status: int, expected: str, what: str) -> None:
 # Form fields a page needs to get past its own object lookup, named by `Team.args` keys.
 POST_DATA = {"studies:assignment_commit": {"job": "assignment_job"}}
 
-# Closing changes what later pages show; it is tried last.
-ORDER = sorted(PAGES, key=lambda n: n == "studies:study_close")
+# Closing changes what later pages show, and removing a member takes one persona off the
+# team: they are tried last.
+LAST = ("studies:member_remove", "studies:study_close")
+ORDER = sorted(PAGES, key=lambda n: LAST.index(n) + 1 if n in LAST else 0)
 
 
 @pytest.mark.django_db

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from studies.models import Study, StudyReport
 from studies.reporting import report_build
+from studies.study_setup import researcher_grant
 
 DATA = Path(settings.BASE_DIR) / "data" / "si2024"
 
@@ -34,6 +35,7 @@ class Command(BaseCommand):
         user, _ = User.objects.get_or_create(username=opts["username"], defaults={"is_staff": True})
         user.set_password(password)
         user.save()
+        researcher_grant(user=user)
         study = Study.objects.filter(slug="si2024").first()
         if study is None:
             call_command(

@@ -1,0 +1,87 @@
+"""The study's team: who is on it with which role. Everyone on the team sees it; only
+owners add, change or remove members."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from .models import StudyMember
+from .study_forms import MemberAddForm, MemberRoleForm
+from .study_setup import SetupError, member_add, member_remove, member_role_set
+from .views import OWNER, VIEWER, get_study_for_member
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def study_members(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_member(request, slug, role=VIEWER if request.method == "GET" else OWNER)
+    form = MemberAddForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            member = member_add(
+                study=study,
+                identifier=form.cleaned_data["identifier"],
+                role=form.cleaned_data["role"],
+                actor=request.user,
+            )
+        except SetupError as exc:
+            form.add_error("identifier", str(exc))
+        else:
+            messages.success(request, f"{member.user} added as {member.get_role_display()}.")
+            return redirect("studies:study_members", slug=study.slug)
+    members = study.members.select_related("user").order_by("user__username")  # type: ignore[attr-defined]
+    return render(
+        request,
+        "studies/study_members.html",
+        {
+            "study": study,
+            "members": members,
+            "form": form,
+            "roles": StudyMember.Role.choices,
+            "is_owner": study.member_role == OWNER,  # type: ignore[attr-defined]
+        },
+        status=400 if form.errors else 200,
+    )
+
+
+def _member(request: HttpRequest, slug: str, member_id: int) -> StudyMember:
+    study = get_study_for_member(request, slug, role=OWNER)
+    return get_object_or_404(
+        StudyMember.objects.select_related("user", "study"), pk=member_id, study=study
+    )
+
+
+@login_required
+@require_POST
+def member_role(request: HttpRequest, slug: str, member_id: int) -> HttpResponse:
+    member = _member(request, slug, member_id)
+    form = MemberRoleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose owner, editor or viewer.")
+    else:
+        try:
+            member_role_set(member=member, role=form.cleaned_data["role"], actor=request.user)
+        except SetupError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"{member.user} is now {member.get_role_display()}.")
+    return redirect("studies:study_members", slug=slug)
+
+
+@login_required
+@require_POST
+def member_remove_view(request: HttpRequest, slug: str, member_id: int) -> HttpResponse:
+    member = _member(request, slug, member_id)
+    try:
+        member_remove(member=member, actor=request.user)
+    except SetupError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{member.user} removed from the team.")
+        if member.user_id == request.user.pk:
+            return redirect("studies:study_list")
+    return redirect("studies:study_members", slug=slug)

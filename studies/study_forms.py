@@ -1,0 +1,224 @@
+"""Forms for creating a study, its settings page and its team page. They validate
+(ranges, choices, the lock table's refusals are the service's); the services in
+`study_setup.py` and `services.py` save (DESIGN.md rule 4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from .models import Study, StudyMember
+from .protocol.forms import FormDefinition, FormFileError, builtin_form_names
+from .review_forms import review_form_resolve
+from .services import RESERVED_SLUGS
+from .study_setup import (
+    SetupError,
+    conditions_parse,
+    conditions_text,
+    topics_parse,
+    topics_text,
+)
+
+CONDITIONS_HELP = (
+    "Comma-separated keys, e.g. Human, AI, AI_Rerank. Keys starting with “Human” are human "
+    "ideas, the others AI; write KEY:human or KEY:ai to say so explicitly."
+)
+TOPICS_HELP = "One topic per line (or comma-separated on one line)."
+
+
+def _form_choices() -> list[tuple[str, str]]:
+    return [(name, name) for name in builtin_form_names() if "@" not in name]
+
+
+def _resolve_form(name: str) -> FormDefinition:
+    try:
+        return review_form_resolve(name)
+    except FormFileError as exc:
+        raise forms.ValidationError("; ".join(exc.problems)) from None
+
+
+class ConditionsField(forms.CharField):
+    def clean(self, value: Any) -> list[tuple[str, str]]:
+        text = super().clean(value)
+        try:
+            return conditions_parse(text or "")
+        except SetupError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
+class TopicsField(forms.CharField):
+    widget = forms.Textarea(attrs={"rows": 4})
+
+    def clean(self, value: Any) -> list[str]:
+        text = super().clean(value)
+        try:
+            return topics_parse(text or "")
+        except SetupError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
+def _check_ranges(cleaned: dict[str, Any], form: forms.BaseForm) -> None:
+    """min ≤ max for loads and reviews per idea, said on the field (the database checks
+    the same rules, so nothing inconsistent is ever stored)."""
+    for low, high, what in [
+        ("min_load", "max_load", "reviewer load"),
+        ("min_reviews_per_idea", "max_reviews_per_idea", "reviews per idea"),
+    ]:
+        lo, hi = cleaned.get(low), cleaned.get(high)
+        if lo is not None and hi is not None and lo > hi:
+            form.add_error(high, f"The largest {what} must be at least the smallest ({lo}).")
+    for name in ("min_load", "min_reviews_per_idea", "invitation_days"):
+        if cleaned.get(name) == 0:
+            form.add_error(name, "This must be at least 1.")
+    for name in ("payment_per_review", "payment_per_idea", "payment_bonus"):
+        value = cleaned.get(name)
+        if value is not None and value < 0:
+            form.add_error(name, "A payment cannot be negative.")
+
+
+def _check_baseline(cleaned: dict[str, Any], form: forms.BaseForm) -> None:
+    keys = [k for k, _ in cleaned.get("conditions") or []]
+    baseline = cleaned.get("baseline_condition")
+    if baseline and keys and baseline not in keys:
+        form.add_error(
+            "baseline_condition", f"The baseline must be one of the conditions: {', '.join(keys)}."
+        )
+
+
+class StudyCreateForm(forms.Form):
+    slug = forms.SlugField(
+        max_length=64, help_text="Short name used in addresses, e.g. ideas-2025."
+    )
+    title = forms.CharField(max_length=200)
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    review_form = forms.ChoiceField(
+        label="Review form", help_text="A built-in form; it can be changed until reviews exist."
+    )
+    conditions = ConditionsField(initial="Human, AI", help_text=CONDITIONS_HELP)
+    baseline_condition = forms.CharField(
+        label="Baseline condition",
+        max_length=64,
+        initial="Human",
+        required=False,
+        help_text="The condition the others are compared with.",
+    )
+    topics = TopicsField(required=False, help_text=TOPICS_HELP)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = _form_choices()
+        self.fields["review_form"].choices = choices  # type: ignore[attr-defined]
+        self.fields["review_form"].initial = "si2024" if ("si2024", "si2024") in choices else None
+
+    def clean_slug(self) -> str:
+        slug = self.cleaned_data["slug"].lower()
+        if slug in RESERVED_SLUGS:
+            raise forms.ValidationError("This slug names a page of the site; choose another.")
+        if Study.objects.filter(slug=slug).exists():
+            raise forms.ValidationError("A study with this slug exists already; choose another.")
+        return slug
+
+    def clean_review_form(self) -> FormDefinition:
+        return _resolve_form(self.cleaned_data["review_form"])
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        _check_baseline(cleaned, self)
+        return cleaned
+
+
+SETTINGS_FIELDS = [
+    "title",
+    "description",
+    "baseline_condition",
+    "min_load",
+    "max_load",
+    "min_reviews_per_idea",
+    "max_reviews_per_idea",
+    "topic_choice_use",
+    "screening_min_papers",
+    "invitation_days",
+    "reviews_due_at",
+    "rationale_min_words",
+    "payment_currency",
+    "payment_per_review",
+    "payment_per_idea",
+    "payment_bonus",
+    "payment_bonus_top_k",
+]
+
+
+class StudySettingsForm(forms.ModelForm):
+    """Every study parameter. Locked ones are shown disabled with their reason (a
+    disabled field keeps its stored value whatever is posted)."""
+
+    conditions = ConditionsField(help_text=CONDITIONS_HELP)
+    topics = TopicsField(required=False, help_text=TOPICS_HELP)
+    review_form = forms.ChoiceField(label="Review form")
+
+    class Meta:
+        model = Study
+        fields = SETTINGS_FIELDS
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 3}),
+            "reviews_due_at": forms.DateTimeInput(
+                attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"
+            ),
+        }
+        labels = {
+            "min_load": "Smallest reviewer load",
+            "max_load": "Largest reviewer load",
+            "min_reviews_per_idea": "Fewest reviews per idea",
+            "max_reviews_per_idea": "Most reviews per idea",
+            "topic_choice_use": "Use of the reviewers' two topic choices",
+            "screening_min_papers": "Screening: papers at major venues needed",
+            "invitation_days": "Invitations valid for (days)",
+            "reviews_due_at": "Reviews due",
+            "rationale_min_words": "Words each rationale needs",
+            "payment_per_review": "Payment per accepted review",
+            "payment_per_idea": "Fee per idea",
+            "payment_bonus": "Bonus per top idea",
+            "payment_bonus_top_k": "Top ideas that get the bonus (k)",
+        }
+
+    def __init__(self, *args: Any, locks: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        study: Study = self.instance
+        self.locks = locks
+        current = f"{study.review_form.key}@{study.review_form.version}"
+        choices = [(current, f"{study.review_form.title} (current: {current})")]
+        choices += [(n, n) for n, _ in _form_choices() if n != study.review_form.key]
+        self.fields["review_form"].choices = choices  # type: ignore[attr-defined]
+        self.fields["review_form"].initial = current
+        self.fields["baseline_condition"].help_text = "One of the conditions."
+        self.fields["conditions"].initial = conditions_text(study)
+        self.fields["topics"].initial = topics_text(study)
+        for name, reason in locks.items():
+            if name in self.fields:
+                self.fields[name].disabled = True
+                self.fields[name].help_text = reason
+
+    def clean_review_form(self) -> FormDefinition | None:
+        name = self.cleaned_data["review_form"]
+        study: Study = self.instance
+        if name == f"{study.review_form.key}@{study.review_form.version}":
+            return None
+        return _resolve_form(name)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        _check_ranges(cleaned, self)
+        _check_baseline(cleaned, self)
+        return cleaned
+
+
+class MemberAddForm(forms.Form):
+    identifier = forms.CharField(
+        label="Username or email", max_length=254, help_text="A researcher's account."
+    )
+    role = forms.ChoiceField(choices=StudyMember.Role.choices, initial=StudyMember.Role.VIEWER)
+
+
+class MemberRoleForm(forms.Form):
+    role = forms.ChoiceField(choices=StudyMember.Role.choices)

@@ -1,0 +1,418 @@
+"""Creating studies (web and command line), researchers, the settings page with its
+locks, and the team page."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+from django.utils import timezone
+
+from studies.models import (
+    Assignment,
+    Condition,
+    Idea,
+    IdeaCondition,
+    Review,
+    Reviewer,
+    Study,
+    StudyMember,
+    Topic,
+)
+from studies.recruitment import (
+    InvitationError,
+    invitation_accept,
+    invitation_create,
+    invitation_token,
+)
+from studies.services import study_create
+from studies.study_setup import (
+    SettingsChange,
+    SetupError,
+    conditions_parse,
+    is_researcher,
+    member_add,
+    researcher_grant,
+    study_locks,
+    study_settings_update,
+)
+
+User = get_user_model()
+
+
+@pytest.fixture
+def researcher(db):
+    user = User.objects.create_user("ada", email="ada@example.org", password="ada-pass-123")
+    researcher_grant(user=user)
+    return User.objects.get(pk=user.pk)  # a fresh object: permissions are cached
+
+
+@pytest.fixture
+def study(researcher):
+    return study_create(
+        owner=researcher,
+        slug="setup",
+        title="Setup study",
+        conditions=[("Human", "human"), ("AI", "ai")],
+        baseline_condition="Human",
+        topics=["Math", "Coding"],
+    )
+
+
+def _idea(study: Study) -> Idea:
+    topic = study.topics.first()
+    idea = Idea.objects.create(study=study, topic=topic, title="An idea", raw_text="Text.")
+    IdeaCondition.objects.create(
+        idea=idea, condition=study.conditions.get(key="Human"), study=study, external_id="H1"
+    )
+    return idea
+
+
+# --------------------------------------------------------------------------- creating
+
+
+@pytest.mark.django_db
+def test_only_researchers_see_new_study_and_may_create_one(client, owner, researcher):
+    client.force_login(owner)
+    assert not is_researcher(owner)
+    assert "New study" not in client.get(reverse("studies:study_list")).content.decode()
+    assert client.get(reverse("studies:study_new")).status_code == 403
+    assert client.post(reverse("studies:study_new"), {"slug": "x"}).status_code == 403
+    client.force_login(researcher)
+    assert "New study" in client.get(reverse("studies:study_list")).content.decode()
+    assert client.get(reverse("studies:study_new")).status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_researcher_creates_a_study_in_the_browser(client, researcher):
+    client.force_login(researcher)
+    response = client.post(
+        reverse("studies:study_new"),
+        {
+            "slug": "ideas-2025",
+            "title": "Ideas 2025",
+            "review_form": "execution",
+            "conditions": "Human, AI, AI_Rerank",
+            "baseline_condition": "Human",
+            "topics": "Math\nCoding\n",
+        },
+    )
+    assert response.status_code == 302
+    study = Study.objects.get(slug="ideas-2025")
+    assert response["Location"] == reverse("studies:study_detail", args=["ideas-2025"])
+    assert study.role_of(researcher) == "owner" and study.owner == researcher
+    assert study.review_form.key == "execution"
+    assert dict(study.conditions.values_list("key", "kind")) == {
+        "Human": "human",
+        "AI": "ai",
+        "AI_Rerank": "ai",
+    }
+    assert sorted(study.topics.values_list("name", flat=True)) == ["Coding", "Math"]
+    assert client.get(response["Location"]).status_code == 200
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"slug": "setup"}, "exists already"),
+        ({"slug": "new"}, "names a page"),
+        ({"baseline_condition": "Nobody"}, "must be one of the conditions"),
+        ({"conditions": "Human, Human"}, "listed twice"),
+        ({"conditions": "Human:robot"}, "must be human or ai"),
+        ({"topics": "Math\nmath"}, "listed twice"),
+    ],
+)
+def test_a_bad_new_study_says_what_is_wrong_and_creates_nothing(
+    client, researcher, study, change, message
+):
+    client.force_login(researcher)
+    data = {
+        "slug": "other",
+        "title": "Other",
+        "review_form": "si2024",
+        "conditions": "Human, AI",
+        "baseline_condition": "Human",
+        "topics": "",
+        **change,
+    }
+    response = client.post(reverse("studies:study_new"), data)
+    assert response.status_code == 400 and message in response.content.decode()
+    assert Study.objects.count() == 1
+
+
+def test_conditions_take_their_kind_from_the_name_or_an_explicit_suffix():
+    assert conditions_parse("Human, AI,AI_Rerank:ai, Expert:human") == [
+        ("Human", "human"),
+        ("AI", "ai"),
+        ("AI_Rerank", "ai"),
+        ("Expert", "human"),
+    ]
+
+
+@pytest.mark.django_db
+def test_create_researcher_and_study_create_commands(tmp_path, capsys):
+    call_command("create_researcher", "bo", email="bo@example.org", password="bo-Pass-98765")
+    bo = User.objects.get(username="bo")
+    assert bo.check_password("bo-Pass-98765") and is_researcher(bo)
+    with pytest.raises(CommandError, match="password refused"):
+        call_command("create_researcher", "cy", password="123")
+    call_command(
+        "study_create",
+        "exec",
+        title="Execution study",
+        owner="bo",
+        form="execution",
+        conditions="Human,AI",
+        baseline="Human",
+        topics="Math, Coding",
+    )
+    study = Study.objects.get(slug="exec")
+    assert study.review_form.key == "execution" and study.baseline_condition == "Human"
+    assert study.role_of(bo) == "owner" and study.topics.count() == 2
+    with pytest.raises(CommandError, match="no built-in or stored review form 'nope'"):
+        call_command("study_create", "x2", owner="bo", form="nope")
+    with pytest.raises(CommandError, match="exists already"):
+        call_command("study_create", "exec", owner="bo")
+    plain = User.objects.create_user("plain", password="plain-pass-123")
+    with pytest.raises(CommandError, match="not a researcher"):
+        call_command("study_create", "x3", owner=plain.username)
+
+
+@pytest.mark.django_db
+def test_study_create_reads_a_form_file(tmp_path, researcher):
+    from studies.protocol.forms import builtin_form
+
+    definition = builtin_form("execution").to_dict()
+    definition.update({"key": "my-form", "title": "My form", "version": 1})
+    path = tmp_path / "form.json"
+    path.write_text(json.dumps(definition))
+    call_command("study_create", "filed", owner=researcher.username, form=str(path))
+    assert Study.objects.get(slug="filed").review_form.key == "my-form"
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def _settings_data(study: Study, **change: object) -> dict[str, object]:
+    data = {
+        "title": study.title,
+        "description": study.description,
+        "baseline_condition": study.baseline_condition,
+        "min_load": study.min_load,
+        "max_load": study.max_load,
+        "min_reviews_per_idea": study.min_reviews_per_idea,
+        "max_reviews_per_idea": study.max_reviews_per_idea,
+        "topic_choice_use": study.topic_choice_use,
+        "screening_min_papers": study.screening_min_papers,
+        "invitation_days": study.invitation_days,
+        "reviews_due_at": "",
+        "rationale_min_words": "",
+        "payment_currency": study.payment_currency,
+        "payment_per_review": "0",
+        "payment_per_idea": "0",
+        "payment_bonus": "0",
+        "payment_bonus_top_k": "0",
+        "conditions": "Human, AI",
+        "topics": "Math\nCoding",
+        "review_form": f"{study.review_form.key}@{study.review_form.version}",
+    }
+    data.update(change)
+    return data
+
+
+@pytest.mark.django_db
+def test_an_editor_changes_every_kind_of_parameter(client, study, researcher):
+    editor = User.objects.create_user("ed", password="ed-pass-12345")
+    StudyMember.objects.create(study=study, user=editor, role="editor")
+    client.force_login(editor)
+    url = reverse("studies:study_settings", args=[study.slug])
+    data = _settings_data(
+        study,
+        min_load=3,
+        max_load=5,
+        topic_choice_use="equal",
+        payment_per_review="25.00",
+        payment_per_idea="300",
+        payment_bonus="1000",
+        payment_bonus_top_k=5,
+        rationale_min_words=40,
+        reviews_due_at="2030-01-31T12:00",
+        conditions="Human, AI, AI_Rerank",
+        topics="Math\nCoding\nSafety",
+        review_form="execution",
+    )
+    response = client.post(url, data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    study.refresh_from_db()
+    assert (study.min_load, study.max_load, study.topic_choice_use) == (3, 5, "equal")
+    assert (study.payment_per_review, study.payment_bonus_top_k) == (25, 5)
+    assert study.rationale_minimum() == 40 and study.reviews_due_at.year == 2030
+    assert study.conditions.count() == 3 and study.topics.count() == 3
+    assert study.review_form.key == "execution"
+    assert "Saved" in client.get(url).content.decode()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"min_load": 6, "max_load": 3}, "must be at least the smallest"),
+        ({"min_reviews_per_idea": 5, "max_reviews_per_idea": 2}, "must be at least the smallest"),
+        ({"payment_per_review": "-1"}, "cannot be negative"),
+        ({"min_load": 0}, "must be at least 1"),
+        ({"baseline_condition": "Robots"}, "must be one of the conditions"),
+    ],
+)
+def test_inconsistent_settings_are_refused_with_a_message(
+    client, study, researcher, change, message
+):
+    client.force_login(researcher)
+    url = reverse("studies:study_settings", args=[study.slug])
+    response = client.post(url, _settings_data(study, **change))
+    assert response.status_code == 400 and message in response.content.decode()
+    study.refresh_from_db()
+    assert (study.min_load, study.max_load, study.payment_per_review) == (2, 7, 0)
+
+
+@pytest.mark.django_db
+def test_each_event_locks_the_parameters_it_governs(study, researcher):
+    assert study_locks(study) == {}
+    idea = _idea(study)
+    assert set(study_locks(study)) == {"conditions", "topics"}
+    reviewer = Reviewer.objects.create(study=study, pseudonym="R001", screening="approved")
+    assert "screening_min_papers" in study_locks(study)
+    assignment = Assignment.objects.create(study=study, reviewer=reviewer, idea=idea)
+    assert {"min_load", "max_reviews_per_idea", "topic_choice_use"} <= set(study_locks(study))
+    Review.objects.create(study=study, idea=idea, assignment=assignment, status="draft")
+    assert "review_form" in study_locks(study) and "rationale_min_words" not in study_locks(study)
+    Review.objects.filter(study=study).update(status="submitted")
+    assert {"rationale_min_words", "baseline_condition"} <= set(study_locks(study))
+    study.status = Study.Status.CLOSED
+    study.closed_at = timezone.now()
+    study.save()
+    assert {"payment_per_review", "reviews_due_at"} <= set(study_locks(study))
+    assert all("closed" in reason for reason in study_locks(study).values())
+
+
+@pytest.mark.django_db
+def test_a_locked_parameter_is_shown_disabled_with_its_reason_and_cannot_change(
+    client, study, researcher
+):
+    _idea(study)
+    client.force_login(researcher)
+    url = reverse("studies:study_settings", args=[study.slug])
+    page = client.get(url).content.decode()
+    assert "ideas have been imported" in page
+    assert 'name="conditions"' in page and "disabled" in page.split('name="conditions"')[1][:200]
+    # A posted value for a disabled field is ignored; the rest is saved.
+    client.post(url, _settings_data(study, conditions="Human, AI, Extra", max_load=6))
+    study.refresh_from_db()
+    assert study.conditions.count() == 2 and study.max_load == 6
+    with pytest.raises(SetupError, match="topics: Locked: ideas have been imported"):
+        study_settings_update(
+            study=study, change=SettingsChange(fields={}, topics=["Other"]), actor=researcher
+        )
+
+
+@pytest.mark.django_db
+def test_a_viewer_reads_the_settings_but_cannot_save_them(client, study):
+    viewer = User.objects.create_user("vi", password="vi-pass-12345")
+    StudyMember.objects.create(study=study, user=viewer, role="viewer")
+    client.force_login(viewer)
+    url = reverse("studies:study_settings", args=[study.slug])
+    page = client.get(url).content.decode()
+    assert "Save settings" not in page and "you can read these settings" in page
+    assert client.post(url, _settings_data(study, max_load=3)).status_code == 403
+
+
+# --------------------------------------------------------------------------- team
+
+
+@pytest.mark.django_db
+def test_the_owner_adds_changes_and_removes_team_members(client, study, researcher):
+    bo = User.objects.create_user("bo", email="bo@example.org", password="bo-pass-12345")
+    researcher_grant(user=bo)
+    client.force_login(researcher)
+    url = reverse("studies:study_members", args=[study.slug])
+    assert client.post(url, {"identifier": "BO@example.org", "role": "editor"}).status_code == 302
+    member = StudyMember.objects.get(study=study, user=bo)
+    assert member.role == "editor" and member.added_by == researcher
+    page = client.get(url).content.decode()
+    assert "bo@example.org" in page and "added as Editor" in page
+    role_url = reverse("studies:member_role", args=[study.slug, member.pk])
+    client.post(role_url, {"role": "owner"})
+    member.refresh_from_db()
+    assert member.role == "owner"
+    client.post(reverse("studies:member_remove", args=[study.slug, member.pk]))
+    assert not StudyMember.objects.filter(pk=member.pk).exists()
+
+
+@pytest.mark.django_db
+def test_a_study_always_keeps_an_owner(client, study, researcher):
+    me = StudyMember.objects.get(study=study, user=researcher)
+    client.force_login(researcher)
+    client.post(reverse("studies:member_role", args=[study.slug, me.pk]), {"role": "viewer"})
+    client.post(reverse("studies:member_remove", args=[study.slug, me.pk]))
+    me.refresh_from_db()
+    assert me.role == "owner"
+    assert (
+        "keeps at least one owner"
+        in client.get(reverse("studies:study_members", args=[study.slug])).content.decode()
+    )
+
+
+@pytest.mark.django_db
+def test_only_researchers_who_do_not_review_in_the_study_join_its_team(study, researcher):
+    plain = User.objects.create_user("plain", password="plain-pass-123")
+    with pytest.raises(SetupError, match="not a researcher"):
+        member_add(study=study, identifier="plain", role="viewer", actor=researcher)
+    researcher_grant(user=plain)
+    Reviewer.objects.create(study=study, user=plain, pseudonym="R001")
+    with pytest.raises(SetupError, match="members may not review"):
+        member_add(study=study, identifier="plain", role="viewer", actor=researcher)
+    with pytest.raises(SetupError, match="no single account"):
+        member_add(study=study, identifier="nobody", role="viewer", actor=researcher)
+
+
+@pytest.mark.django_db
+def test_a_team_member_cannot_accept_an_invitation_to_review_in_the_study(study, researcher):
+    invitation = invitation_create(study=study, email="ada@example.org", send=False)
+    with pytest.raises(InvitationError) as caught:
+        invitation_accept(token=invitation_token(invitation), user=researcher)
+    assert caught.value.kind == "member"
+    assert not study.reviewers.exists()
+
+
+@pytest.mark.django_db
+def test_the_assignment_never_gives_a_team_member_work(study, researcher):
+    from studies.recruitment import assignment_plan
+
+    math = Topic.objects.get(study=study, name="Math")
+    human, ai = Condition.objects.get(key="Human"), Condition.objects.get(key="AI")
+    for n in range(4):
+        idea = Idea.objects.create(
+            study=study, topic=math, title=f"I{n}", normalization_status="approved"
+        )
+        IdeaCondition.objects.create(
+            idea=idea, condition=human if n % 2 else ai, study=study, external_id=f"X{n}"
+        )
+    now = timezone.now()
+    profile = {
+        "screening": "approved",
+        "consent_at": now,
+        "honor_code_at": now,
+        "profile_completed_at": now,
+        "topic_preferences": ["Math"],
+        "preferred_load": 2,
+        "major_venue_papers": 3,
+    }
+    outsider = User.objects.create_user("rev@example.org", password="rev-pass-12345")
+    Reviewer.objects.create(study=study, user=outsider, pseudonym="R001", **profile)
+    # Made directly: the team page refuses reviewers, but data from elsewhere may not.
+    Reviewer.objects.create(study=study, user=researcher, pseudonym="R002", **profile)
+    plan = assignment_plan(study=study, seed=1)
+    assert "R002" not in plan.reviewer_by_id and "R001" in plan.reviewer_by_id
