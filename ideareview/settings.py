@@ -243,6 +243,26 @@ EMAIL_BACKEND = os.environ.get(
 )
 DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "ideareview@localhost")
 
+
+def _trusted_proxies() -> list[str]:
+    import ipaddress
+
+    proxies = env_list("IDEAREVIEW_TRUSTED_PROXIES", [])
+    for proxy in proxies:
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"IDEAREVIEW_TRUSTED_PROXIES: {proxy!r} is not an address or network"
+            ) from None
+    return proxies
+
+
+# Reverse proxies whose X-Forwarded-For is believed (login limits per client address).
+IDEAREVIEW_TRUSTED_PROXIES = _trusted_proxies()
+# An invitation can only be taken by an account whose email is the invited address.
+IDEAREVIEW_INVITATION_BIND_EMAIL = env_bool("IDEAREVIEW_INVITATION_BIND_EMAIL", False)
+
 # Where links in mails point (invitations, reminders): the address reviewers open.
 IDEAREVIEW_BASE_URL = env_url(
     "IDEAREVIEW_BASE_URL", "http://localhost:8000", {"http", "https"}

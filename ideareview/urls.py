@@ -7,6 +7,8 @@ from studies import reviewer_views
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="studies:study_list", permanent=False)),
+    # Before the admin's own URLs: its login page counts failed attempts like ours.
+    path("admin/login/", reviewer_views.admin_login),
     path("admin/", admin.site.urls),
     # Rate-limited; sends owners to their studies and reviewers to their dashboard.
     path("login/", reviewer_views.reviewer_login, name="login"),

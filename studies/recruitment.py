@@ -266,10 +266,24 @@ def _next_pseudonym(study: Study) -> str:
     return f"R{max(numbers, default=0) + 1:03d}"
 
 
+def invitation_check_address(invitation: Invitation, email: str) -> None:
+    """With IDEAREVIEW_INVITATION_BIND_EMAIL, only the invited address may take the link
+    (a forwarded link is no use to anyone else)."""
+    if not settings.IDEAREVIEW_INVITATION_BIND_EMAIL or not invitation.email:
+        return
+    if email.strip().lower() != invitation.email.strip().lower():
+        raise InvitationError(
+            "other_address",
+            "This invitation was sent to another email address. Sign up or log in with "
+            "that address, or ask the study team to invite yours.",
+        )
+
+
 def invitation_accept(*, token: str, user: Any) -> Reviewer:
     """Turn a valid invitation into the user's reviewer profile for its study, once."""
     with transaction.atomic():
         invitation = invitation_check(token)
+        invitation_check_address(invitation, user.email or "")
         # Locks the row: two tabs accepting the same link create one reviewer.
         invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
         if invitation.used_at:
@@ -309,7 +323,11 @@ def reviewer_sign_up(*, token: str, email: str, password: str) -> tuple[Any, Rev
     User = get_user_model()
     email = email.strip().lower()
     with transaction.atomic():
-        invitation_check(token)
+        invitation = invitation_check(token)
+        try:
+            invitation_check_address(invitation, email)
+        except InvitationError as exc:  # a field error on the form, not a dead end
+            raise RecruitmentError(str(exc)) from None
         if User.objects.filter(Q(username__iexact=email) | Q(email__iexact=email)).exists():
             raise RecruitmentError(
                 "An account with this email address exists already: log in instead."

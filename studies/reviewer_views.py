@@ -34,8 +34,6 @@ from .recruitment import (
     invitation_accept,
     invitation_check,
     pair_task_submit,
-    rate_limit_hit,
-    rate_limited,
     review_current_values,
     review_draft_save,
     review_submit,
@@ -51,15 +49,9 @@ from .review_forms import (
     SignUpForm,
     draft_from_post,
 )
+from .throttle import client_address, login_blocked, login_failed, token_blocked, token_failed
 
 reviewer_login_required = login_required(login_url="studies:reviewer_login")
-LOGIN_LIMIT = (10, 300)  # attempts per window (s), per address and username
-LOGIN_ADDRESS_LIMIT = (50, 300)
-TOKEN_LIMIT = (20, 600)  # failed invitation tokens per address
-
-
-def _client_address(request: HttpRequest) -> str:
-    return request.META.get("REMOTE_ADDR", "")
 
 
 def _too_many(request: HttpRequest, what: str) -> HttpResponse:
@@ -116,13 +108,9 @@ def reviewer_login(request: HttpRequest) -> HttpResponse:
         next_url = ""
     form = AuthenticationForm(request, data=request.POST or None)
     if request.method == "POST":
-        address = _client_address(request)
-        username = (request.POST.get("username") or "").strip().lower()
-        if rate_limited(
-            f"login:{address}:{username}", limit=LOGIN_LIMIT[0], window=LOGIN_LIMIT[1]
-        ) or rate_limited(
-            f"login:{address}", limit=LOGIN_ADDRESS_LIMIT[0], window=LOGIN_ADDRESS_LIMIT[1]
-        ):
+        address = client_address(request)
+        username = request.POST.get("username") or ""
+        if login_blocked(address=address, username=username):
             return _too_many(request, "log-in attempts")
         if form.is_valid():
             user = form.get_user()
@@ -132,16 +120,31 @@ def reviewer_login(request: HttpRequest) -> HttpResponse:
             # Researchers may log in here too (it is the rate-limited form).
             owns = user.owned_studies.exists()  # type: ignore[attr-defined]
             return redirect("studies:study_list" if owns else "studies:reviewer_home")
-        rate_limit_hit(f"login:{address}:{username}", limit=LOGIN_LIMIT[0], window=LOGIN_LIMIT[1])
-        rate_limit_hit(
-            f"login:{address}", limit=LOGIN_ADDRESS_LIMIT[0], window=LOGIN_ADDRESS_LIMIT[1]
-        )
+        login_failed(address=address, username=username)
     return render(
         request,
         "studies/reviewer/login.html",
         {"form": form, "next": next_url},
         status=400 if request.method == "POST" else 200,
     )
+
+
+@require_http_methods(["GET", "POST"])
+def admin_login(request: HttpRequest) -> HttpResponse:
+    """The admin's own login page under the same limits as the reviewers' one."""
+    from django.contrib import admin
+
+    if request.method != "POST":
+        return admin.site.login(request)
+    address = client_address(request)
+    username = request.POST.get("username") or ""
+    if login_blocked(address=address, username=username):
+        return _too_many(request, "log-in attempts")
+    response = admin.site.login(request)
+    # The admin answers a failed attempt with its form again, a success with a redirect.
+    if response.status_code == 200:
+        login_failed(address=address, username=username)
+    return response
 
 
 def _next_step_url(reviewer: Reviewer) -> str:
@@ -155,14 +158,14 @@ def _next_step_url(reviewer: Reviewer) -> str:
 
 @require_http_methods(["GET", "POST"])
 def invitation_open(request: HttpRequest, token: str) -> HttpResponse:
-    address = _client_address(request)
-    if rate_limited(f"token:{address}", limit=TOKEN_LIMIT[0], window=TOKEN_LIMIT[1]):
+    address = client_address(request)
+    if token_blocked(address=address):
         return _too_many(request, "invitation links")
     try:
         invitation = invitation_check(token)
     except InvitationError as exc:
         # Failed look-ups are counted so links cannot be probed in bulk.
-        rate_limit_hit(f"token:{address}", limit=TOKEN_LIMIT[0], window=TOKEN_LIMIT[1])
+        token_failed(address=address)
         return render(
             request,
             "studies/reviewer/invitation_error.html",
@@ -191,7 +194,7 @@ def invitation_open(request: HttpRequest, token: str) -> HttpResponse:
                 request,
                 "studies/reviewer/invitation_error.html",
                 {"message": str(exc), "kind": exc.kind},
-                status=410,
+                status=403 if exc.kind == "other_address" else 410,
             )
         except RecruitmentError as exc:
             error = str(exc)

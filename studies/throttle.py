@@ -1,0 +1,81 @@
+"""Login and invitation-link limits, counted in the shared cache.
+
+The cache is the project's default cache: Redis when CACHE_URL names it (shared by every
+machine), a file cache under var/ otherwise (shared by the processes of one machine), so
+three gunicorn workers count one limit, not three. The client's address is REMOTE_ADDR
+unless that is one of IDEAREVIEW_TRUSTED_PROXIES: only then is X-Forwarded-For read, from
+the right, skipping our own proxies, so a reviewer cannot pick the address they are
+counted under and everyone behind the proxy is not counted as one.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest
+
+from .recruitment import rate_limit_hit, rate_limited
+
+# (attempts, window in seconds)
+LOGIN_PAIR_LIMIT = (10, 300)  # one address trying one account
+LOGIN_ACCOUNT_LIMIT = (30, 900)  # one account from anywhere (guessing spread over addresses)
+LOGIN_ADDRESS_LIMIT = (50, 300)  # one address trying many accounts
+TOKEN_LIMIT = (20, 600)  # failed invitation links per address
+
+
+@functools.lru_cache(maxsize=8)
+def _trusted(proxies: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(ipaddress.ip_network(p, strict=False) for p in proxies)
+
+
+def _is_trusted(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in net for net in _trusted(tuple(settings.IDEAREVIEW_TRUSTED_PROXIES)))
+
+
+def client_address(request: HttpRequest) -> str:
+    remote = request.META.get("REMOTE_ADDR", "")
+    if not _is_trusted(remote):
+        return remote
+    hops = [h.strip() for h in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    hops = [h for h in hops if h]
+    for hop in reversed(hops):
+        if not _is_trusted(hop):
+            return hop
+    return hops[0] if hops else remote
+
+
+def _login_keys(address: str, username: str) -> list[tuple[str, tuple[int, int]]]:
+    username = username.strip().lower()
+    return [
+        (f"login:{address}:{username}", LOGIN_PAIR_LIMIT),
+        (f"login-account:{username}", LOGIN_ACCOUNT_LIMIT),
+        (f"login:{address}", LOGIN_ADDRESS_LIMIT),
+    ]
+
+
+def login_blocked(*, address: str, username: str) -> bool:
+    """True when this address or this account is over a limit (nothing is counted)."""
+    return any(
+        rate_limited(key, limit=limit, window=window)
+        for key, (limit, window) in _login_keys(address, username)
+    )
+
+
+def login_failed(*, address: str, username: str) -> None:
+    for key, (limit, window) in _login_keys(address, username):
+        rate_limit_hit(key, limit=limit, window=window)
+
+
+def token_blocked(*, address: str) -> bool:
+    return rate_limited(f"token:{address}", limit=TOKEN_LIMIT[0], window=TOKEN_LIMIT[1])
+
+
+def token_failed(*, address: str) -> None:
+    rate_limit_hit(f"token:{address}", limit=TOKEN_LIMIT[0], window=TOKEN_LIMIT[1])
