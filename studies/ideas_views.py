@@ -35,7 +35,7 @@ from .idea_forms import (
     TopicForm,
     TopicReasonForm,
 )
-from .models import DuplicatePair, Idea, IdeaUpload, JobRun, LeakageExport, Study
+from .models import DuplicatePair, Idea, IdeaUpload, JobRun, LeakageExport, Study, StudyMember
 from .protocol.ideafiles import IdeaBatch
 from .protocol.normalization import (
     NORMALIZATION_PROMPT,
@@ -610,6 +610,7 @@ def signoff_approve_passed(request: HttpRequest, slug: str) -> HttpResponse:
             "rows": rows,
             "token": ideaprep.signoff_token(ideas),
             "waiting": len(ideaprep.signoff_queue(study)),
+            "can_approve": StudyMember.role_at_least(study.member_role, EDITOR),  # type: ignore[attr-defined]
         },
     )
 

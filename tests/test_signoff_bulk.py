@@ -4,6 +4,7 @@ page, the confirmation, exactly the confirmed list, the audit trail, and who may
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
@@ -15,6 +16,7 @@ from studies.models import (
     IdeaCondition,
     IdeaRevision,
     NormalizationResult,
+    StudyMember,
     Topic,
 )
 from studies.services import study_create
@@ -129,4 +131,19 @@ def test_another_researcher_gets_404_and_anonymous_is_sent_to_log_in(waiting, ot
     token = ideaprep.signoff_token(ideaprep.signoff_passed(study))
     assert c.post(url, {"token": token, "confirm": "yes"}).status_code == 404
     assert Client().get(url).status_code == 302
+    assert not Idea.objects.filter(normalization_status="approved").exists()
+
+
+def test_a_viewer_sees_the_list_but_cannot_approve(waiting):
+    study, _ = waiting
+    viewer = get_user_model().objects.create_user("viewer", password="viewer-pass-123")
+    StudyMember.objects.create(study=study, user=viewer, role="viewer")
+    c = Client()
+    c.force_login(viewer)
+    url = reverse("studies:signoff_approve_passed", args=[study.slug])
+    page = c.get(url)
+    assert page.status_code == 200 and "ok-1" in page.content.decode()
+    assert 'name="confirm"' not in page.content.decode()
+    token = ideaprep.signoff_token(ideaprep.signoff_passed(study))
+    assert c.post(url, {"token": token, "confirm": "yes"}).status_code == 403
     assert not Idea.objects.filter(normalization_status="approved").exists()
