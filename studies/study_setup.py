@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import ProtectedError, Q
 
 from .models import Assignment, Condition, Reviewer, Study, StudyMember, Topic
 from .services import audit, review_form_ensure
@@ -232,6 +232,25 @@ def _topics_replace(study: Study, topics: Iterable[str]) -> None:
     study.topics.exclude(name__in=wanted).delete()
     for name in wanted:
         Topic.objects.get_or_create(study=study, name=name)
+
+
+# --------------------------------------------------------------------------- deleting
+
+
+def study_delete(*, study: Study, confirm: str, actor: Any) -> None:
+    """Delete the study and everything in it, once the slug is typed to confirm. The
+    audit row outlives the study (its study link is emptied)."""
+    if confirm.strip() != study.slug:
+        raise SetupError(f"type the study's slug ({study.slug}) to confirm")
+    try:
+        with transaction.atomic():
+            audit(study=None, actor=actor, verb="study_deleted", slug=study.slug, pk=study.pk)
+            # Ideas first: an idea protects its topic, and the topics go with the study.
+            study.ideas.all().delete()
+            study.delete()
+    except ProtectedError as exc:
+        kinds = sorted({str(type(o)._meta.verbose_name_plural) for o in exc.protected_objects})
+        raise SetupError(f"the study cannot be deleted while it has {', '.join(kinds)}") from None
 
 
 # --------------------------------------------------------------------------- team

@@ -51,6 +51,7 @@ urlpatterns = [
     path("<slug:slug>/", views.study_detail, name="study_detail"),
     path("<slug:slug>/import/", views.study_import, name="study_import"),
     path("<slug:slug>/settings/", settings_views.study_settings, name="study_settings"),
+    path("<slug:slug>/delete/", views.study_delete_view, name="study_delete"),
     path("<slug:slug>/members/", member_views.study_members, name="study_members"),
     path("<slug:slug>/members/<int:member_id>/role/", member_views.member_role, name="member_role"),
     path(

@@ -28,7 +28,7 @@ from .services import (
     study_create,
 )
 from .study_forms import StudyCreateForm
-from .study_setup import is_researcher
+from .study_setup import SetupError, is_researcher, study_delete
 from .tasks import report_enqueue
 
 REPORT_FILES = {
@@ -175,6 +175,33 @@ def _import_lines(batch: ImportBatch | None) -> list[str]:
             *(f"  {line}" for line in s.get("errors", [])[:20]),
         ]
     return format_quality_summary(batch.summary)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def study_delete_view(request: HttpRequest, slug: str) -> HttpResponse:
+    """Owners only: the page says what goes, the POST needs the slug typed again."""
+    study = get_study_for_member(request, slug, role=OWNER)
+    error = ""
+    if request.method == "POST":
+        try:
+            study_delete(study=study, confirm=request.POST.get("confirm", ""), actor=request.user)
+        except SetupError as exc:
+            error = str(exc)
+        else:
+            messages.success(request, f"Study “{study.title}” deleted.")
+            return redirect("studies:study_list")
+    counts = {
+        "ideas": study.ideas.count(),
+        "reviews": study.reviews.count(),
+        "reviewers": study.reviewers.count(),
+    }
+    return render(
+        request,
+        "studies/study_delete.html",
+        {"study": study, "counts": counts, "error": error},
+        status=400 if error else 200,
+    )
 
 
 @login_required

@@ -78,6 +78,7 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:idea_decide": (("idea",), None, E),
     "studies:signoff_approve_passed": ((), V, E),
     "studies:study_settings": ((), V, E),
+    "studies:study_delete": ((), OW, OW),
     "studies:study_members": ((), V, OW),
     "studies:member_role": (("member_editor",), None, OW),
     "studies:member_remove": (("member_viewer",), None, OW),

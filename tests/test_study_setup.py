@@ -416,3 +416,29 @@ def test_the_assignment_never_gives_a_team_member_work(study, researcher):
     Reviewer.objects.create(study=study, user=researcher, pseudonym="R002", **profile)
     plan = assignment_plan(study=study, seed=1)
     assert "R002" not in plan.reviewer_by_id and "R001" in plan.reviewer_by_id
+
+
+@pytest.mark.django_db
+def test_only_an_owner_deletes_a_study_and_only_after_typing_its_slug(client, study, researcher):
+    _idea(study)
+    editor = User.objects.create_user("ed", password="ed-pass-12345")
+    StudyMember.objects.create(study=study, user=editor, role="editor")
+    url = reverse("studies:study_delete", args=[study.slug])
+    client.force_login(editor)
+    assert client.post(url, {"confirm": study.slug}).status_code == 403
+    client.force_login(researcher)
+    assert "1 idea(s)" in client.get(url).content.decode()
+    response = client.post(url, {"confirm": "wrong"})
+    assert response.status_code == 400 and "to confirm" in response.content.decode()
+    assert Study.objects.filter(pk=study.pk).exists()
+    assert client.post(url, {"confirm": study.slug}).status_code == 302
+    assert not Study.objects.filter(pk=study.pk).exists()
+
+
+@pytest.mark.django_db
+def test_a_study_with_imported_reviews_can_be_deleted(si2024_study, owner):
+    from studies.study_setup import study_delete
+
+    study_delete(study=si2024_study, confirm="si2024", actor=owner)
+    assert not Study.objects.filter(slug="si2024").exists()
+    assert not Review.objects.exists() and not Idea.objects.exists()
