@@ -82,7 +82,7 @@ def test_invite_sign_up_screen_assign_review_in_two_visits_and_progress(
     op.goto(f"/studies/{study.slug}/assignment/")
     op.fill("input[name=seed]", "3")
     op.click("text=Preview the assignment")
-    op.wait_for_selector("#preview svg")
+    op.wait_for_selector("#preview .plots img")
     op.click("text=Commit this assignment")
     op.wait_for_url(re.compile(r"/progress/$"))
     assert Assignment.objects.filter(reviewer=nia).count() == 2
