@@ -311,7 +311,8 @@ def report_figures(
 def render_report_html(
     report: dict[str, Any], df: pd.DataFrame, judges: Sequence[JudgeData] = ()
 ) -> str:
-    css = (Path(__file__).parent / "templates" / "studies" / "report.css").read_text()
+    # The same stylesheet serves the app's report page, so it lives with the static files.
+    css = (Path(settings.BASE_DIR) / "static" / "css" / "report.css").read_text()
     return render_to_string(
         "studies/report_document.html",
         {

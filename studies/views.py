@@ -261,13 +261,11 @@ def study_report(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _report_body(document: str) -> str:
-    """The self-contained file's body, embedded in the app's page (same plots, same text)."""
+    """The self-contained file's body, embedded in the app's page (same plots, same text);
+    its styles come from static/css/report.css there."""
     start = document.find("<body>")
     end = document.rfind("</body>")
-    styles_start = document.find("<style>")
-    styles_end = document.find("</style>")
-    style = document[styles_start : styles_end + len("</style>")] if styles_start >= 0 else ""
-    return style + (document[start + len("<body>") : end] if start >= 0 else document)
+    return document[start + len("<body>") : end] if start >= 0 else document
 
 
 @login_required

@@ -6,9 +6,14 @@
   ["input", "keydown", "scroll", "pointermove", "click"].forEach(function (name) {
     window.addEventListener(name, function () { last = Date.now(); }, { passive: true, capture: true });
   });
-  window.ideareviewActive = function () {
+  function active() {
     return document.visibilityState === "visible" && Date.now() - last < 120000;
-  };
+  }
+  // The draft's hx-trigger listens for this event (no code in attributes, so htmx needs
+  // no eval under the Content-Security-Policy).
+  setInterval(function () {
+    if (active()) document.body.dispatchEvent(new Event("reviewheartbeat"));
+  }, 60000);
 })();
 
 // Live word counts under each rationale, so reviewers see the minimum before submitting.

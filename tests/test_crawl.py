@@ -1,0 +1,368 @@
+"""No page answers 5xx: crawl the site as each persona in every state of a study.
+
+Each persona starts at the landing page (`/`; a reviewer also at the reviewer dashboard,
+where logging in sends them) and follows every same-site `href` and `hx-get` it finds
+(GET only; `hx-get` URLs both plain and as htmx requests; never the logout). The study is
+built state by state with the services the web uses, for an idea-intake study (created,
+ideas in, normalizing, open, reviewing, closed, reported) and a review-import study
+(created, reviews imported, reported). Every crawl must reach a minimum number of pages,
+so a crawl that stops at a login page or a broken link cannot pass. Every page a
+reviewer reaches is also searched for what blinding hides: condition keys and labels,
+author institutions and external idea ids; and every HTML page for what a strict
+Content-Security-Policy refuses (inline styles, handlers and scripts).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.test import Client
+
+from judging.services import judge_config_create, judge_run_create, judge_run_execute
+from studies import ideaprep, recruitment
+from studies.analysis.report import ReportOptions
+from studies.models import Assignment, Idea, JobRun, Reviewer, Study
+from studies.protocol.template import render_sections
+from studies.reporting import report_build
+from studies.services import reviews_import, reviews_parse, study_create
+from tests.conftest import SI_REVIEWS, SI_TITLES
+
+LINK = re.compile(r'\b(href|hx-get)="([^"]*)"')
+# What a Content-Security-Policy without 'unsafe-inline' would refuse on a served page.
+INLINE = re.compile(
+    r"<style[\s>]|<[a-zA-Z][^>]*\s(?:style|on[a-z]+)=|<script(?![^>]*\ssrc=)[^>]*>", re.I
+)
+# Pages beyond this per crawl would mean a link generator gone wrong (or a huge study).
+PAGE_LIMIT = 800
+CONDITIONS = {"Quill_Human_Panel": "human", "Quill_Machine_Draft": "ai"}
+INSTITUTIONS = ["Quillfeather Institute", "Marlowe University"]
+TOPICS = ["Factuality", "Reasoning"]
+FAST = ReportOptions(
+    consistency_splits=20,
+    consistency_bootstrap=20,
+    consistency_permutations=20,
+    seed=1,
+    mixed_starts=1,
+    agreement_splits=10,
+    agreement_bootstrap=10,
+    agreement_permutations=10,
+)
+
+
+@dataclass
+class Crawl:
+    status: dict[str, int] = field(default_factory=dict)
+    leaks: dict[str, list[str]] = field(default_factory=dict)
+    inline: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> dict[str, int]:
+        return {url: code for url, code in self.status.items() if code >= 500}
+
+    @property
+    def ok_pages(self) -> int:
+        return sum(1 for code in self.status.values() if code == 200)
+
+
+def _links(base: str, html: str) -> Iterator[tuple[str, bool]]:
+    for attr, raw in LINK.findall(html):
+        link = raw.replace("&amp;", "&").strip()
+        if not link or link.startswith(("#", "mailto:", "javascript:", "data:", "tel:")):
+            continue
+        url = urljoin(base, link)
+        parts = urlsplit(url)
+        if parts.netloc not in ("", "testserver") or parts.scheme not in ("", "http"):
+            continue
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        if path.startswith(("/static/", "/logout")):
+            continue
+        yield path, attr == "hx-get"
+
+
+def _body(response: Any) -> str:
+    data = b"".join(response.streaming_content) if response.streaming else response.content
+    if "html" not in response.get("Content-Type", ""):
+        return ""
+    return data.decode(errors="replace")
+
+
+def crawl(client: Client, starts: list[str], secrets: list[str] | None = None) -> Crawl:
+    """GET every page reachable from `starts`; record statuses (and leaks of `secrets`)."""
+    result = Crawl()
+    queue: deque[tuple[str, bool]] = deque((s, False) for s in starts)
+    seen: set[tuple[str, bool]] = set()
+    while queue and len(seen) < PAGE_LIMIT:
+        url, htmx = queue.popleft()
+        if (url, htmx) in seen:
+            continue
+        seen.add((url, htmx))
+        headers = {"HX-Request": "true"} if htmx else {}
+        response = client.get(url, headers=headers)
+        key = f"{url} (htmx)" if htmx else url
+        result.status[key] = response.status_code
+        body = _body(response)
+        found_inline = INLINE.search(body)
+        if found_inline and not url.endswith("report.html"):  # the self-contained document
+            result.inline[key] = found_inline.group(0)[:80]
+        if secrets is not None:
+            low = (url + body + str(dict(response.headers))).lower()
+            found = [s for s in secrets if s.lower() in low]
+            if found:
+                result.leaks[key] = found
+        if response.status_code in (301, 302, 303, 307, 308):
+            queue.extend(_links(url, f'href="{response["Location"]}"'))
+        for link, is_hx in _links(url, body):
+            queue.append((link, False))
+            if is_hx:
+                queue.append((link, True))
+    assert len(seen) < PAGE_LIMIT, f"crawl from {starts} passed {PAGE_LIMIT} pages"
+    return result
+
+
+# --------------------------------------------------------------------------- the study
+
+
+def _proposal(n: int, topic: str) -> str:
+    return render_sections(
+        {
+            "title": f"Checked drafting for {topic.lower()}, variant {n}",
+            "problem_statement": "Language models state false facts that users cannot spot.",
+            "motivation": "Checks at the end come after errors have compounded.",
+            "proposed_method": "Draft, then check each claim against retrieved evidence.",
+            "experiment_plan": "1. Collect questions. 2. Run the baseline. 3. Run the method.",
+            "test_cases": "Input: a question with one false claim. Expected: it is removed.",
+            "fallback_plan": "If checks do not help, analyse which claims they miss.",
+        }
+    )
+
+
+@dataclass
+class World:
+    """The personas and the study they crawl, advanced one state at a time."""
+
+    owner: Any
+    other: Any
+    reviewer_user: Any
+    study: Study | None = None
+    secrets: list[str] = field(default_factory=list)
+    helpers: list[Any] = field(default_factory=list)
+
+
+def _user(name: str) -> Any:
+    return get_user_model().objects.create_user(name, email=f"{name}@example.org", password="pw")
+
+
+def intake_created(world: World) -> None:
+    world.study = study_create(
+        owner=world.owner,
+        slug="intake",
+        title="Intake study",
+        baseline_condition="Quill_Human_Panel",
+    )
+    world.secrets = [*CONDITIONS, *INSTITUTIONS]
+
+
+def intake_ideas_in(world: World) -> None:
+    study = world.study
+    for name in TOPICS:
+        ideaprep.topic_add(study=study, name=name, actor=world.owner)
+    for key, kind in CONDITIONS.items():
+        ideaprep.condition_add(study=study, key=key, kind=kind, actor=world.owner)
+    n = 0
+    for key in CONDITIONS:
+        for k in range(4):
+            n += 1
+            topic = TOPICS[k % 2]
+            external_id = f"XID-{n:02d}"
+            batch = ideaprep.ideas_read_pasted(
+                study=study,
+                text=_proposal(n, topic),
+                external_id=external_id,
+                topic=topic,
+                conditions=[key],
+                institution=INSTITUTIONS[k % 2] if CONDITIONS[key] == "human" else "",
+            )
+            ideaprep.ideas_import(study=study, batch=batch, source=external_id, actor=world.owner)
+            world.secrets.append(external_id)
+
+
+def intake_normalizing(world: World, base_url: str) -> None:
+    config = judge_config_create(
+        name="crawl test server",
+        actor=world.owner,
+        base_url=base_url,
+        model="scripted-1",
+        api_key_env="IDEAREVIEW_CRAWL_KEY",
+        parameters={"temperature": 0},
+        concurrency=2,
+        timeout_seconds=10,
+        max_attempts=2,
+        backoff_seconds=0.01,
+    )
+    ideaprep.normalization_config_choose(study=world.study, config=config, actor=world.owner)
+    # Inside the test's transaction on_commit never fires: the job stays queued.
+    ideaprep.normalization_enqueue(study=world.study, actor=world.owner)
+
+
+def intake_open(world: World) -> None:
+    from studies.tasks import normalize_ideas
+
+    study = world.study
+    job = JobRun.objects.filter(study=study).order_by("-pk").first()
+    normalize_ideas(job.pk)
+    job.refresh_from_db()
+    assert job.status == JobRun.Status.DONE, (job.message, job.error)
+    for idea_id in ideaprep.signoff_queue(study):
+        ideaprep.normalization_approve(idea=Idea.objects.get(pk=idea_id), actor=world.owner)
+    ideaprep.study_open_for_review(study=study, actor=world.owner)
+    for j in range(4):
+        user = world.reviewer_user if j == 0 else _user(f"crawl-rev-{j}")
+        invitation = recruitment.invitation_create(
+            study=study, email=user.email, name=f"Reviewer {j}", actor=world.owner
+        )
+        reviewer = recruitment.invitation_accept(
+            token=recruitment.invitation_token(invitation), user=user
+        )
+        recruitment.reviewer_consent(reviewer=reviewer)
+        recruitment.reviewer_profile_save(
+            reviewer=reviewer,
+            data={
+                "institution": f"Crawl Lab {j}",
+                "position": "Postdoc",
+                "major_venue_papers": 2,
+                "topic_first": TOPICS[j % 2],
+                "topic_second": TOPICS[(j + 1) % 2],
+                "preferred_load": 4,
+            },
+        )
+    recruitment.invitation_create(study=study, email="pending@example.org", actor=world.owner)
+    recruitment.reviewers_screen_by_rule(study=study, actor=world.owner)
+
+
+def intake_reviewing(world: World) -> None:
+    study = world.study
+    study.refresh_from_db()
+    job, result, _ = recruitment.assignment_preview(study=study, seed=3, actor=world.owner)
+    assert result.feasible, result.explanation()
+    recruitment.assignment_commit(study=study, job=job, actor=world.owner)
+    metrics = study.form_definition().metric_keys
+    answers: dict[str, Any] = {m: 6 for m in metrics}
+    answers |= {f"{m}_rationale": "The plan is concrete and testable. " * 6 for m in metrics}
+    answers |= {"familiarity": 3, "confidence": 4, "minutes": 30}
+    for k, reviewer in enumerate(Reviewer.objects.filter(study=study).order_by("pk")):
+        mine = list(Assignment.objects.filter(reviewer=reviewer).order_by("pk"))
+        # Most reviews submitted, one draft each and (for the first reviewer) pending ones.
+        for a in mine[:1] if k == 0 else mine[:-1]:
+            recruitment.review_submit(assignment=a, cleaned=dict(answers))
+        if len(mine) > 1:
+            recruitment.review_draft_save(assignment=mine[-1], draft={"novelty": "4"})
+    recruitment.pair_tasks_create(study=study, per_reviewer=2, seed=3, actor=world.owner)
+
+
+def intake_closed(world: World) -> None:
+    recruitment.study_close(study=world.study, actor=world.owner)
+
+
+def reported(world: World) -> None:
+    report_build(study=world.study, options=FAST)
+    run = judge_run_create(study=world.study, method="baseline_random", actor=world.owner)
+    judge_run_execute(run=run)
+
+
+def import_created(world: World) -> None:
+    world.study = study_create(
+        owner=world.owner, slug="imported", title="Imported study", baseline_condition="Human"
+    )
+
+
+def import_reviews_in(world: World) -> None:
+    parsed = reviews_parse(
+        study=world.study,
+        fmt="si2024",
+        reviews=SI_REVIEWS.read_bytes(),
+        reviews_name=SI_REVIEWS.name,
+        titles=SI_TITLES.read_bytes(),
+        titles_name=SI_TITLES.name,
+    )
+    reviews_import(study=world.study, parsed=parsed, kind="si2024", actor=world.owner)
+
+
+# (state, how to reach it from the previous one, minimum pages with 200 per persona)
+INTAKE: list[tuple[str, Callable[..., None], dict[str, int]]] = [
+    ("created", intake_created, {"owner": 15, "other": 1, "reviewer": 2}),
+    ("ideas in", intake_ideas_in, {"owner": 35, "other": 1, "reviewer": 2}),
+    ("normalizing", intake_normalizing, {"owner": 35, "other": 1, "reviewer": 2}),
+    ("open", intake_open, {"owner": 40, "other": 1, "reviewer": 2}),
+    ("reviewing", intake_reviewing, {"owner": 40, "other": 1, "reviewer": 6}),
+    ("closed", intake_closed, {"owner": 40, "other": 1, "reviewer": 6}),
+    ("reported", reported, {"owner": 50, "other": 1, "reviewer": 6}),
+]
+IMPORTED: list[tuple[str, Callable[..., None], dict[str, int]]] = [
+    ("created", import_created, {"owner": 15, "other": 1, "reviewer": 2}),
+    ("reviews in", import_reviews_in, {"owner": 300, "other": 1, "reviewer": 2}),
+    ("reported", reported, {"owner": 300, "other": 1, "reviewer": 2}),
+]
+
+
+def personas(world: World) -> dict[str, tuple[Any, list[str]]]:
+    return {
+        "owner": (world.owner, ["/"]),
+        "other": (world.other, ["/"]),
+        "reviewer": (world.reviewer_user, ["/", "/studies/r/home/"]),
+    }
+
+
+def crawl_states(world: World, plan: list, advance_args: dict[str, Any]) -> list[str]:
+    """Advance through `plan`, crawling as every persona; return every failure found."""
+    failures: list[str] = []
+    table: list[str] = []
+    for state, advance, minima in plan:
+        args = [advance_args[state]] if state in advance_args else []
+        advance(world, *args)
+        for name, (user, starts) in personas(world).items():
+            cache.clear()  # rate limits count per test, not per crawl
+            client = Client()
+            client.force_login(user)
+            secrets = world.secrets if name == "reviewer" else None
+            result = crawl(client, starts, secrets)
+            table.append(f"{state:12} {name:9} {result.ok_pages:4} pages")
+            failures += [f"{state} / {name}: GET {u} -> {c}" for u, c in result.errors.items()]
+            failures += [f"{state} / {name}: {u} leaks {s}" for u, s in result.leaks.items()]
+            failures += [f"{state} / {name}: {u} inline {s!r}" for u, s in result.inline.items()]
+            if result.ok_pages < minima[name]:
+                failures.append(
+                    f"{state} / {name}: {result.ok_pages} pages reached, at least "
+                    f"{minima[name]} expected: {sorted(result.status)}"
+                )
+    print("\n".join(table))
+    return failures
+
+
+@pytest.fixture
+def world(db, owner, other_researcher, settings) -> World:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    return World(owner=owner, other=other_researcher, reviewer_user=_user("crawl-reviewer"))
+
+
+def test_no_page_of_an_idea_intake_study_answers_5xx_in_any_state(world, tmp_path, settings):
+    from judging.testserver import Rules, TestServer
+
+    settings.REPORTS_ROOT = tmp_path
+    with TestServer(Rules()) as server:
+        failures = crawl_states(world, INTAKE, {"normalizing": server.base_url})
+    assert not failures, "\n".join(failures)
+
+
+def test_no_page_of_a_review_import_study_answers_5xx_in_any_state(world, tmp_path, settings):
+    settings.REPORTS_ROOT = tmp_path
+    failures = crawl_states(world, IMPORTED, {})
+    assert not failures, "\n".join(failures)
