@@ -110,6 +110,12 @@ class Study(models.Model):
     payment_bonus_top_k = models.PositiveSmallIntegerField(
         default=0, help_text="How many ideas (by mean overall score) get the bonus."
     )
+    # The analysis plan (docs/analysis-plan.md; empty = the default plan) and, once
+    # frozen for pre-registration, the registered copy with its hash and time.
+    analysis_plan = models.JSONField(default=dict, blank=True)
+    analysis_plan_registered = models.JSONField(null=True, blank=True)
+    analysis_plan_hash = models.CharField(max_length=64, blank=True)
+    analysis_plan_frozen_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

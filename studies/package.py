@@ -29,6 +29,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from .analysis.plan import plan_document, plan_hash
 from .analysis.report import software_versions
 from .models import (
     IdeaCondition,
@@ -40,6 +41,7 @@ from .models import (
     Study,
     StudyReport,
 )
+from .plans import plan_registration, study_plan, study_registered_plan
 
 PACKAGE_SCHEMA = "ideareview.package/1"
 REPORT_TEXT_FILES = (".json", ".html", ".csv")
@@ -447,6 +449,7 @@ def package_build(
     report_files = c.report(Path(report.directory) if report else None)
     human = [k.key for k in study.conditions.all() if k.kind == "human"]
     c.files["software.json"] = _json(software_versions())
+    c.files.update(_plan_files(study))
     c.files["README.md"] = readme(study=study, human=human, report_files=report_files)
     manifest = {
         "schema": PACKAGE_SCHEMA,
@@ -469,6 +472,25 @@ def package_build(
             z.writestr(info, body)
     tmp.replace(out)
     return manifest
+
+
+def _plan_files(study: Study) -> dict[str, str]:
+    """The analysis plan (usable with ``study_plan --set``) and its registration."""
+    plan = study_plan(study)
+    registered = study_registered_plan(study)
+    registration = plan_registration(study)
+    return {
+        "plan/current.json": _json(plan_document(plan)),
+        "plan/registration.json": _json(
+            {
+                "current_hash": plan_hash(plan),
+                "registered": None
+                if registered is None or registration is None
+                else {**registration, "plan": plan_document(registered)},
+                "deviation": registration is not None and registration["hash"] != plan_hash(plan),
+            }
+        ),
+    }
 
 
 def readme(*, study: Study, human: list[str], report_files: list[str]) -> str:
@@ -507,6 +529,9 @@ author institution is included. The conditions are published as the analysed fac
   tokens, cost, latency). `judges/judgments.csv`, `pairwise_outcomes.csv`, `ratings.csv`:
   what the calls decided, with idea pseudonyms.
 - {report_line}
+- `plan/current.json`: the analysis plan the report followed (`docs/analysis-plan.md`);
+  `plan/registration.json`: its hash and, when the plan was frozen (pre-registered), the
+  registered plan with its hash and freeze time, and whether the two differ.
 - `manifest.json`: SHA-256 of every file.
 
 ## Re-running the analysis
@@ -515,6 +540,7 @@ author institution is included. The conditions are published as the analysed fac
 python manage.py migrate
 python manage.py import_reviews --format generic --reviews package/data/reviews.csv \\
     --study rerun --human-conditions {",".join(human) or "Human"} --baseline {baseline}
+python manage.py study_plan rerun --set package/plan/current.json
 python manage.py study_report rerun --out rerun-report
 ```
 The per-condition tests (Tests 1 and 2), the mixed models and the consistency figures of

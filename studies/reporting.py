@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -27,6 +28,7 @@ from .analysis.report import (
 )
 from .models import JobRun, Study, StudyReport
 from .package import package_build
+from .plans import plan_registration, study_plan, study_registered_plan
 from .selectors import (
     baseline_availability,
     human_pair_frame,
@@ -52,12 +54,15 @@ def report_build(
     if df.empty:
         raise ValueError(f"study {study.slug} has no submitted reviews to analyse")
     form = study.form_definition()
+    plan, registered = study_plan(study), study_registered_plan(study)
     options = options or ReportOptions(
         consistency_splits=settings.ANALYSIS_CONSISTENCY_SPLITS,
         seed=settings.ANALYSIS_SEED,
         mixed_starts=settings.ANALYSIS_MIXED_STARTS,
         mixed_engine=settings.ANALYSIS_MIXED_ENGINE,
     )
+    # The plan's resampling settings and seed win over the configured ones.
+    options = dataclasses.replace(options, **plan.option_overrides())
 
     def progress(done: int, total: int, message: str) -> None:
         if job is not None:
@@ -79,7 +84,11 @@ def report_build(
         judges=judges,
         human_pairs=human_pair_frame(study),
         baselines=baselines,
+        plan=plan,
+        registered=registered,
     )
+    if report["plan"]["registered"] is not None:
+        report["plan"]["registered"].update(plan_registration(study) or {})
     report["study"] = {
         "slug": study.slug,
         "title": study.title,

@@ -5,14 +5,15 @@ layer adds the study's identity and writes the files. The schema is documented i
 docs/report-schema.md; its top-level keys are stable:
 
     schema, generated_at, software, options, metrics, conditions, baseline, data, notes,
-    summary, by_review, by_idea, by_reviewer, mixed_effects, ordinal, correlations, consistency,
-    reliability, per_topic, review_quality, assignment, agreement, progress_total
+    summary, by_review, by_idea, by_reviewer, plan, mixed_effects, ordinal, correlations,
+    consistency, reliability, per_topic, review_quality, assignment, agreement, progress_total
 
 Everything is keyed by metric and condition names as imported.
 """
 
 from __future__ import annotations
 
+import copy
 import platform
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +28,7 @@ from . import consistency as cons
 from . import descriptives as desc
 from . import hypothesis as hyp
 from .frame import has_reviewer_ids, json_float, unique_reviews
+from .plan import AnalysisPlan, apply_plan, mixed_comparisons, plan_document, plan_hash
 
 SCHEMA = "ideareview.report/1"
 
@@ -111,12 +113,18 @@ def build_report(
     judges: Sequence[JudgeData] = (),
     human_pairs: pd.DataFrame | None = None,
     baselines: Mapping[str, Any] | None = None,
+    plan: AnalysisPlan | None = None,
+    registered: AnalysisPlan | None = None,
 ) -> dict[str, Any]:
     """Every table, test and model of the report, computed from one analysis frame.
 
     `judges` (stored runs and report-computed baselines) and `human_pairs` feed the
     agreement section; `baselines` says per no-LLM baseline whether it could run.
+    `plan` decides sidedness and multiple testing (the default plan: two-sided,
+    Bonferroni over the metrics); `registered` is the frozen plan, whose results are
+    shown beside the current plan's when the two differ.
     """
+    plan = plan or AnalysisPlan()
     metrics = list(metrics)
     conditions = [c for c in conditions if c in set(df["condition"])]
     if baseline not in conditions:
@@ -193,6 +201,7 @@ def build_report(
                 engine=options.mixed_engine,
                 n_starts=n_starts,
                 seed=options.seed,
+                covariates=plan.covariates,
             ).to_dict()
         except ValueError as exc:
             return {"metric": metric, "error": str(exc)}
@@ -225,6 +234,14 @@ def build_report(
             "so the repeated reviews of one idea count as one idea's."
         )
     timings["mixed_effects"] = time.perf_counter() - t0
+    plan_section = planned_tests(
+        {"by_review": by_review, "by_idea": by_idea, "by_reviewer": by_reviewer},
+        mixed["fits"],
+        plan=plan,
+        registered=registered,
+        metrics=metrics,
+        baseline=baseline,
+    )
 
     t0 = time.perf_counter()
     tick("ordinal check (cumulative-link mixed model)")
@@ -361,6 +378,7 @@ def build_report(
         "by_review": by_review,
         "by_idea": by_idea,
         "by_reviewer": by_reviewer,
+        "plan": plan_section,
         "mixed_effects": mixed,
         "ordinal": ordinal,
         "correlations": correlations,
@@ -374,6 +392,68 @@ def build_report(
         "progress_total": steps,
     }
     return report
+
+
+def planned_tests(
+    tests: dict[str, dict[str, Any]],
+    fits: Mapping[str, dict[str, Any]],
+    *,
+    plan: AnalysisPlan,
+    registered: AnalysisPlan | None,
+    metrics: Sequence[str],
+    baseline: str,
+) -> dict[str, Any]:
+    """The plan section: the plan, its hash, and the families it corrects.
+
+    The comparisons of Tests 1-3 get the current plan's columns; a registered plan that
+    differs is applied to copies, so both sets of results can be shown.
+    """
+    ok_fits = {m: f for m, f in fits.items() if "error" not in f}
+    all_tests = {**tests, "mixed": mixed_comparisons(ok_fits, baseline=baseline)}
+    section: dict[str, Any] = {
+        "document": plan_document(plan),
+        "hash": plan_hash(plan),
+        "default": plan.is_default(),
+        "multiplicity": apply_plan(all_tests, plan, metrics=metrics),
+        "registered": None,
+        "deviation": False,
+    }
+    if registered is not None:
+        reg_hash = plan_hash(registered)
+        section["registered"] = {"document": plan_document(registered), "hash": reg_hash}
+        if reg_hash != section["hash"]:
+            section["deviation"] = True
+            section["registered"]["multiplicity"] = apply_plan(
+                copy.deepcopy(all_tests), registered, metrics=metrics, write=False
+            )
+    return section
+
+
+def multiplicity_rows(report: dict[str, Any]) -> pd.DataFrame:
+    """multiplicity.csv: every family member under the current (and registered) plan."""
+    rows: list[dict[str, Any]] = []
+    plan = report.get("plan") or {}
+    sources = [("current", plan.get("hash"), plan.get("multiplicity"))]
+    reg = plan.get("registered") or {}
+    if reg.get("multiplicity"):
+        sources.append(("registered", reg.get("hash"), reg["multiplicity"]))
+    for which, digest, section in sources:
+        for fam in (section or {}).get("families", []):
+            for m in fam["members"]:
+                rows.append(
+                    {
+                        "plan": which,
+                        "plan_hash": digest,
+                        "family": fam["name"],
+                        "family_size": fam["size"],
+                        "method": section["method"],
+                        "alpha": section["alpha"],
+                        **m,
+                    }
+                )
+    columns = ["plan", "plan_hash", "family", "family_size", "method", "alpha", "test"]
+    columns += ["metric", "condition", "alternative", "p_unadjusted", "p_adjusted", "reject"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def build_ordinal(
@@ -532,6 +612,8 @@ def tidy_tables(report: dict[str, Any], df: pd.DataFrame) -> dict[str, pd.DataFr
     tables["mixed_effects"] = pd.DataFrame(mixed_rows)
     if "ordinal" in report:
         tables["ordinal"] = ordinal_rows(report)
+    if "plan" in report:
+        tables["multiplicity"] = multiplicity_rows(report)
     corr_rows = []
     for rows_key in ("rows", "unique_reviews"):
         block = report["correlations"][rows_key]

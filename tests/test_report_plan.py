@@ -1,0 +1,214 @@
+"""The report follows the study's analysis plan: one-sided tests, the planned
+multiple-testing method and families, and pre-registration with deviations shown."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+import zipfile
+
+import pytest
+from django.core.management import CommandError, call_command
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
+from studies.analysis.plan import PlanError
+from studies.analysis.report import ReportOptions
+from studies.models import Study
+from studies.plans import study_plan_freeze, study_plan_set
+from studies.reporting import report_build
+
+FIVE = ["novelty", "excitement", "soundness", "effectiveness", "overall"]
+ALL = [*FIVE, "faithfulness", "code_quality"]
+SM = {"bh": "fdr_bh", "holm": "holm", "bonferroni": "bonferroni"}
+OPTIONS = ReportOptions(
+    consistency_splits=10,
+    consistency_bootstrap=10,
+    consistency_permutations=10,
+    mixed_starts=1,
+    agreement_splits=5,
+    agreement_bootstrap=5,
+    agreement_permutations=5,
+    ordinal="none",
+)
+
+
+def _rows(seed: int = 11) -> list[dict]:
+    """An execution-form study: Human and AI, 14 ideas each, 3 of 10 reviewers per idea;
+    AI scores a little lower on the 1-10 metrics."""
+    rng = random.Random(seed)
+    rows = []
+    for cond in ("Human", "AI"):
+        for i in range(14):
+            for r in rng.sample(range(10), 3):
+                row = {
+                    "idea_id": f"{cond}-{i}",
+                    "condition": cond,
+                    "topic": "Bias" if i % 2 else "Coding",
+                    "reviewer_id": f"rev{r}",
+                    "familiarity": rng.randint(1, 5),
+                    "confidence": rng.randint(1, 5),
+                }
+                for m in ALL:
+                    if m == "code_quality":
+                        row[m] = rng.randint(1, 5)
+                    else:
+                        row[m] = min(10, max(1, rng.randint(3, 9) + (1 if cond == "Human" else 0)))
+                        row[f"{m}_rationale"] = "Because."
+                rows.append(row)
+    return rows
+
+
+@pytest.fixture
+def exec_study(db, tmp_path, monkeypatch):
+    from django.contrib.auth import get_user_model
+
+    monkeypatch.setenv("IDEAREVIEW_CHROMIUM", str(tmp_path / "no-chromium"))
+    get_user_model().objects.create_user("plan-owner")
+    rows = _rows()
+    path = tmp_path / "exec.csv"
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    call_command(
+        "import_reviews", "--format", "generic", "--reviews", str(path), "--study", "exec",
+        "--form", "execution", "--owner", "plan-owner", "--baseline", "Human",
+        "--human-conditions", "Human", stdout=io.StringIO(),
+    )  # fmt: skip
+    return Study.objects.get(slug="exec"), rows
+
+
+def _one_sided_plan(method: str) -> dict:
+    return {
+        "primary_metrics": ["overall"],
+        "secondary_metrics": [m for m in FIVE if m != "overall"],
+        "hypotheses": [{"direction": "AI < Human"}],
+        "multiple_testing": {"method": method, "families": "per_test"},
+    }
+
+
+def _expected(rows: list[dict], method: str, test: str) -> dict[str, tuple[float, float]]:
+    """scipy's one-sided Welch p per metric (reviews or idea means), then statsmodels."""
+    raw = []
+    for m in FIVE:
+        if test == "by_review":
+            ai = [r[m] for r in rows if r["condition"] == "AI"]
+            hu = [r[m] for r in rows if r["condition"] == "Human"]
+        else:
+            means: dict[tuple[str, str], list[float]] = {}
+            for r in rows:
+                means.setdefault((r["condition"], r["idea_id"]), []).append(r[m])
+            ai = [sum(v) / len(v) for (c, _), v in means.items() if c == "AI"]
+            hu = [sum(v) / len(v) for (c, _), v in means.items() if c == "Human"]
+        raw.append(stats.ttest_ind(ai, hu, equal_var=False, alternative="less").pvalue)
+    adjusted = multipletests(raw, method=SM[method])[1]
+    return {m: (p, q) for m, p, q in zip(FIVE, raw, adjusted, strict=True)}
+
+
+@pytest.mark.parametrize("method", ["bh", "holm", "bonferroni"])
+def test_one_sided_plan_on_a_non_default_form_gives_statsmodels_adjusted_p(
+    exec_study, tmp_path, method
+):
+    study, rows = exec_study
+    study_plan_set(study=study, source=json.dumps(_one_sided_plan(method)), actor=None)
+    out = tmp_path / "report"
+    report = report_build(study=study, out_dir=out, options=OPTIONS).data
+    assert report["plan"]["multiplicity"]["method"] == method
+    for test in ("by_review", "by_idea"):
+        expected = _expected(rows, method, test)
+        got = {c["metric"]: c for c in report[test]["comparisons"]}
+        for m, (p, q) in expected.items():
+            assert got[m]["alternative"] == "less"
+            assert got[m]["p_unadjusted"] == pytest.approx(p, rel=1e-9), (test, m)
+            assert got[m]["p_adjusted"] == pytest.approx(q, rel=1e-9), (test, m)
+        # metrics outside the plan are reported but in no family
+        assert got["faithfulness"]["family"] == "" and got["faithfulness"]["p_adjusted"] is None
+        with (out / f"{test}.csv").open() as fh:
+            csv_rows = {r["metric"]: r for r in csv.DictReader(fh)}
+        for m, (_, q) in expected.items():
+            assert float(csv_rows[m]["p_adjusted"]) == pytest.approx(q, rel=1e-9)
+            assert csv_rows[m]["alternative"] == "less" and csv_rows[m]["adjustment"] == method
+    with (out / "multiplicity.csv").open() as fh:
+        mult = [r for r in csv.DictReader(fh) if r["test"] == "by_review"]
+    assert len(mult) == 5 and {r["method"] for r in mult} == {method}
+    by_review = _expected(rows, method, "by_review")
+    for r in mult:
+        assert float(r["p_adjusted"]) == pytest.approx(by_review[r["metric"]][1], rel=1e-9)
+    html = (out / "report.html").read_text()
+    assert "Analysis plan" in html and "p (planned)" in html
+
+
+def test_a_plan_changed_after_freezing_shows_the_deviation_and_both_results(exec_study, tmp_path):
+    study, rows = exec_study
+    digest = study_plan_freeze(study=study, actor=None)  # the default plan
+    study_plan_set(study=study, source=json.dumps(_one_sided_plan("bh")), actor=None)
+    study.refresh_from_db()
+    out = tmp_path / "report"
+    report = report_build(study=study, out_dir=out, options=OPTIONS).data
+    plan = report["plan"]
+    assert plan["deviation"] is True
+    assert plan["registered"]["hash"] == digest != plan["hash"]
+    assert plan["registered"]["frozen_at"].startswith(str(study.analysis_plan_frozen_at.year))
+    # registered: two-sided Bonferroni over the 7 metrics per comparison = p_bonferroni
+    registered = {
+        (m["test"], m["metric"]): m
+        for fam in plan["registered"]["multiplicity"]["families"]
+        for m in fam["members"]
+    }
+    for c in report["by_review"]["comparisons"]:
+        reg = registered[("by_review", c["metric"])]
+        assert reg["alternative"] == "two-sided"
+        assert reg["p_adjusted"] == pytest.approx(c["p_bonferroni"], rel=1e-12)
+    expected = _expected(rows, "bh", "by_review")
+    for c in report["by_review"]["comparisons"]:
+        if c["metric"] in expected:
+            assert c["p_adjusted"] == pytest.approx(expected[c["metric"]][1], rel=1e-9)
+    html = (out / "report.html").read_text()
+    top = html[: html.index('<h2 id="data">')]
+    assert "Deviation from the registered plan" in top and digest[:12] in top
+    assert "Registered plan: its families and results" in html
+    with (out / "multiplicity.csv").open() as fh:
+        assert {r["plan"] for r in csv.DictReader(fh)} == {"current", "registered"}
+    with zipfile.ZipFile(out / "package.zip") as z:
+        reg = json.loads(z.read("package/plan/registration.json"))
+        current = json.loads(z.read("package/plan/current.json"))
+    assert reg["registered"]["hash"] == digest and reg["deviation"] is True
+    assert reg["registered"]["frozen_at"] == plan["registered"]["frozen_at"]
+    assert current["multiple_testing"]["method"] == "bh"
+
+
+def test_a_report_that_follows_the_frozen_plan_names_it_without_deviation(exec_study, tmp_path):
+    study, _ = exec_study
+    study_plan_set(study=study, source=json.dumps(_one_sided_plan("holm")), actor=None)
+    digest = study_plan_freeze(study=study, actor=None)
+    study.refresh_from_db()
+    report = report_build(study=study, out_dir=tmp_path / "r", options=OPTIONS).data
+    assert report["plan"]["deviation"] is False and report["plan"]["hash"] == digest
+    assert report["plan"]["registered"]["hash"] == digest
+
+
+def test_a_plan_cannot_be_frozen_after_the_first_report(exec_study, tmp_path):
+    study, _ = exec_study
+    report_build(study=study, out_dir=tmp_path / "r", options=OPTIONS)
+    with pytest.raises(PlanError, match="report has been built"):
+        study_plan_freeze(study=study, actor=None)
+
+
+def test_study_plan_command_sets_freezes_and_names_bad_fields(exec_study, tmp_path):
+    study, _ = exec_study
+    good = tmp_path / "plan.json"
+    good.write_text(json.dumps(_one_sided_plan("bh")))
+    out, err = io.StringIO(), io.StringIO()
+    call_command("study_plan", "exec", "--set", str(good), "--freeze", stdout=out, stderr=err)
+    assert json.loads(out.getvalue())["multiple_testing"]["method"] == "bh"
+    assert "frozen" in err.getvalue()
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"primary_metrics": ["clarity"]}))
+    with pytest.raises(CommandError, match=r"bad.json: primary_metrics: 'clarity'"):
+        call_command("study_plan", "exec", "--set", str(bad), stdout=io.StringIO())
+    study.refresh_from_db()
+    assert study.analysis_plan["multiple_testing"]["method"] == "bh"
