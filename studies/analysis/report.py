@@ -438,7 +438,9 @@ def multiplicity_rows(report: dict[str, Any]) -> pd.DataFrame:
     if reg.get("multiplicity"):
         sources.append(("registered", reg.get("hash"), reg["multiplicity"]))
     for which, digest, section in sources:
-        for fam in (section or {}).get("families", []):
+        if not section:
+            continue
+        for fam in section.get("families", []):
             for m in fam["members"]:
                 rows.append(
                     {
