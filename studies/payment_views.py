@@ -20,6 +20,7 @@ from .payments import (
     study_payment_run,
 )
 from .selectors import idea_labels
+from .services import audit
 from .views import EDITOR, VIEWER, get_study_for_member
 
 
@@ -52,6 +53,15 @@ def study_payments(request: HttpRequest, slug: str) -> HttpResponse:
 def payments_export(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
     run = study_payment_run(study=study, seed=_seed(request, study))
+    # Each export is a payment run someone may act on: record what it said.
+    audit(
+        study=study,
+        actor=request.user,
+        verb="payments_exported",
+        seed=run.seed,
+        total=str(run.total),
+        currency=run.rates.currency,
+    )
     response = HttpResponse(payments_csv(run), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = (
         f'attachment; filename="{study.slug}-payments-seed{run.seed}.csv"'

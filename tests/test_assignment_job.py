@@ -126,3 +126,17 @@ def test_other_researcher_cannot_see_or_poll_a_preview(client, owner, other_rese
     url = reverse("studies:assignment_preview", args=[s.study.slug]) + f"?job={job.pk}"
     assert client.get(url).status_code == 404
     assert client.get(url, headers={"HX-Request": "true"}).status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_second_preview_while_one_runs_shows_the_running_one(
+    client, owner, django_capture_on_commit_callbacks
+):
+    s = make_review_study(owner, commit=False)
+    client.force_login(owner)
+    url = reverse("studies:assignment_preview", args=[s.study.slug])
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        first = client.post(url, {"mode": "keep", "seed": "1"})
+        second = client.post(url, {"mode": "keep", "seed": "2"})
+    assert first["Location"] == second["Location"] and len(sent) == 1
+    assert JobRun.objects.filter(study=s.study, kind="assignment").count() == 1

@@ -85,6 +85,8 @@ def test_owner_accepts_rejects_and_the_page_and_csv_say_who_is_owed_what(client,
     assert author["payee"] == CONTACT
     assert author["top_ideas"] == idea_label(human[0])
     assert Decimal(author["amount"]) == 2 * 300 + 1000
+    exported = AuditEvent.objects.get(verb="payments_exported")
+    assert Decimal(exported.detail["total"]) == sum(reviewers.values()) + 1600
 
 
 def test_only_submitted_reviews_can_be_decided(paid, owner):

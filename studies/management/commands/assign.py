@@ -53,6 +53,12 @@ class Command(BaseCommand):
             f"seed {result.seed}"
         )
         out.write(f"reviews by topic rank: {result.objective.get('reviews_by_topic_rank')}")
+        share = result.objective.get("first_choice_share")
+        if share is not None:
+            out.write(
+                f"first-choice share ({plan.inputs.params.topic_choice}): {share:.1%} of the "
+                "reviews by reviewers with two topics"
+            )
         out.write(f"ideas by review count: {result.objective.get('ideas_by_review_count')}")
         for rid, load in sorted(result.reviewer_loads.items()):
             counts = result.reviewer_condition_counts.get(rid, {})
