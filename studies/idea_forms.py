@@ -15,8 +15,9 @@ from .protocol.template import SECTIONS
 class IdeaUploadForm(forms.Form):
     file = forms.FileField(
         required=False,
-        help_text="CSV or JSONL (title, topic, condition(s), text or one column per "
-        "section, author institution), a zip of Markdown files with front matter, or one "
+        help_text="CSV or JSONL with columns external_id, topic, condition and text (or one "
+        "column per section), optionally title and institution; a zip of Markdown files "
+        "with front matter (the file name is the id unless external_id is given); or one "
         "Markdown file.",
     )
     staged = forms.IntegerField(required=False, widget=forms.HiddenInput)

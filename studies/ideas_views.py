@@ -35,6 +35,7 @@ from .idea_forms import (
     TopicForm,
     TopicReasonForm,
 )
+from .import_samples import IDEA_COLUMNS
 from .models import DuplicatePair, Idea, IdeaUpload, JobRun, LeakageExport, Study, StudyMember
 from .protocol.ideafiles import IdeaBatch
 from .protocol.normalization import (
@@ -251,6 +252,7 @@ def ideas_import_view(request: HttpRequest, slug: str) -> HttpResponse:
             "errors": sum(1 for p in problems if p["level"] == "error"),
             "staged": staged if problems else None,
             "valid_count": valid_count,
+            "columns": IDEA_COLUMNS,
             "topics": study.topics.all(),
             "conditions": study.conditions.all(),
         },

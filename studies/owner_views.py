@@ -3,6 +3,7 @@ preview and commit, pair tasks and progress. Each starts with `get_study_for_mem
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from django.contrib import messages
@@ -24,6 +25,7 @@ from .recruitment import (
     invitation_link,
     invitation_send,
     invitations_create_from_csv,
+    invitations_read,
     pair_tasks_create,
     pair_tasks_upload,
     progress_summary,
@@ -205,7 +207,12 @@ def study_invitations(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _invitations_page(
-    request: HttpRequest, study: Study, form: Any, upload: Any, problems: list[str]
+    request: HttpRequest,
+    study: Study,
+    form: Any,
+    upload: Any,
+    problems: list[str],
+    staged: dict[str, Any] | None = None,
 ) -> HttpResponse:
     rows = [
         {
@@ -217,7 +224,14 @@ def _invitations_page(
     return render(
         request,
         "studies/owner/invitations.html",
-        {"study": study, "form": form, "upload": upload, "rows": rows, "problems": problems},
+        {
+            "study": study,
+            "form": form,
+            "upload": upload,
+            "rows": rows,
+            "problems": problems,
+            "staged": staged,
+        },
         status=400 if problems or form.errors else 200,
     )
 
@@ -227,20 +241,26 @@ def _invitations_page(
 def invitations_upload(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
     upload = InvitationUploadForm(request.POST, request.FILES)
-    problems: list[str] = []
-    if upload.is_valid():
-        created, problems = invitations_create_from_csv(
-            study=study,
-            data=upload.cleaned_data["file"].read(),
-            actor=request.user,
-            link_for=_link_for(request),
-        )
-        if not problems:
-            messages.success(request, f"{len(created)} invitation(s) sent.")
-            return redirect("studies:study_invitations", study.slug)
-    else:
-        problems = ["choose a CSV file"]
-    return _invitations_page(request, study, InvitationForm(), upload, problems)
+    if not upload.is_valid():
+        problems = [str(e) for e in upload.non_field_errors()] or ["choose a CSV or JSONL file"]
+        return _invitations_page(request, study, InvitationForm(), upload, problems)
+    data, name = upload.cleaned_data["data"], upload.cleaned_data["name"]
+    valid, problems = invitations_read(study=study, data=data, name=name)
+    if problems and not (upload.cleaned_data["valid_only"] and valid):
+        staged = {"data": base64.b64encode(data).decode(), "name": name, "valid": len(valid)}
+        return _invitations_page(request, study, InvitationForm(), upload, problems, staged)
+    created, skipped = invitations_create_from_csv(
+        study=study,
+        data=data,
+        name=name,
+        actor=request.user,
+        link_for=_link_for(request),
+        valid_only=True,
+    )
+    messages.success(request, f"{len(created)} invitation(s) sent.")
+    if skipped:
+        messages.warning(request, f"{len(skipped)} row(s) skipped: " + "; ".join(skipped[:20]))
+    return redirect("studies:study_invitations", study.slug)
 
 
 @login_required

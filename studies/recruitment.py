@@ -144,11 +144,42 @@ def invitation_create(
     return invitation
 
 
-def invitations_create_from_csv(
-    *, study: Study, data: bytes, actor: Any = None, link_for: LinkFor | None = None
-) -> tuple[list[Invitation], list[str]]:
-    """Rows of name,email (a header row is optional). Returns invitations and problems;
-    nothing is created when any row is bad, so a corrected file can simply be re-sent."""
+@dataclass(frozen=True)
+class InvitationRow:
+    row: int  # 1-based data row (a header row is not counted)
+    name: str
+    email: str
+
+
+def _invitation_records(text: str, jsonl: bool) -> list[tuple[int, str, str]] | str:
+    """(row, name, email) per non-empty row, or a message for a file that cannot be read."""
+    if jsonl:
+        records = []
+        for n, line in enumerate((ln for ln in text.splitlines() if ln.strip()), start=1):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                return f"row {n}: not valid JSON ({exc.msg})"
+            if not isinstance(obj, dict):
+                return f"row {n}: each line must be a JSON object with name and email"
+            records.append((n, str(obj.get("name") or ""), str(obj.get("email") or "")))
+        return records
+    rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    if rows and [c.strip().lower() for c in rows[0]][:2] in (["name", "email"], ["email", "name"]):
+        header = [c.strip().lower() for c in rows[0]]
+        return [
+            (n, (d := dict(zip(header, r, strict=False))).get("name", ""), d.get("email", ""))
+            for n, r in enumerate(rows[1:], start=1)
+        ]
+    return [(n, r[0], r[1]) if len(r) > 1 else (n, "", r[0]) for n, r in enumerate(rows, start=1)]
+
+
+def invitations_read(
+    *, study: Study, data: bytes, name: str = "invitations.csv"
+) -> tuple[list[InvitationRow], list[str]]:
+    """The valid rows of an invitation file (CSV of name,email with an optional header, or
+    JSONL objects with name and email), and one problem per bad row, naming row and
+    reason. Nothing is written."""
     from django.core.exceptions import ValidationError
     from django.core.validators import validate_email
 
@@ -156,18 +187,16 @@ def invitations_create_from_csv(
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return [], ["the file is not UTF-8 text"]
-    rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
-    parsed: list[tuple[str, str]]
-    if rows and [c.strip().lower() for c in rows[0]][:2] in (["name", "email"], ["email", "name"]):
-        header = [c.strip().lower() for c in rows[0]]
-        records = [dict(zip(header, r, strict=False)) for r in rows[1:]]
-        parsed = [(r.get("name", ""), r.get("email", "")) for r in records]
-    else:
-        parsed = [(r[0], r[1]) if len(r) > 1 else ("", r[0]) for r in rows]
+    records = _invitation_records(text, name.lower().endswith(".jsonl"))
+    if isinstance(records, str):
+        return [], [records]
+    open_emails = {
+        inv.email for inv in study.invitations.all() if inv.status_label in ("open", "used")
+    }
     problems: list[str] = []
     seen: set[str] = set()
-    clean: list[tuple[str, str]] = []
-    for n, (name, email) in enumerate(parsed, start=1):
+    valid: list[InvitationRow] = []
+    for n, person, email in records:
         email = (email or "").strip().lower()
         try:
             validate_email(email)
@@ -177,22 +206,41 @@ def invitations_create_from_csv(
         if email in seen:
             problems.append(f"row {n}: {email} appears twice")
             continue
+        if email in open_emails:
+            problems.append(f"row {n}: {email} already has an invitation to this study")
+            continue
         seen.add(email)
-        clean.append(((name or "").strip(), email))
-    if not clean and not problems:
+        valid.append(InvitationRow(n, (person or "").strip(), email))
+    if not valid and not problems:
         problems.append("the file holds no rows")
-    if problems:
+    return valid, problems
+
+
+def invitations_create_from_csv(
+    *,
+    study: Study,
+    data: bytes,
+    actor: Any = None,
+    link_for: LinkFor | None = None,
+    name: str = "invitations.csv",
+    valid_only: bool = False,
+) -> tuple[list[Invitation], list[str]]:
+    """Invite everyone in an invitation file; returns (invitations, problems). When any
+    row is bad nothing is created, unless `valid_only`: then the valid rows are invited
+    and the bad ones returned as problems."""
+    rows, problems = invitations_read(study=study, data=data, name=name)
+    if problems and not valid_only:
         return [], problems
     with transaction.atomic():
         created = [
             invitation_create(
-                study=study, email=email, name=name, actor=actor, link_for=link_for, send=False
+                study=study, email=r.email, name=r.name, actor=actor, link_for=link_for, send=False
             )
-            for name, email in clean
+            for r in rows
         ]
     for inv in created:
         invitation_send(invitation=inv, link_for=link_for)
-    return created, []
+    return created, problems
 
 
 def invitation_send(

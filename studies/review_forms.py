@@ -7,6 +7,9 @@ save (DESIGN.md rule 4). Error messages name form fields only, never an idea.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import dataclasses
 from pathlib import Path
 from typing import Any, cast
 
@@ -25,6 +28,7 @@ from .protocol.forms import (
 from .recruitment import words
 
 MAX_FORM_FILE_BYTES = 1_000_000
+MAX_INVITATION_FILE_BYTES = 1_000_000
 
 
 def review_form_resolve(name_or_path: str | Path) -> FormDefinition:
@@ -58,6 +62,13 @@ def review_form_resolve(name_or_path: str | Path) -> FormDefinition:
     if path.stat().st_size > MAX_FORM_FILE_BYTES:
         raise FormFileError([f"the file is larger than {MAX_FORM_FILE_BYTES} bytes"], name)
     return form_parse_json(path.read_bytes(), source=str(path))
+
+
+def study_review_definition(study: Study) -> FormDefinition:
+    """The study's form as its reviewers answer it: the study's rationale minimum, when
+    set, replaces the form's own (a metric's own minimum still wins)."""
+    definition = study.form_definition()
+    return dataclasses.replace(definition, min_rationale_words=study.rationale_minimum())
 
 
 def _stored_form(name: str) -> ReviewForm | None:
@@ -256,7 +267,40 @@ class InvitationForm(forms.Form):
 
 
 class InvitationUploadForm(forms.Form):
-    file = forms.FileField(help_text="CSV with columns name,email (a header row is optional).")
+    """An invitation file, or one read before and carried back (base64) to invite its
+    valid rows."""
+
+    file = forms.FileField(
+        required=False,
+        help_text="CSV with columns name,email (a header row is optional), or JSONL with "
+        "one object per line holding name and email.",
+    )
+    staged = forms.CharField(required=False, widget=forms.HiddenInput)
+    staged_name = forms.CharField(required=False, widget=forms.HiddenInput, max_length=200)
+    valid_only = forms.BooleanField(
+        required=False, label="Invite the valid rows and skip the ones with problems"
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        upload = data.get("file")
+        if upload is not None:
+            if upload.size and upload.size > MAX_INVITATION_FILE_BYTES:
+                raise forms.ValidationError(
+                    f"{upload.name}: larger than {MAX_INVITATION_FILE_BYTES} bytes"
+                )
+            data["data"], data["name"] = upload.read(), upload.name or "invitations.csv"
+        elif data.get("staged"):
+            try:
+                data["data"] = base64.b64decode(data["staged"], validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise forms.ValidationError(
+                    "the file read before was damaged; upload it again"
+                ) from exc
+            data["name"] = data.get("staged_name") or "invitations.csv"
+        else:
+            raise forms.ValidationError("choose a CSV or JSONL file")
+        return data
 
 
 class ScreeningForm(forms.Form):

@@ -48,6 +48,7 @@ from .review_forms import (
     ReviewAnswersForm,
     SignUpForm,
     draft_from_post,
+    study_review_definition,
 )
 from .throttle import client_address, login_blocked, login_failed, token_blocked, token_failed
 
@@ -338,7 +339,7 @@ def _review_context(
     assignment: Assignment, values: dict[str, str], form: ReviewAnswersForm | None
 ) -> dict[str, Any]:
     study = assignment.study
-    definition = study.form_definition()
+    definition = study_review_definition(study)
     errors = form.errors if form is not None else {}
 
     def scale(s: Scale) -> dict[str, Any]:
@@ -420,7 +421,7 @@ def review_autosave(request: HttpRequest, assignment_id: int) -> HttpResponse:
 @require_POST
 def review_submit_view(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = get_assignment_for_reviewer(request, assignment_id)
-    definition = assignment.study.form_definition()
+    definition = study_review_definition(assignment.study)
     form = ReviewAnswersForm(request.POST, definition=definition)
     if assignment.study.is_closed():
         messages.error(request, "The study is closed; reviews can no longer be changed.")

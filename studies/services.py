@@ -58,6 +58,46 @@ def review_form_ensure(*, definition: FormDefinition = DEFAULT_FORM) -> ReviewFo
     return form
 
 
+def study_form_locked_reason(study: Study) -> str:
+    """Why the study's review form can no longer change ("" while it can): reviews,
+    drafts included, are answers to the form they were written on."""
+    n = study.reviews.count()
+    if n:
+        return (
+            f"The study has {n} review(s) on form {study.review_form.key} "
+            f"v{study.review_form.version}; its form can no longer change."
+        )
+    return ""
+
+
+def study_form_set(*, study: Study, definition: FormDefinition, actor: Any = None) -> ReviewForm:
+    """Give the study another review form (stored as its own immutable version); refused
+    once the study has reviews."""
+    with transaction.atomic():
+        locked = Study.objects.select_for_update().get(pk=study.pk)
+        reason = study_form_locked_reason(locked)
+        if reason:
+            raise ValueError(reason)
+        form = review_form_ensure(definition=definition)
+        locked.review_form = form
+        locked.save(update_fields=["review_form", "updated_at"])
+        audit(
+            study=locked,
+            actor=actor,
+            verb="review_form_set",
+            form=definition.key,
+            version=definition.version,
+        )
+    study.review_form = form
+    return form
+
+
+def review_form_next_version(key: str) -> int:
+    """The first version number of `key` not stored yet."""
+    last = ReviewForm.objects.filter(key=key).order_by("-version").first()
+    return 1 if last is None else last.version + 1
+
+
 def study_create(
     *,
     owner: Any,

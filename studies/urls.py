@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import (
+    form_views,
     ideas_views,
     member_views,
     owner_views,
@@ -58,6 +59,12 @@ urlpatterns = [
         "<slug:slug>/members/<int:member_id>/remove/",
         member_views.member_remove_view,
         name="member_remove",
+    ),
+    path("<slug:slug>/form/", form_views.study_form, name="study_form"),
+    path(
+        "<slug:slug>/samples/<slug:kind>.<slug:fmt>",
+        form_views.import_sample,
+        name="import_sample",
     ),
     path("<slug:slug>/report/", views.study_report, name="study_report"),
     path("<slug:slug>/report/build/", views.study_report_build, name="study_report_build"),

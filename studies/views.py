@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from .forms import ReviewImportForm
 from .http import is_htmx
+from .import_samples import review_columns
 from .importers import ImportFailed, format_quality_summary
 from .models import ImportBatch, JobRun, Study, StudyMember, StudyReport
 from .overview import next_step, study_steps
@@ -237,7 +238,13 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
     return render(
         request,
         "studies/study_import.html",
-        {"study": study, "form": form, "summary_lines": summary_lines, "problems": problems},
+        {
+            "study": study,
+            "form": form,
+            "summary_lines": summary_lines,
+            "problems": problems,
+            "columns": review_columns(study.form_definition()),
+        },
         status=400 if problems else 200,
     )
 

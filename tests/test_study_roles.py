@@ -38,6 +38,8 @@ RANK = {"": 0, V: 1, E: 2, OW: 3}
 PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:study_detail": ((), V, None),
     "studies:study_import": ((), V, E),
+    "studies:study_form": ((), V, E),
+    "studies:import_sample": (("sample", "sample_fmt"), V, None),
     "studies:study_report": ((), V, None),
     "studies:study_report_build": ((), None, E),
     "studies:study_report_file": (("name",), V, None),
@@ -135,6 +137,8 @@ def team(db, owner, other_researcher, settings, tmp_path) -> Team:
         "invitation": invitation_create(study=study, email="x@example.org", send=False).pk,
         "export": LeakageExport.objects.create(study=study, seed=1).pk,
         "kind": "key",
+        "sample": "reviews",
+        "sample_fmt": "csv",
         "idea": idea.pk,
         "review": Review.objects.create(study=study, idea=idea, status="submitted").pk,
         "member_editor": StudyMember.objects.get(study=study, user=users["co-editor"]).pk,
