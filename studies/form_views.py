@@ -90,7 +90,9 @@ def study_form(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=role_by_method(request))
     current = study.form_definition()
     locked = study_form_locked_reason(study)
-    candidate, text, problems = None, "", []
+    candidate: FormDefinition | None = None
+    text = ""
+    problems: list[str] = []
     if request.method == "POST":
         candidate, text, problems = _candidate(request)
         if locked:

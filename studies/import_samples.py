@@ -75,7 +75,7 @@ def review_sample_rows(
     form: FormDefinition, *, conditions: Sequence[str], topics: Sequence[str]
 ) -> list[dict[str, Any]]:
     """Two ideas per condition (at most three conditions), two reviews each."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     topic = topics[0] if topics else "Topic A"
     for c, cond in enumerate(conditions[:3] or ["Human", "AI"]):
         for i in range(2):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 RATIONALE_CHOICES = ("required", "optional", "none")
 # Names the review importers and the review page already use for other answers.
@@ -246,7 +246,7 @@ SCALE_FIELDS = {
 }
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
