@@ -88,6 +88,7 @@ def bench_simulated(size: int, n_judges: int, draws: int) -> None:
     import numpy as np
     import pandas as pd
 
+    from studies import csvsafe
     from studies.analysis.frame import unique_reviews
     from studies.analysis.report import JudgeData, ReportOptions, build_report, tidy_tables
     from studies.analysis.simulate import simulate_study
@@ -142,7 +143,7 @@ def bench_simulated(size: int, n_judges: int, draws: int) -> None:
         out = Path(tmp)
         t0 = time.perf_counter()
         for name, table in tidy_tables(report, df).items():
-            table.to_csv(out / f"{name}.csv", index=False)
+            csvsafe.frame_to_csv(table, out / f"{name}.csv", index=False)
         (out / "report.json").write_text(json.dumps(report, indent=2, allow_nan=False))
         parts["json+csv"] = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -154,10 +155,12 @@ def bench_simulated(size: int, n_judges: int, draws: int) -> None:
             parts["pdf"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         with zipfile.ZipFile(out / "package.zip", "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr("data/reviews.csv", df.to_csv(index=False))
+            z.writestr("data/reviews.csv", csvsafe.frame_to_csv(df, index=False))
             z.writestr(
                 "judges/judgments.csv",
-                pd.concat([j.judge_scores.assign(run=j.key) for j in judges]).to_csv(index=False),
+                csvsafe.frame_to_csv(
+                    pd.concat([j.judge_scores.assign(run=j.key) for j in judges]), index=False
+                ),
             )
             for f in sorted(out.iterdir()):
                 if f.name != "package.zip":

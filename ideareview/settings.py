@@ -113,6 +113,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "ideareview.middleware.content_security_policy",
+    "ideareview.middleware.request_size_limit",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -262,6 +263,14 @@ def _trusted_proxies() -> list[str]:
 IDEAREVIEW_TRUSTED_PROXIES = _trusted_proxies()
 # An invitation can only be taken by an account whose email is the invited address.
 IDEAREVIEW_INVITATION_BIND_EMAIL = env_bool("IDEAREVIEW_INVITATION_BIND_EMAIL", False)
+
+# Request limits: a file upload (IDEAREVIEW_MAX_UPLOAD_MB) and a form's fields; larger
+# requests get a page saying the size and the limit (413). The proxy's limit
+# (client_max_body_size) should be a little above the upload limit.
+IDEAREVIEW_MAX_UPLOAD_BYTES = env_int("IDEAREVIEW_MAX_UPLOAD_MB", 25) * 2**20
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("IDEAREVIEW_MAX_FORM_KB", 2560) * 2**10
+# Uploads larger than this go to a temporary file instead of memory.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2621440
 
 # Where links in mails point (invitations, reminders): the address reviewers open.
 IDEAREVIEW_BASE_URL = env_url(

@@ -17,3 +17,5 @@ urlpatterns = [
     path("judging/", include("judging.urls")),
     path("healthz", include("studies.health_urls")),
 ]
+
+handler400 = "ideareview.errors.bad_request"

@@ -30,6 +30,8 @@ import numpy as np
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
+from studies.protocol import jsonsafe
+
 from .methods.elo import debias_by_venue
 from .methods.novelty import BM25, Hit, cosine_similarities, hybrid_scores, tokenize, top_k
 from .methods.parsing import FORMALISATION_KEYS
@@ -77,7 +79,7 @@ def _records(text: str, filename: str) -> list[tuple[int, Any]]:
     if not stripped:
         raise CorpusImportError([f"{filename}: the file is empty"])
     try:
-        data = json.loads(stripped)
+        data = jsonsafe.loads(stripped)
     except json.JSONDecodeError as whole:
         lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
         if len(lines) < 2:
@@ -87,7 +89,7 @@ def _records(text: str, filename: str) -> list[tuple[int, Any]]:
         rows, errors = [], []
         for n, line in lines:
             try:
-                rows.append((n, json.loads(line)))
+                rows.append((n, jsonsafe.loads(line)))
             except json.JSONDecodeError as exc:
                 errors.append(f"{filename}: line {n}: not JSON: {exc.msg}")
         if errors:

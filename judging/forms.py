@@ -9,6 +9,8 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
+from studies.protocol import jsonsafe
+
 from .models import JudgeConfig, JudgeRun
 
 _ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]{0,99}\Z")
@@ -22,7 +24,7 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
     if not text:
         return {}
     try:
-        value = json.loads(text)
+        value = jsonsafe.loads(text)
     except json.JSONDecodeError as exc:
         raise forms.ValidationError(f"{what} is not JSON: {exc.msg} (line {exc.lineno})") from None
     if not isinstance(value, dict):

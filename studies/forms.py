@@ -5,6 +5,8 @@ from typing import Any
 
 from django import forms
 
+from .protocol import jsonsafe
+
 
 class ReviewImportForm(forms.Form):
     format = forms.ChoiceField(
@@ -29,7 +31,7 @@ class ReviewImportForm(forms.Form):
         if not raw.strip():
             return {}
         try:
-            value: Any = json.loads(raw)
+            value: Any = jsonsafe.loads(raw)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"not valid JSON: {exc.msg}") from exc
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):

@@ -10,7 +10,6 @@ functions, as in `services.py`; the pure parts live in `studies/protocol` and
 from __future__ import annotations
 
 import contextlib
-import csv
 import hashlib
 import io
 import logging
@@ -31,6 +30,7 @@ from django.utils import timezone
 from judging.client import Attempt, JudgeNotConfigured, Prepared, lookup, prepare, record, send
 from judging.models import JudgeConfig, LLMCall
 
+from . import csvsafe
 from .models import (
     Condition,
     DuplicatePair,
@@ -1133,7 +1133,7 @@ def leakage_export_create(
 
 def leakage_csv(export: LeakageExport, kind: str) -> str:
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = csvsafe.writer(out)
     if kind == "texts":
         texts = dict(
             Idea.objects.filter(pk__in=[k["idea_id"] for k in export.key]).values_list(

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .protocol import jsonsafe
 from .protocol.forms import FormDefinition
 
 MAX_REPORTED_ERRORS = 50
@@ -190,7 +191,7 @@ def read_table(data: bytes, name: str) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = jsonsafe.loads(line)
             except json.JSONDecodeError as exc:
                 raise ImportFailed(
                     [Problem(name, lineno, None, f"not valid JSON: {exc.msg}")]
@@ -203,7 +204,7 @@ def read_table(data: bytes, name: str) -> list[dict[str, Any]]:
         return rows
     if suffix == ".json" or stripped[:1] in "[{":
         try:
-            obj = json.loads(text)
+            obj = jsonsafe.loads(text)
         except json.JSONDecodeError as exc:
             raise ImportFailed(
                 [

@@ -13,7 +13,6 @@ anyone without the key.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import hmac
 import io
@@ -29,6 +28,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from . import csvsafe
 from .analysis.plan import plan_document, plan_hash
 from .analysis.report import software_versions
 from .models import (
@@ -81,7 +81,7 @@ class Pseudonyms:
 
 def _csv(rows: Iterable[dict[str, Any]], columns: list[str]) -> str:
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+    w = csvsafe.dict_writer(buf, fieldnames=columns, extrasaction="ignore")
     w.writeheader()
     for row in rows:
         w.writerow({k: "" if row.get(k) is None else row.get(k) for k in columns})

@@ -4,7 +4,6 @@ review, and the study's payment run (who is owed what) built from rows by the pu
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from . import csvsafe
 from .ideaprep import study_ideas
 from .models import Review, ReviewAcceptance, ReviewScore, Study
 from .protocol import payments as pay
@@ -131,7 +131,7 @@ def study_payment_run(*, study: Study, seed: int | None = None) -> pay.PaymentRu
 def payments_csv(run: pay.PaymentRun) -> str:
     """One row per payee: reviewers first, then idea authors."""
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = csvsafe.writer(out)
     writer.writerow(
         [
             "payee_type",

@@ -48,6 +48,7 @@ from .models import (
     Study,
 )
 from .protocol import assignment as solver
+from .protocol.textcheck import control_character_problem
 from .services import audit, job_finish, job_progress, job_start
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,10 @@ LinkFor = Callable[[str], str]
 
 class RecruitmentError(Exception):
     """A request that cannot be honoured; the message is safe to show to its sender."""
+
+
+class TextRejected(RecruitmentError):
+    """Typed text the server will not store (a control character); a field error."""
 
 
 class InvitationError(RecruitmentError):
@@ -849,6 +854,7 @@ def _review_for(assignment: Assignment) -> Review:
 def review_draft_save(*, assignment: Assignment, draft: dict[str, str]) -> Review:
     if assignment.study.is_closed():
         raise RecruitmentError("The study is closed; reviews can no longer be changed.")
+    _draft_check_text(assignment, draft)
     with transaction.atomic():
         assignment = Assignment.objects.select_for_update().get(pk=assignment.pk)
         review = _review_for(assignment)
@@ -860,6 +866,19 @@ def review_draft_save(*, assignment: Assignment, draft: dict[str, str]) -> Revie
             assignment.status = Assignment.Status.DRAFT
             assignment.save(update_fields=["status"])
     return review
+
+
+def _draft_check_text(assignment: Assignment, draft: dict[str, str]) -> None:
+    """A control character refuses the draft with the field named (PostgreSQL would refuse
+    a NUL with an error page)."""
+    labels = {
+        f"{m.key}_rationale": f"{m.label} rationale"
+        for m in assignment.study.form_definition().metrics
+    }
+    for key, value in draft.items():
+        problem = control_character_problem(str(value))
+        if problem:
+            raise TextRejected(f"Not saved: {labels.get(key, key)} {problem}.")
 
 
 def review_current_values(review: Review | None) -> dict[str, str]:

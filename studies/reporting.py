@@ -18,6 +18,7 @@ from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from . import csvsafe
 from .analysis import plots
 from .analysis.report import (
     JudgeData,
@@ -109,7 +110,7 @@ def report_build(
     tables = tidy_tables(report, df)
     csv_names = []
     for name, table in tables.items():
-        table.to_csv(out / f"{name}.csv", index=False)
+        csvsafe.frame_to_csv(table, out / f"{name}.csv", index=False)
         csv_names.append(f"{name}.csv")
     report["files"] = {
         "json": "report.json",

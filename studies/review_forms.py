@@ -25,10 +25,17 @@ from .protocol.forms import (
     builtin_form_names,
     form_parse_json,
 )
+from .protocol.textcheck import control_character_problem
 from .recruitment import words
 
 MAX_FORM_FILE_BYTES = 1_000_000
 MAX_INVITATION_FILE_BYTES = 1_000_000
+
+
+def no_control_characters(value: str) -> None:
+    problem = control_character_problem(value)
+    if problem:
+        raise forms.ValidationError(f"This text {problem}.")
 
 
 def review_form_resolve(name_or_path: str | Path) -> FormDefinition:
@@ -187,6 +194,7 @@ class ReviewAnswersForm(forms.Form):
                     widget=forms.Textarea,
                     max_length=20_000,
                     required=m.rationale_required,
+                    validators=[no_control_characters],
                 )
         for s in definition.questions:
             self.fields[s.key] = forms.ChoiceField(
@@ -239,6 +247,7 @@ class PairForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3}),
         label="Why? (optional)",
         max_length=20_000,
+        validators=[no_control_characters],
     )
 
     def __init__(self, *args: Any, task: PairTask, labels: dict[str, str], **kwargs: Any):

@@ -29,6 +29,7 @@ from .protocol.forms import Scale
 from .recruitment import (
     InvitationError,
     RecruitmentError,
+    TextRejected,
     assignment_touch,
     idea_sections,
     invitation_accept,
@@ -392,11 +393,11 @@ def review_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
 def review_autosave(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = get_assignment_for_reviewer(request, assignment_id)
     definition = assignment.study.form_definition()
-    error = ""
+    error, status = "", 200
     try:
         review_draft_save(assignment=assignment, draft=draft_from_post(definition, request.POST))
     except RecruitmentError as exc:
-        error = str(exc)
+        error, status = str(exc), 400 if isinstance(exc, TextRejected) else 409
     if is_htmx(request):
         review = Review.objects.filter(assignment=assignment).first()
         return render(
@@ -408,7 +409,7 @@ def review_autosave(request: HttpRequest, assignment_id: int) -> HttpResponse:
                 "save_error": error,
                 "closed": assignment.study.is_closed(),
             },
-            status=409 if error else 200,
+            status=status,
         )
     if error:
         messages.error(request, error)

@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from studies.protocol import jsonsafe
+
 __all__ = [
     "FORMALISATION_KEYS",
     "AbsoluteScore",
@@ -164,7 +166,7 @@ def _load_json_object(raw: str) -> dict[str, Any] | Unparseable:
         return Unparseable("the answer is empty", raw)
     body = _unfence(text)
     try:
-        value = json.loads(body, object_pairs_hook=_no_duplicates)
+        value = jsonsafe.loads(body, object_pairs_hook=_no_duplicates)
     except _DuplicateKey as exc:
         return Unparseable(f"duplicate key {exc.args[0]!r} in the JSON answer", raw)
     except json.JSONDecodeError as exc:

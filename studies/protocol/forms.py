@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from . import jsonsafe
+
 RATIONALE_CHOICES = ("required", "optional", "none")
 # Names the review importers and the review page already use for other answers.
 RESERVED_KEYS = frozenset(
@@ -418,7 +420,7 @@ def form_parse_json(text: str | bytes, *, source: str = "form") -> FormDefinitio
         except UnicodeDecodeError as exc:
             raise FormFileError([f"not UTF-8 text (byte {exc.start})"], source) from exc
     try:
-        data = json.loads(text)
+        data = jsonsafe.loads(text)
     except json.JSONDecodeError as exc:
         raise FormFileError(
             [f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"], source

@@ -32,6 +32,8 @@ from studies.protocol.template import (
     render_sections,
 )
 
+from . import jsonsafe
+
 __all__ = [
     "ERROR",
     "WARNING",
@@ -420,7 +422,7 @@ def _read_jsonl(text: str, source: str, ctx: _Context, batch: IdeaBatch) -> None
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = jsonsafe.loads(line)
         except json.JSONDecodeError as exc:
             batch.problems.append(ImportProblem(source, f"not valid JSON: {exc.msg}", number))
             continue

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from studies import csvsafe
 from studies.analysis.simulate import TESTS, power, simulate_study
 
 
@@ -93,7 +94,9 @@ class Command(BaseCommand):
         try:
             if o["write_csv"]:
                 df = simulate_study(**design, seed=o["seed"])
-                df.rename(columns={"overall": "overall_score"}).to_csv(o["write_csv"], index=False)
+                csvsafe.frame_to_csv(
+                    df.rename(columns={"overall": "overall_score"}), o["write_csv"], index=False
+                )
                 self.stderr.write(
                     f"one simulated study written to {o['write_csv']} ({len(df)} rows)"
                 )
