@@ -1,0 +1,85 @@
+"""The study's analysis plan page: read it, edit it (JSON), freeze it (pre-registration).
+
+Viewers read; editors change the plan; owners freeze it. docs/analysis-plan.md describes
+the document.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from .analysis.plan import METHODS, PlanError, plan_document, plan_hash
+from .models import Study
+from .plans import study_plan, study_plan_freeze, study_plan_set
+from .views import OWNER, get_study_for_member, role_by_method
+
+
+class PlanDocumentForm(forms.Form):
+    document = forms.CharField(
+        label="Analysis plan (JSON)",
+        widget=forms.Textarea(attrs={"rows": 24, "cols": 80, "spellcheck": "false"}),
+        help_text="An empty object {} is the default plan: two-sided tests, Bonferroni over "
+        "the metrics within each test and comparison.",
+    )
+
+
+def _context(study: Study, form: PlanDocumentForm) -> dict[str, object]:
+    plan = study_plan(study)
+    digest = plan_hash(plan)
+    return {
+        "study": study,
+        "form": form,
+        "plan": plan,
+        "hash": digest,
+        "method_label": METHODS[plan.method],
+        "metrics": plan.metrics(study.form_definition().metric_keys),
+        "frozen": study.analysis_plan_frozen_at is not None,
+        "changed_since_freeze": study.analysis_plan_frozen_at is not None
+        and digest != study.analysis_plan_hash,
+        "can_freeze": study.analysis_plan_frozen_at is None and not study.reports.exists(),
+    }
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def study_plan_page(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_member(request, slug, role=role_by_method(request))
+    if request.method == "POST":
+        form = PlanDocumentForm(request.POST)
+        if form.is_valid():
+            try:
+                study_plan_set(
+                    study=study, source=form.cleaned_data["document"], actor=request.user
+                )
+            except PlanError as exc:
+                form.add_error("document", str(exc))
+            else:
+                messages.success(request, "Analysis plan saved.")
+                return redirect("studies:study_plan", slug=study.slug)
+        return render(request, "studies/owner/plan.html", _context(study, form), status=400)
+    text = json.dumps(plan_document(study_plan(study)), indent=2)
+    return render(
+        request,
+        "studies/owner/plan.html",
+        _context(study, PlanDocumentForm(initial={"document": text})),
+    )
+
+
+@login_required
+@require_POST
+def study_plan_freeze_view(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_study_for_member(request, slug, role=OWNER)
+    try:
+        digest = study_plan_freeze(study=study, actor=request.user)
+    except PlanError as exc:
+        messages.error(request, f"The plan was not frozen: {exc}.")
+    else:
+        messages.success(request, f"Analysis plan frozen (hash {digest[:12]}).")
+    return redirect("studies:study_plan", slug=study.slug)

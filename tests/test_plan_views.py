@@ -1,0 +1,89 @@
+"""The study's analysis plan page: who may read, edit and freeze it, and what it says."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from studies.models import StudyMember, StudyReport
+
+
+@pytest.fixture
+def study(db, owner):
+    from studies.services import study_create
+
+    study = study_create(owner=owner, slug="planned", title="Planned", baseline_condition="Human")
+    for key, kind in (("Human", "human"), ("AI", "ai")):
+        study.conditions.create(key=key, kind=kind)
+    return study
+
+
+def _login(client, user, password):
+    assert client.login(username=user.username, password=password)
+
+
+def test_owner_sees_the_default_plan_with_labelled_json(client, owner, study):
+    _login(client, owner, "owner-pass-123")
+    page = client.get(reverse("studies:study_plan", args=[study.slug]))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert '<label for="id_document">Analysis plan (JSON)</label>' in html
+    assert "Bonferroni" in html and "Freeze (pre-register)" in html
+    assert "style=" not in html and "onclick" not in html
+
+
+def test_other_researcher_cannot_open_the_plan_page(client, other_researcher, study):
+    _login(client, other_researcher, "other-pass-123")
+    assert client.get(reverse("studies:study_plan", args=[study.slug])).status_code == 404
+    post = client.post(reverse("studies:study_plan_freeze", args=[study.slug]))
+    assert post.status_code == 404
+
+
+def test_saving_a_plan_stores_it_and_a_bad_field_is_named(client, owner, study):
+    _login(client, owner, "owner-pass-123")
+    url = reverse("studies:study_plan", args=[study.slug])
+    good = {"hypotheses": [{"direction": "AI < Human"}], "multiple_testing": {"method": "bh"}}
+    assert client.post(url, {"document": json.dumps(good)}).status_code == 302
+    study.refresh_from_db()
+    assert study.analysis_plan["multiple_testing"]["method"] == "bh"
+    bad = client.post(url, {"document": json.dumps({"multiple_testing": {"method": "sidak"}})})
+    assert bad.status_code == 400
+    assert "multiple_testing.method" in bad.content.decode()
+    study.refresh_from_db()
+    assert study.analysis_plan["multiple_testing"]["method"] == "bh"
+
+
+def test_viewer_reads_but_cannot_change_or_freeze(client, study, django_user_model):
+    viewer = django_user_model.objects.create_user("viewer-p", password="viewer-pass-123")
+    StudyMember.objects.create(study=study, user=viewer, role="viewer")
+    _login(client, viewer, "viewer-pass-123")
+    url = reverse("studies:study_plan", args=[study.slug])
+    assert client.get(url).status_code == 200
+    assert client.post(url, {"document": "{}"}).status_code == 403
+    assert client.post(reverse("studies:study_plan_freeze", args=[study.slug])).status_code == 403
+
+
+def test_owner_freezes_once_and_not_after_a_report(client, owner, study):
+    _login(client, owner, "owner-pass-123")
+    freeze = reverse("studies:study_plan_freeze", args=[study.slug])
+    client.post(freeze)
+    study.refresh_from_db()
+    assert study.analysis_plan_frozen_at is not None and len(study.analysis_plan_hash) == 64
+    client.post(
+        reverse("studies:study_plan", args=[study.slug]),
+        {"document": json.dumps({"multiple_testing": {"method": "holm"}})},
+    )
+    page = client.get(reverse("studies:study_plan", args=[study.slug])).content.decode()
+    assert 'id="plan-changed"' in page and study.analysis_plan_hash in page
+
+
+def test_a_plan_cannot_be_frozen_from_the_page_after_a_report(client, owner, study):
+    StudyReport.objects.create(study=study, data={}, directory="/nonexistent")
+    _login(client, owner, "owner-pass-123")
+    client.post(reverse("studies:study_plan_freeze", args=[study.slug]))
+    study.refresh_from_db()
+    assert study.analysis_plan_frozen_at is None
+    page = client.get(reverse("studies:study_plan", args=[study.slug])).content.decode()
+    assert "can no longer be registered" in page
