@@ -1811,21 +1811,16 @@ def first_choice_share(inputs: AssignmentInputs, pairs: Iterable[tuple[str, str]
     return first / total if total else None
 
 
-def preview_summary(inputs: AssignmentInputs, pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
-    """Plain tables of an assignment for an owner to read: per reviewer (load, conditions,
-    first and second topic choice, conflicts avoided), per topic, per idea, and the
-    histograms behind the preview's plots. JSON-ready: lists and str-keyed dicts only."""
+def _reviewer_rows(
+    inputs: AssignmentInputs, by_reviewer: Mapping[str, list[str]]
+) -> list[dict[str, Any]]:
+    """One row per reviewer: load, condition counts, first/second choice, conflicts."""
     ideas = {idea.id: idea for idea in inputs.ideas}
-    conds = list(inputs.conditions)
     fixed = set(inputs.fixed)
-    pairs = sorted(set(pairs))
-    idea_keys = {i.id: institution_keys(i.institutions) for i in inputs.ideas}
-    by_reviewer: dict[str, list[str]] = defaultdict(list)
-    per_idea: Counter[str] = Counter({i: 0 for i in ideas})
-    for rid, iid in pairs:
-        by_reviewer[rid].append(iid)
-        per_idea[iid] += 1
-    reviewer_rows: list[dict[str, Any]] = []
+    by_topic: dict[str, list[frozenset[str]]] = defaultdict(list)
+    for i in inputs.ideas:
+        by_topic[i.topic].append(institution_keys(i.institutions))
+    rows: list[dict[str, Any]] = []
     for rev in inputs.reviewers:
         ranked = tuple(dict.fromkeys(rev.topics))
         got = by_reviewer.get(rev.id, [])
@@ -1834,21 +1829,35 @@ def preview_summary(inputs: AssignmentInputs, pairs: Iterable[tuple[str, str]]) 
             ranked.index(ideas[iid].topic) if ideas[iid].topic in ranked else -1 for iid in got
         ]
         keys = institution_keys([rev.institution], [rev.email])
-        avoided = sum(1 for i in inputs.ideas if i.topic in ranked and keys & idea_keys[i.id])
-        reviewer_rows.append(
+        avoided = sum(1 for t in ranked for idea_keys in by_topic[t] if keys & idea_keys)
+        rows.append(
             {
                 "reviewer": rev.id,
                 "topics": list(ranked),
                 "load_min": rev.load_min,
                 "load_max": rev.max_load,
                 "assigned": len(got),
-                "conditions": [counts.get(c, 0) for c in conds],
+                "conditions": [counts.get(c, 0) for c in inputs.conditions],
                 "first_choice": rank_of.count(0),
                 "second_choice": sum(1 for k in rank_of if k >= 1),
                 "fixed": sum(1 for iid in got if (rev.id, iid) in fixed),
                 "conflicts_avoided": avoided,
             }
         )
+    return rows
+
+
+def preview_summary(inputs: AssignmentInputs, pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """Plain tables of an assignment for an owner to read: per reviewer (load, conditions,
+    first and second topic choice, conflicts avoided), per topic, per idea, and the
+    histograms behind the preview's plots. JSON-ready: lists and str-keyed dicts only."""
+    conds = list(inputs.conditions)
+    by_reviewer: dict[str, list[str]] = defaultdict(list)
+    per_idea: Counter[str] = Counter({i.id: 0 for i in inputs.ideas})
+    for rid, iid in sorted(set(pairs)):
+        by_reviewer[rid].append(iid)
+        per_idea[iid] += 1
+    reviewer_rows = _reviewer_rows(inputs, by_reviewer)
     topic_rows: dict[str, dict[str, int]] = {}
     for idea in inputs.ideas:
         row = topic_rows.setdefault(idea.topic, {"ideas": 0, "reviews": 0})
