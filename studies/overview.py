@@ -137,7 +137,7 @@ def _imported_steps(c: StudyCounts) -> list[Raw]:
     raw: list[Raw] = [
         (name, True, f"{IMPORTED}: not done in this app", url)
         for name, url in [
-            ("Review form chosen", "studies:study_detail"),
+            ("Review form chosen", "studies:study_form"),
             ("Ideas imported", "studies:ideas_list"),
             ("Sections complete", "studies:ideas_list"),
             ("Topics matched", "studies:topic_matching"),
@@ -175,7 +175,7 @@ def _preparation_steps(c: StudyCounts) -> list[Raw]:
             else ("unbalanced, reason recorded")
         )
     return [
-        ("Review form chosen", True, c.form or "the built-in form", "studies:study_detail"),
+        ("Review form chosen", True, c.form or "the built-in form", "studies:study_form"),
         (
             "Ideas imported",
             c.ideas > 0,
