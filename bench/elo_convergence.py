@@ -22,8 +22,18 @@ fixed`). Two protocols are run:
 * "paper": Algorithm 1, up to T_max comparisons (default 50) against a pool of related
   references (default 50). The paper samples R ∼ ℛ at every step; here each pool member
   is judged once, in random order, since a deterministic judge would only repeat itself;
-* "service": the service's defaults, one pass over the 8 most related references, so at
-  most 8 comparisons per target.
+* "service": the LigBench service's own defaults and schedule
+  (`judging.methods.ligbench`): the judge's initial score, then one reference at a time
+  from the related set in a seeded random order until |Δs| < ε or T_max
+  (`--selection paper`, the default), and the "nearest" option (`adaptive`), which meets
+  the reference nearest the current score, up to its own T_max.
+
+The service's initial score is an LLM call that reads the `calibration` most related
+references with their scores. The simulator models that call with the same judge: it
+compares the idea with each example (right with the judge's accuracy, on its own
+draws) and places the idea between the examples' sorted scores by how many it beat
+(0 and 5 close the ends), so an 80 % judge's initial score is as good as three 80 %
+comparisons can make it and no better. Its Kendall τ is printed beside the chains'.
 
 Per judge accuracy it prints the MAE of the final scores against the true scores, their
 Spearman and Kendall rank correlations (mean ± standard deviation over seeded
@@ -50,12 +60,27 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from judging.methods.elo import EPSILON, GAMMA, K_MAX, MAX_STEPS, D, run_elo  # noqa: E402
+from judging.methods.elo import (  # noqa: E402
+    EPSILON,
+    GAMMA,
+    K_MAX,
+    MAX_STEPS,
+    D,
+    EloChain,
+    run_elo,
+)
+from judging.methods.ligbench import Schedule, next_reference  # noqa: E402
+from judging.methods.registry import (  # noqa: E402
+    ADAPTIVE_MAX_STEPS,
+    LIGBENCH_EPSILON,
+    method_spec,
+)
 
 ACCURACIES = (1.0, 0.9, 0.8, 0.7)
 
@@ -71,9 +96,15 @@ PAPER_TABLE_11 = {
 PAPER_ITERATIONS = 22.3
 """Table 10: mean iterations to converge at K_max = 0.5, γ = 0.95."""
 
-SERVICE_REFERENCES = 8
-"""The LigBench service's default number of references (judging/methods/registry.py)."""
-SERVICE_CALIBRATION = 3
+_LIGBENCH = method_spec("ligbench").defaults
+SERVICE_REFERENCES = int(_LIGBENCH["references"])
+"""The LigBench service's defaults (judging/methods/registry.py): related references a
+chain may meet, scored examples its initial-scoring call reads."""
+SERVICE_CALIBRATION = int(_LIGBENCH["calibration"])
+TARGET = (0.78, 0.95, 25.0)
+"""Issue targets at an 80 % judge for the service defaults: Kendall τ-b, convergence,
+mean comparisons."""
+ADAPTIVE_TARGET = (0.78, 12.0)
 
 
 @dataclass(frozen=True)
@@ -370,6 +401,130 @@ def print_table(title: str, world: World, summaries: Sequence[Summary], paper: b
     )
 
 
+def _placement(truth: float, examples: Sequence[float], right: Sequence[bool]) -> float:
+    """The initial score the simulated judge gives after reading scored examples."""
+    beaten = sum((truth > x) == r for x, r in zip(examples, right, strict=True))
+    edges = [0.0, *sorted(examples), 5.0]
+    return (edges[beaten] + edges[beaten + 1]) / 2.0
+
+
+def simulate_service(accuracy: float, world: World, schedule: Schedule, seed: int = 0) -> Run:
+    """One repetition of the LigBench service: initial scoring, then the schedule's chain.
+
+    The world (scores, related references, per-position draws) is `simulate`'s for the
+    same seed; `start` holds the simulated initial scores, `comparisons` the comparisons
+    made after them (the initial call is not one of them).
+    """
+    rng = random.Random(seed)
+    corpus = [_truncated_normal(rng, world.mean, world.sd) for _ in range(world.corpus)]
+    truth = [_truncated_normal(rng, world.mean, world.sd) for _ in range(world.targets)]
+    k = min(world.references, world.corpus)
+    pools = [rng.sample(range(world.corpus), k) for _ in truth]
+    draws = [[rng.random() for _ in range(k)] for _ in truth]
+    init_rng = random.Random(f"initial-{seed}")
+    scale = (
+        _gap_scale(world, accuracy, random.Random(f"gap-{seed}")) if world.noise == "gap" else None
+    )
+
+    def right(u: float, gap: float) -> bool:
+        if scale is None or math.isinf(scale):
+            return u < accuracy
+        return u < 1.0 / (1.0 + math.exp(-scale * abs(gap)))
+
+    starts, finals, used = [], [], []
+    stopped: Counter = Counter()
+    for t in range(world.targets):
+        examples = [corpus[r] for r in pools[t][: max(1, world.calibration)]]
+        verdicts = [right(init_rng.random(), truth[t] - x) for x in examples]
+        s0 = _placement(truth[t], examples, verdicts)
+        position = {ref: j for j, ref in enumerate(pools[t])}
+        pool = {ref: {"s": corpus[ref]} for ref in pools[t]}
+        chain, played = EloChain.start(s0), []
+        while (ref := next_reference({"s": chain}, pool, played, schedule, t)) is not None:
+            played.append(ref)
+            gap = truth[t] - corpus[cast(int, ref)]
+            outcome = 0.5 if gap == 0 else float((gap > 0) == right(draws[t][position[ref]], gap))
+            chain = chain.advance(
+                ref,
+                corpus[cast(int, ref)],
+                outcome,
+                epsilon=schedule.epsilon,
+                max_steps=schedule.max_steps,
+                d=schedule.d,
+                k_max=schedule.k_max,
+                gamma=schedule.gamma,
+            )
+        chain = chain.finish()
+        starts.append(s0)
+        finals.append(chain.score)
+        used.append(len(chain.steps))
+        stopped[chain.stopped] += 1
+    return Run(
+        accuracy=accuracy,
+        seed=seed,
+        truth=tuple(truth),
+        start=tuple(starts),
+        final=tuple(finals),
+        comparisons=tuple(used),
+        stopped=stopped,
+    )
+
+
+def service_summary(
+    accuracy: float, world: World, schedule: Schedule, reps: int, seed: int
+) -> Summary:
+    runs = tuple(simulate_service(accuracy, world, schedule, seed + r) for r in range(reps))
+    return Summary(accuracy, runs)
+
+
+def start_kendall(summary: Summary) -> float:
+    return statistics.fmean(kendall(r.start, r.truth) for r in summary.runs)
+
+
+def print_service(title: str, summaries: Sequence[Summary], schedule: Schedule) -> None:
+    print(
+        f"\n{title}: selection {schedule.selection}, ε {schedule.epsilon:g}, "
+        f"T_max {schedule.max_steps}, initial scoring from {SERVICE_CALIBRATION} examples "
+        "(one call, not counted below)"
+    )
+    print(
+        f"{'accuracy':>8}  {'Kendall':>13}  {'τ initial':>9}  {'MAE':>13}  "
+        f"{'comparisons':>11}  {'conv.':>6}   | paper T11 rank  conv.  (T10: {PAPER_ITERATIONS})"
+    )
+    for s in summaries:
+        paper = PAPER_TABLE_11.get(s.accuracy)
+        tail = f"   | {'':>9} {paper[1]:>5.3f} {paper[2]:>6.1%}" if paper else ""
+        print(
+            f"{s.accuracy:>8.0%}  {_pm(s.kendall):>13}  {start_kendall(s):>9.3f}  "
+            f"{_pm(s.mae):>13}  {s.comparisons:>11.1f}  {s.converged:>6.1%}{tail}"
+        )
+
+
+def print_frontier(
+    title: str, world: World, schedules: Sequence[Schedule], reps: int, seed: int
+) -> None:
+    """Kendall τ against mean comparisons at an 80 % judge, one row per schedule."""
+    print(f"\n{title} (80 % judge, noise {world.noise}): Kendall τ against mean comparisons")
+    for schedule in schedules:
+        s = service_summary(0.8, world, schedule, reps, seed)
+        print(
+            f"  ε {schedule.epsilon:<6g} T_max {schedule.max_steps:>3}  kendall "
+            f"{s.kendall[0]:.3f}  comparisons {s.comparisons:5.1f}  conv {s.converged:6.1%}"
+        )
+
+
+def _line(label: str, s: Summary) -> str:
+    return (
+        f"{label} @80%: kendall {s.kendall[0]:.3f} conv {100 * s.converged:.1f}% "
+        f"comparisons {s.comparisons:.1f}"
+    )
+
+
+PAPER_RULE = Schedule(selection="paper", epsilon=LIGBENCH_EPSILON, max_steps=MAX_STEPS)
+"""The service's default schedule (registry: selection "paper", max_steps "auto")."""
+ADAPTIVE = Schedule(selection="nearest", epsilon=LIGBENCH_EPSILON, max_steps=ADAPTIVE_MAX_STEPS)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--targets", type=int, default=200, help="target ideas per repetition")
@@ -390,9 +545,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--sd", type=float, default=0.8)
     ap.add_argument("--accuracies", type=float, nargs="+", default=list(ACCURACIES), metavar="P")
     ap.add_argument("--skip-service", action="store_true", help="only the paper protocol")
+    ap.add_argument(
+        "--frontier", action="store_true", help="τ against comparisons for ε and T_max grids"
+    )
     args = ap.parse_args(argv)
 
     started = time.perf_counter()
+    finals: dict[str, dict[str, Summary | None]] = {}
     print(
         f"true scores ~ N({args.mean:g}, {args.sd:g}²) truncated to [0, 5]; "
         f"d {D:g}, K_max {K_MAX:g}, γ {GAMMA:g}; values are mean ± sd over reps"
@@ -415,21 +574,63 @@ def main(argv: Sequence[str] | None = None) -> None:
                 True,
             )
         ]
-        if not args.skip_service:
-            protocols.append(
-                (
-                    "service defaults (one pass)",
-                    replace(base, references=SERVICE_REFERENCES),
-                    False,
-                )
-            )
         for title, world, paper in protocols:
             print_table(title, world, sweep(world, args.accuracies, args.reps, args.seed), paper)
+        if args.skip_service:
+            continue
+        world = replace(base, references=SERVICE_REFERENCES, calibration=SERVICE_CALIBRATION)
+        for label, schedule in (("service defaults", PAPER_RULE), ("adaptive", ADAPTIVE)):
+            summaries = [
+                service_summary(a, world, schedule, args.reps, args.seed) for a in args.accuracies
+            ]
+            print_service(f"{label} (LigBench service, noise {noise})", summaries, schedule)
+            finals.setdefault(label, {})[noise] = next(
+                (s for s in summaries if s.accuracy == 0.8), None
+            )
+        if args.frontier:
+            print_frontier(
+                "paper rule frontier",
+                world,
+                [replace(PAPER_RULE, epsilon=e) for e in (0.02, 0.01, 0.005, 0.002)],
+                args.reps,
+                args.seed,
+            )
+            print_frontier(
+                "adaptive frontier",
+                world,
+                [replace(ADAPTIVE, max_steps=n) for n in (6, 8, 10, 12, 16, 20)],
+                args.reps,
+                args.seed,
+            )
     print(
         f"\npaper Table 10: {PAPER_ITERATIONS} iterations to converge at these K_max, γ. "
         "Table 11's unnamed rank correlation sits nearer our Kendall τ than our Spearman ρ."
     )
     print(f"wall time {time.perf_counter() - started:.1f} s")
+    _closing(finals)
+
+
+def _closing(finals: dict[str, dict[str, Summary | None]]) -> None:
+    """The two closing lines (flat noise: every comparison right with probability 0.8)."""
+    service = finals.get("service defaults", {}).get("flat")
+    adaptive = finals.get("adaptive", {}).get("flat")
+    if service is None or adaptive is None:
+        return
+    tau, conv, comps = TARGET
+    met = service.kendall[0] >= tau and service.converged >= conv and service.comparisons <= comps
+    print(
+        f"targets: service defaults kendall >= {tau} conv >= {conv:.0%} comparisons <= {comps:g}"
+        f" -> {'met' if met else 'NOT met'}; adaptive kendall >= {ADAPTIVE_TARGET[0]} "
+        f"comparisons <= {ADAPTIVE_TARGET[1]:g} -> "
+        + (
+            "met"
+            if adaptive.kendall[0] >= ADAPTIVE_TARGET[0]
+            and adaptive.comparisons <= ADAPTIVE_TARGET[1]
+            else "NOT met"
+        )
+    )
+    print(_line("service defaults", service))
+    print(_line("adaptive", adaptive))
 
 
 if __name__ == "__main__":

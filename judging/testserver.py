@@ -16,7 +16,10 @@ idea texts out of the `<<< … >>>` blocks:
   (`pairwise_rule="longer"`), or the higher hash (`"hash"`); equal → `[[TIE]]` (Swiss,
   which forbids ties, then picks A);
 - LigBench formalisation: a four-part JSON object cut from the idea text;
-- LigBench comparison: one verdict per asked dimension, by the same rule as pairwise.
+- LigBench initial scoring: a reason, then `SCORES: {…}` with a 0–5 score per asked key
+  from a hash of the new idea's text;
+- LigBench comparison: a reason per dimension, then `VERDICT: {…}` with one verdict per
+  asked dimension, by the same rule as pairwise.
 
 Faults, all settable on `Rules`, are applied in this order: a scripted status list for
 the first calls (`script=[429, 429, 500]`), `fail_first` × `fail_status`, a seeded
@@ -63,10 +66,11 @@ from studies.protocol.normalization import NORMALIZATION_PROMPT_VERSION
 __all__ = ["Rules", "TestServer", "answer_for", "idea_quality", "method_of"]
 
 _BLOCK = re.compile(r"<<<\n(.*?)\n>>>", re.DOTALL)
-_PART_BLOCK = re.compile(r"Idea A:\n(.*?)\n\nIdea B:\n(.*?)\n\nAnswer with", re.DOTALL)
+_PART_BLOCK = re.compile(r"Idea A:\n(.*?)\n\nIdea B:\n(.*?)\n\nFirst reason", re.DOTALL)
+_NEW_IDEA = re.compile(r"New idea:\n(.*?)\n\nDimensions:", re.DOTALL)
 _RANGE = re.compile(r"^## (\w+)[^\n]*: integer from (-?\d+) to (-?\d+)", re.MULTILINE)
 _ABS_RANGE = re.compile(r"whole-number scale from (-?\d+) \(lowest\) to (-?\d+)")
-_KEYS = re.compile(r"with exactly the keys ([\w, ]+?)\. Each value")
+_KEYS = re.compile(r"with exactly the keys ([\w, ]+?), each")
 
 
 @dataclass
@@ -205,7 +209,17 @@ def _dimension_verdicts(user: str, rules: Rules, rng: random.Random) -> str:
     verdict = _pick(m.group(1), m.group(2), rules.pairwise_rule)
     if rules.position_bias and rng.random() < rules.position_bias:
         verdict = "A"
-    return json.dumps({d: verdict for d in dims})
+    reasons = "\n".join(f"{d}: the scripted judge prefers {verdict}." for d in dims)
+    return f"{reasons}\nVERDICT: {json.dumps({d: verdict for d in dims})}"
+
+
+def _initial_scores(user: str) -> str:
+    m, keys = _NEW_IDEA.search(user), _KEYS.search(user)
+    if not (m and keys):
+        return _CONFUSED
+    dims = [k.strip() for k in keys.group(1).split(",")]
+    scores = {d: round(_h(m.group(1), d) % 51 / 10, 1) for d in dims}
+    return f"Scripted comparison with the examples.\nSCORES: {json.dumps(scores)}"
 
 
 def _pair_verdict(user: str, blocks: list[str], rules: Rules, rng: random.Random) -> str:
@@ -253,6 +267,8 @@ def answer_for(
         return json.dumps(_formalise(blocks[0]))
     if method == "ligbench_comparison":
         return _dimension_verdicts(user, rules, rng)
+    if method == "ligbench_initial":
+        return _initial_scores(user)
     if method == "direct_scoring":
         return _scores(user, blocks)
     if method == "absolute":

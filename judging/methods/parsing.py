@@ -41,7 +41,9 @@ __all__ = [
     "parse_dimension_verdicts",
     "parse_form_scores",
     "parse_formalisation",
+    "parse_initial_scores",
     "parse_pairwise",
+    "parse_reasoned_verdicts",
     "strip_think",
 ]
 
@@ -112,6 +114,14 @@ class DimensionVerdicts:
         """Elo outcome S (1, 0.5 or 0) of the idea that was shown on `side`."""
         s = {"A": 1.0, "tie": 0.5, "B": 0.0}[self.winners[dimension]]
         return s if side == "A" else 1.0 - s
+
+
+@dataclass(frozen=True)
+class InitialScores:
+    """LigBench's initial scores of an idea (0–5 per dimension), with the judge's reasons."""
+
+    scores: dict[str, float]
+    reasoning: str = ""
 
 
 FORMALISATION_KEYS = (
@@ -385,3 +395,65 @@ def parse_dimension_verdicts(
             return Unparseable(f"{dim}: {obj[dim]!r} is not A, B or tie", raw)
         winners[dim] = winner
     return DimensionVerdicts(winners=winners)
+
+
+VERDICT_MARK = "VERDICT:"
+SCORES_MARK = "SCORES:"
+
+
+def _final_line(raw: str, mark: str) -> tuple[str, str] | Unparseable:
+    """(reasoning, JSON after the mark) when the answer ends with exactly one `mark` line.
+
+    Strict on purpose: the reasons come first and the decision last, on one line of its
+    own, and nothing may follow it. An answer that states two decisions, or none, or keeps
+    talking after it, is not a decision.
+    """
+    text = strip_think(raw)
+    if isinstance(text, Unparseable):
+        return text
+    lines = text.strip().splitlines()
+    marked = [i for i, line in enumerate(lines) if line.strip().startswith(mark)]
+    if not marked:
+        return Unparseable(f"no final line starting with {mark}", raw)
+    if len(marked) > 1:
+        return Unparseable(f"{len(marked)} lines start with {mark}; expected one", raw)
+    if marked[0] != len(lines) - 1:
+        return Unparseable(f"text follows the {mark} line", raw)
+    reasoning = "\n".join(lines[: marked[0]]).strip()
+    if not reasoning:
+        return Unparseable(f"no reasoning before the {mark} line", raw)
+    return reasoning, lines[-1].strip()[len(mark) :].strip()
+
+
+def parse_reasoned_verdicts(raw: str, dimensions: Sequence[str]) -> DimensionVerdicts | Unparseable:
+    """Reasons first, then one last line `VERDICT: {"dim": "A"|"B"|"tie", ...}` naming
+    exactly the given dimensions (the JSON rules of `parse_dimension_verdicts`)."""
+    found = _final_line(raw, VERDICT_MARK)
+    if isinstance(found, Unparseable):
+        return found
+    parsed = parse_dimension_verdicts(found[1], dimensions)
+    return Unparseable(parsed.reason, raw) if isinstance(parsed, Unparseable) else parsed
+
+
+def parse_initial_scores(raw: str, keys: Sequence[str]) -> InitialScores | Unparseable:
+    """Reasons first, then one last line `SCORES: {"key": number, ...}` with exactly the
+    given keys, each a number from 0 to 5."""
+    found = _final_line(raw, SCORES_MARK)
+    if isinstance(found, Unparseable):
+        return found
+    obj = _load_json_object(found[1])
+    if isinstance(obj, Unparseable):
+        return Unparseable(obj.reason, raw)
+    missing, extra = sorted(set(keys) - set(obj)), sorted(set(obj) - set(keys))
+    if missing or extra:
+        what = f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(extra)}"
+        return Unparseable(f"scores: {what}", raw)
+    scores: dict[str, float] = {}
+    for key in keys:
+        value = obj[key]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return Unparseable(f"{key}: {value!r} is not a number", raw)
+        if not 0 <= value <= 5 or value != value:
+            return Unparseable(f"{key}: {value} is outside 0–5", raw)
+        scores[key] = float(value)
+    return InitialScores(scores=scores, reasoning=found[0])

@@ -27,6 +27,8 @@ __all__ = [
     "LIGBENCH_COMPARISON",
     "LIGBENCH_DIMENSIONS",
     "LIGBENCH_FORMALISATION",
+    "LIGBENCH_GUIDANCE",
+    "LIGBENCH_INITIAL",
     "METHOD_HEADER",
     "PAIRWISE",
     "SWISS",
@@ -38,6 +40,7 @@ __all__ = [
     "form_ranges",
     "formalisation_messages",
     "ligbench_comparison_messages",
+    "ligbench_initial_messages",
     "ligbench_novelty_messages",
     "pairwise_messages",
     "prompt_hash",
@@ -195,13 +198,36 @@ LIGBENCH_DIMENSIONS: dict[str, str] = {
     "soundness": "whether the reasoning and methods are solid and free of major flaws",
 }
 
+LIGBENCH_GUIDANCE: dict[str, str] = {
+    "rating": (
+        "Weigh the whole idea as a reviewer deciding on acceptance would: is the problem "
+        "worth solving, is the proposed step a real advance, would the plan convince you? "
+        "A long list of components is not a strength in itself."
+    ),
+    "contribution": (
+        "Ask what others could build on if the idea worked: a new capability, method, "
+        "dataset or insight that changes how the field proceeds, against an incremental "
+        "gain on one benchmark."
+    ),
+    "soundness": (
+        "Check whether the method could plausibly achieve the target, whether the "
+        "experiments would actually test the claim (baselines, metrics, ablations) and "
+        "whether anything essential is missing or contradictory."
+    ),
+    "novelty": (
+        "Judge how far the idea departs from what is already done: an unusual method, a "
+        "new angle on the problem, or a direction others have not opened, against a "
+        "familiar technique applied to a familiar task."
+    ),
+}
+"""What to look at on each dimension, given to the judge beside the dimension's name."""
+
 LIGBENCH_COMPARISON = PromptTemplate(
     name="ligbench_comparison",
-    version="1",
+    version="2",
     system=_REVIEWER,
-    user="""\
-Two research ideas follow, each in four parts, labelled A and B. One may be a published \
-paper; do not let that sway you. Compare them on each dimension separately:
+    user="""Two research ideas follow, each in four parts, labelled A and B. One of them may be a published paper; that is not a reason to prefer it. Compare them on each dimension \
+separately, using the guidance given for it:
 $dimensions
 
 Idea A:
@@ -210,8 +236,34 @@ $idea_a
 Idea B:
 $idea_b
 
-Answer with one JSON object and nothing else, with exactly the keys $keys. Each value is \
-"A" if A is better on that dimension, "B" if B is better, or "tie".""",
+First reason: for each dimension in turn, say in two or three sentences what A does \
+better, what B does better, and which weighs more on that dimension. Then end with one \
+last line and nothing after it:
+VERDICT: {$example}
+with exactly the keys $keys, each "A" if A is better on that dimension, "B" if B is \
+better, or "tie".""",
+)
+
+LIGBENCH_INITIAL = PromptTemplate(
+    name="ligbench_initial",
+    version="1",
+    system=_REVIEWER,
+    user="""Below are $n published research ideas related to a new one, each in four parts, with the \
+scores their reviewers gave them on a 0–5 scale (adjusted for how strictly each venue \
+scores). Use them to calibrate your scale, then score the new idea on the same scale.
+
+$examples
+
+New idea:
+$idea
+
+Dimensions:
+$dimensions
+
+First reason: compare the new idea with the examples on each dimension in a few \
+sentences. Then end with one last line and nothing after it:
+SCORES: {$example}
+with exactly the keys $keys, each a number from 0 to 5 (one decimal place is enough).""",
 )
 
 
@@ -320,6 +372,13 @@ def _formalised(idea: Formalisation | Mapping[str, str]) -> str:
     return "\n".join(f"- {_PART_LABELS[k]}: {parts[k]}" for k in FORMALISATION_KEYS)
 
 
+def _dimension_block(dimensions: Mapping[str, str]) -> str:
+    return "\n".join(
+        f"- {k} ({v}): {LIGBENCH_GUIDANCE[k]}" if k in LIGBENCH_GUIDANCE else f"- {k}: {v}"
+        for k, v in dimensions.items()
+    )
+
+
 def ligbench_comparison_messages(
     idea_a: Formalisation | Mapping[str, str],
     idea_b: Formalisation | Mapping[str, str],
@@ -328,8 +387,41 @@ def ligbench_comparison_messages(
     return LIGBENCH_COMPARISON.render(
         idea_a=_formalised(idea_a),
         idea_b=_formalised(idea_b),
-        dimensions="\n".join(f"- {k}: {v}" for k, v in dimensions.items()),
+        dimensions=_dimension_block(dimensions),
         keys=", ".join(dimensions),
+        example=", ".join(f'"{k}": "A"' for k in dimensions),
+    )
+
+
+LIGBENCH_NOVELTY_DIMENSION = "novelty"
+"""The key of the judge's own novelty estimate (s_LLM) in the initial-scoring answer."""
+
+
+def ligbench_initial_messages(
+    idea: Formalisation | Mapping[str, str],
+    examples: Sequence[tuple[Mapping[str, str], Mapping[str, float]]],
+    dimensions: Mapping[str, str] = LIGBENCH_DIMENSIONS,
+    novelty: bool = True,
+) -> Messages:
+    """LigBench's initial scoring: scored examples from the corpus, then the new idea.
+
+    `examples` are (four parts, debiased score per dimension) of the related references;
+    with `novelty` the judge also gives its own 0–5 novelty estimate.
+    """
+    dims = dict(dimensions)
+    if novelty:
+        dims[LIGBENCH_NOVELTY_DIMENSION] = "how far the idea departs from existing work"
+    shown = []
+    for n, (parts, scores) in enumerate(examples, 1):
+        marks = ", ".join(f"{k} {scores[k]:.1f}" for k in dimensions)
+        shown.append(f"Example {n} (scores: {marks}):\n{_formalised(parts)}")
+    return LIGBENCH_INITIAL.render(
+        n=len(examples),
+        examples="\n\n".join(shown),
+        idea=_formalised(idea),
+        dimensions=_dimension_block(dims),
+        keys=", ".join(dims),
+        example=", ".join(f'"{k}": 2.5' for k in dims),
     )
 
 
@@ -356,5 +448,6 @@ TEMPLATES: dict[str, PromptTemplate] = {
         SWISS,
         LIGBENCH_FORMALISATION,
         LIGBENCH_COMPARISON,
+        LIGBENCH_INITIAL,
     )
 }

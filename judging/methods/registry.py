@@ -17,11 +17,20 @@ from types import MappingProxyType
 from typing import Any
 
 from judging.methods import prompts
-from judging.methods.elo import EPSILON, GAMMA, K_MAX, MAX_STEPS, D
+from judging.methods.elo import GAMMA, K_MAX, D
 from judging.methods.novelty import ALPHA, BETA, MU, K
 from judging.methods.swiss import DEFAULT_ROUNDS
 
 AUTO = "auto"
+
+LIGBENCH_EPSILON = 0.01
+"""The stop rule |Δs| < ε of the LigBench service. The paper does not state ε; 0.01 is
+what reproduces its iteration counts and convergence share (Tables 10-11) in
+`bench/elo_convergence.py` (0.001, the pure module's strict default, leaves most chains
+running until T_max)."""
+ADAPTIVE_MAX_STEPS = 12
+"""T_max of the "nearest" selection rule: its chains rarely stop on ε (a reference near
+the idea's own score keeps |S − E| near ½), so it is bounded by this call budget."""
 """A parameter value that asks the method to choose (e.g. the newest usable corpus)."""
 
 COMMON_PARAMS: Mapping[str, Any] = MappingProxyType(
@@ -152,7 +161,14 @@ METHODS: dict[str, MethodSpec] = {
             # With a corpus one idea suffices; the study-ideas fallback needs two.
             min_ideas=1,
             defaults={
-                "references": 8,
+                # Related references a chain may meet (the paper's set R); calls are made
+                # one at a time only while a chain runs.
+                "references": 50,
+                # "paper": R sampled in a seeded random order (Algorithm 1); "nearest":
+                # the reference nearest the current score (fewer calls, beyond the paper).
+                "selection": "paper",
+                # Without a corpus: how many of the study's other ideas each idea meets.
+                "peers": 8,
                 "group_by": "all",
                 "dimensions": list(prompts.LIGBENCH_DIMENSIONS),
                 "seed": 0,
@@ -160,10 +176,14 @@ METHODS: dict[str, MethodSpec] = {
                 # study's own ideas (the labelled fallback); None forces the fallback; or a
                 # corpus id.
                 "corpus": AUTO,
-                # "auto": with a corpus, the mean debiased score of the `calibration` most
-                # related references (no call); without one, 2.5. Or a number.
+                # "auto": with a corpus, the judge scores the idea after reading the
+                # `calibration` most related references with their debiased scores (one
+                # call, which also gives its novelty estimate); without one, 2.5. Or a
+                # number for every dimension.
                 "initial": AUTO,
                 "calibration": 3,
+                # Novelty's similarity part reads this many most related references.
+                "novelty_references": 8,
                 "retrieval_weight": 0.5,
                 "novelty": True,
                 "alpha": ALPHA,
@@ -174,8 +194,10 @@ METHODS: dict[str, MethodSpec] = {
                 "d": D,
                 "k_max": K_MAX,
                 "gamma": GAMMA,
-                "epsilon": EPSILON,
-                "max_steps": MAX_STEPS,
+                "epsilon": LIGBENCH_EPSILON,
+                # "auto": T_max of the selection rule (MAX_STEPS for "paper",
+                # ADAPTIVE_MAX_STEPS for "nearest").
+                "max_steps": AUTO,
             },
         ),
         MethodSpec(

@@ -14,7 +14,7 @@ from studies.models import Idea, Study
 from studies.selectors import idea_text
 
 from ..methods.pairwise import PairCall
-from ..methods.parsing import Unparseable, parse_dimension_verdicts
+from ..methods.parsing import Unparseable, parse_reasoned_verdicts
 from ..models import (
     IdeaRating,
     JudgeRun,
@@ -119,7 +119,7 @@ def store_reference_verdicts(
 ) -> bool:
     """Store one per-dimension comparison answer (against a reference paper); True when
     the answer was unparseable. `ids` names the two sides (and the retrieval rank)."""
-    verdicts = parse_dimension_verdicts(call.response_text, list(dimensions))
+    verdicts = parse_reasoned_verdicts(call.response_text, list(dimensions))
     mark_parsed(call, verdicts)
     ReferenceComparison.objects.bulk_create(
         [

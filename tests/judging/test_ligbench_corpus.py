@@ -36,20 +36,25 @@ def test_ligbench_uses_the_corpus_with_debiased_scores_calibration_and_novelty(
     assert r.params["corpus"] == corpus.pk  # "auto" resolved and stored for resumes
     r = judge_run_execute(run=r)
     assert r.status == Status.DONE, r.message
-    # 6 formalisations + 6 novelty estimates + 6 × 4 comparisons, all over HTTP.
-    assert r.total_calls == r.done_calls == scripted.requests == 6 + 6 + 24
+    # 6 formalisations + 6 initial scorings (with the novelty estimate) + the comparisons
+    # the chains asked for (at most 4 each), all over HTTP.
+    met = (
+        ReferenceComparison.objects.filter(run=r).values("idea", "reference").order_by().distinct()
+    )
+    assert 6 <= met.count() <= 24
+    assert r.total_calls == r.done_calls == scripted.requests == 6 + 6 + met.count()
     assert Formalisation.objects.filter(run=r, parts__isnull=False).count() == 6
     assert r.summary["corpus"] == corpus.pk and "venue-debiased" in r.summary["references"]
-    assert ReferenceComparison.objects.filter(run=r).count() == 24 * 3
+    assert ReferenceComparison.objects.filter(run=r).count() == met.count() * 3
     papers = {p.pk: p for p in corpus.papers.all()}
     for rating in IdeaRating.objects.filter(run=r, dimension="elo_rating"):
         steps, last = rating.history[:-1], rating.history[-1]
         assert last["stopped"] in {"converged", "exhausted", "max_steps"}
         examples = last["calibration_examples"]
         assert len(examples) == 3
-        assert last["initial"] == pytest.approx(
-            sum(papers[e].rating_debiased for e in examples) / 3
-        )
+        # The judge's own initial score, given after reading the three scored examples.
+        asked = Judgment.objects.get(run=r, idea=rating.idea, metric="ligbench_initial_rating")
+        assert last["initial_source"] == "judge" and last["initial"] == asked.score
         # Every step is against a corpus paper's venue-debiased score, not its raw one,
         # and follows the update rule from the initial score.
         s = last["initial"]
@@ -64,7 +69,7 @@ def test_ligbench_uses_the_corpus_with_debiased_scores_calibration_and_novelty(
         h = rating.history[0]
         s_llm = Judgment.objects.get(run=r, idea=rating.idea, metric="novelty_llm").score
         sims = [x["cosine"] for x in h["similarities"]]
-        assert len(sims) == 4 and h["s_llm"] == s_llm
+        assert len(sims) == 4 and h["s_llm"] == s_llm  # the 4 references retrieved
         assert rating.score == pytest.approx(novelty_score(sims, s_llm).novelty)
 
 
@@ -83,10 +88,8 @@ def test_a_rerun_of_ligbench_with_the_corpus_makes_no_new_calls(study, judge, sc
     assert a == b
 
 
-def test_unparseable_novelty_estimates_leave_novelty_empty_not_guessed(
-    study, judge, scripted, corpus
-):
-    scripted.rules.garbage_when = "Novelty means departing"
+def test_unparseable_initial_scores_leave_novelty_empty_not_guessed(study, judge, scripted, corpus):
+    scripted.rules.garbage_when = "SCORES:"  # only the initial-scoring prompt asks for it
     r = judge_run_execute(
         run=judge_run_create(study=study, method="ligbench", config=judge, params={"references": 2})
     )
@@ -94,7 +97,10 @@ def test_unparseable_novelty_estimates_leave_novelty_empty_not_guessed(
     novelty = IdeaRating.objects.filter(run=r, dimension="ligbench_novelty")
     assert novelty.count() == 6 and all(n.score is None for n in novelty)
     assert all(n.history[0]["s_sim"] is not None for n in novelty)
-    assert not IdeaRating.objects.filter(run=r, dimension="elo_rating", score=None).exists()
+    elo = IdeaRating.objects.filter(run=r, dimension="elo_rating")
+    assert elo.count() == 6 and not elo.filter(score=None).exists()
+    # Without the judge's initial scores the chains start from the examples' mean.
+    assert all("examples' mean" in e.history[-1]["initial_source"] for e in elo)
 
 
 def test_the_fallback_without_a_corpus_is_labelled(study, judge, scripted, corpus):
@@ -152,3 +158,110 @@ def test_validation_in_both_orders_reports_position_consistency(study, judge, sc
     assert r.status == Status.DONE and r.done_calls == 12
     assert r.summary["position_consistency"] == 0.0
     assert r.summary["validation"]["rating"]["accuracy"] == pytest.approx(0.5, abs=0.2)
+
+
+def _comparisons_per_idea(run):
+    met = set(ReferenceComparison.objects.filter(run=run).values_list("idea", "reference"))
+    out: dict[int, int] = {}
+    for idea, _ref in met:
+        out[idea] = out.get(idea, 0) + 1
+    return out
+
+
+def test_ligbench_makes_no_call_after_every_chain_of_an_idea_has_stopped(
+    study, judge, scripted, corpus
+):
+    # 18 related references each, but a loose ε: the chains stop long before they run out.
+    params = {"references": 18, "epsilon": 0.05}
+    r = judge_run_execute(
+        run=judge_run_create(study=study, method="ligbench", config=judge, params=params)
+    )
+    assert r.status == Status.DONE, r.message
+    per_idea = _comparisons_per_idea(r)
+    # Every HTTP request was a formalisation, an initial scoring or a comparison a chain
+    # still needed: the idea's comparisons are exactly the steps of its longest chain.
+    assert scripted.requests == r.total_calls == r.done_calls == 6 + 6 + sum(per_idea.values())
+    stopped_early = 0
+    for idea, n in per_idea.items():
+        chains = IdeaRating.objects.filter(run=r, idea=idea, dimension__startswith="elo_")
+        steps = [len(c.history) - 1 for c in chains]
+        assert n == max(steps)
+        assert all(c.history[-1]["stopped"] in {"converged", "max_steps"} for c in chains)
+        stopped_early += n < 18
+    assert stopped_early == 6  # no idea met every reference it could have
+
+
+def test_the_nearest_reference_option_meets_references_near_the_current_score(
+    study, judge, scripted, corpus
+):
+    params = {"references": 18, "selection": "nearest"}
+    r = judge_run_execute(
+        run=judge_run_create(study=study, method="ligbench", config=judge, params=params)
+    )
+    assert r.status == Status.DONE, r.message
+    assert r.summary["selection"] == "nearest" and r.summary["max_steps"] == 12
+    per_idea = _comparisons_per_idea(r)
+    assert all(n <= 12 for n in per_idea.values())
+    assert scripted.requests == 6 + 6 + sum(per_idea.values())
+    papers = {p.pk: p for p in corpus.papers.all()}
+    dims = ("rating", "contribution", "soundness")
+    for idea, n in per_idea.items():
+        chains = {
+            d: IdeaRating.objects.get(run=r, idea=idea, dimension=f"elo_{d}").history for d in dims
+        }
+        met: set[int] = set()
+        for i in range(n):
+            running = [d for d in dims if len(chains[d]) - 1 > i]
+            before = {
+                d: chains[d][i - 1]["score"] if i else chains[d][-1]["initial"] for d in running
+            }
+
+            def distance(p, before=before, running=running):
+                return sum(abs(p.debiased(d) - before[d]) for d in running) / len(running)
+
+            chosen = papers[chains[running[0]][i]["reference"]]
+            unmet = [p for p in papers.values() if p.pk not in met and p.debiased("rating")]
+            # No reference still unmet was nearer the chains' scores at that step.
+            assert distance(chosen) <= min(distance(p) for p in unmet) + 1e-9
+            met.add(chosen.pk)
+
+
+def test_a_ligbench_run_resumed_after_a_crash_continues_each_chain_where_it_stopped(
+    study, judge, scripted, corpus, monkeypatch
+):
+    import judging.services.engine as engine
+
+    params = {"references": 10, "epsilon": 0.02}
+    judge.concurrency = 1
+    judge.save()
+    whole = judge_run_execute(
+        run=judge_run_create(study=study, method="ligbench", config=judge, params=params)
+    )
+    expected = dict(
+        IdeaRating.objects.filter(run=whole, dimension="elo_rating").values_list("idea", "score")
+    )
+    LLMCall.objects.all().delete()
+    scripted.reset_counts()
+    r = judge_run_create(study=study, method="ligbench", config=judge, params=params)
+    real_record, seen = engine.record, []
+
+    def crashing_record(*args, **kwargs):
+        call = real_record(*args, **kwargs)
+        seen.append(call.pk)
+        if len(seen) == 20:  # inside the comparisons: 12 calls precede them
+            raise KeyboardInterrupt
+        return call
+
+    monkeypatch.setattr(engine, "record", crashing_record)
+    with pytest.raises(KeyboardInterrupt):
+        judge_run_execute(run=r)
+    monkeypatch.setattr(engine, "record", real_record)
+    from judging.services import judge_run_resume
+
+    r = judge_run_execute(run=judge_run_resume(run=r, enqueue=False, force=True))
+    assert r.status == Status.DONE, r.message
+    assert scripted.requests == whole.http_calls  # nothing asked twice
+    got = dict(
+        IdeaRating.objects.filter(run=r, dimension="elo_rating").values_list("idea", "score")
+    )
+    assert got == pytest.approx(expected)

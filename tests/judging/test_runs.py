@@ -128,7 +128,7 @@ def test_swiss_in_both_orders_judges_each_game_twice(study, judge, scripted):
 
 
 def test_ligbench_stores_formalisations_and_elo_histories(study, judge, scripted):
-    r = run(study, "ligbench", judge, params={"references": 3})
+    r = run(study, "ligbench", judge, params={"peers": 3})
     assert r.status == Status.DONE, r.message
     assert Formalisation.objects.filter(run=r, parts__isnull=False).count() == 6
     assert r.done_calls == r.total_calls == 6 + 6 * 3

@@ -1,31 +1,29 @@
-"""LigBench: formalise, retrieve references, compare, Elo per dimension, fused novelty."""
+"""LigBench against a reference corpus: formalise, retrieve, score initially, compare one
+reference at a time until the Elo chains stop, fused novelty."""
 
 from __future__ import annotations
 
-import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, cast
 
 from ...methods import prompts
-from ...methods.elo import run_elo_dimensions
+from ...methods.elo import MAX_STEPS
+from ...methods.ligbench import Schedule, next_reference, replay
+from ...methods.ligbench import finish as finish_chains
 from ...methods.novelty import (
-    BM25,
     novelty_score,
     similarity_to_novelty,
-    tokenize,
-    top_k,
     weighted_similarity,
 )
 from ...methods.parsing import (
     FORMALISATION_KEYS,
-    AbsoluteScore,
+    InitialScores,
     Unparseable,
-    parse_absolute_score,
-    parse_dimension_verdicts,
     parse_formalisation,
+    parse_initial_scores,
 )
-from ...methods.registry import AUTO
+from ...methods.registry import ADAPTIVE_MAX_STEPS, AUTO
 from ...models import (
     Formalisation,
     IdeaRating,
@@ -45,196 +43,39 @@ from ..base import (
     elo_rating_row,
     mark_parsed,
     store_reference_verdicts,
-    stored_verdict,
 )
 
 Method = JudgeRun.Method
 Verdict = PairwiseOutcome.Verdict
 
 
-class LigBenchDriver(Driver):
-    """Formalise every idea, then compare each with its most similar peers, then Elo.
-
-    Without a reference corpus the references are the study's other ideas, retrieved by
-    BM25 over their formalisations; their scores are unknown, so Elo is run in passes:
-    pass 1 holds every reference at the initial score, each later pass uses the
-    references' scores from the pass before. The calls do not depend on the scores, so
-    they are made once and the passes are pure arithmetic over stored outcomes.
-    """
-
-    def __init__(self, **kw: Any):
-        super().__init__(**kw)
-        p = self.params
-        self.dimensions = {d: prompts.LIGBENCH_DIMENSIONS[d] for d in p["dimensions"]}
-        self.k = max(1, int(p["references"]))
-        members = self.groups()
-        self.total = len(self.ideas) + sum(
-            len(m) * min(self.k, len(m) - 1) for m in members.values()
-        )
-        self.forms: dict[int, dict[str, str] | None] = {}
-        self.refs: dict[int, list[int]] = {}
-        self.stage2_started = False
-
-    def load(self) -> list[Unit]:
-        self.forms = {f.idea_id: f.parts for f in Formalisation.objects.filter(run=self.run)}
-        pairs = set(
-            PairwiseOutcome.objects.filter(run=self.run).values_list("idea_a_id", "idea_b_id")
-        )
-        bad_pairs = set(
-            PairwiseOutcome.objects.filter(run=self.run, verdict=Verdict.UNPARSEABLE)
-            .values_list("idea_a_id", "idea_b_id")
-            .distinct()
-        )
-        self.done = len(self.forms) + len(pairs)
-        self.unparseable = sum(v is None for v in self.forms.values()) + len(bad_pairs)
-        units = [
-            Unit(
-                ("form", i.pk),
-                prompts.formalisation_messages(self.text[i.pk]),
-                prompts.LIGBENCH_FORMALISATION.id,
-            )
-            for i in self.ideas
-            if i.pk not in self.forms
-        ]
-        if units:
-            return units
-        return self._comparisons(done=pairs)
-
-    def _comparisons(self, done: set[tuple[int, int]]) -> list[Unit]:
-        self.stage2_started = True
-        self._retrieve()
-        units = []
-        for target, refs in self.refs.items():
-            for ref in refs:
-                if (target, ref) in done:
-                    continue
-                first_is_target = (
-                    random.Random(f"ligbench:{self.params['seed']}:{target}:{ref}").random() < 0.5
-                )
-                fa, fb = (target, ref) if first_is_target else (ref, target)
-                msgs = prompts.ligbench_comparison_messages(
-                    cast(dict, self.forms[fa]),
-                    cast(dict, self.forms[fb]),
-                    self.dimensions,  # type: ignore[arg-type]
-                )
-                units.append(Unit(("cmp", target, ref, fa), msgs, prompts.LIGBENCH_COMPARISON.id))
-        return units
-
-    def _retrieve(self) -> None:
-        ok = {i: f for i, f in self.forms.items() if f}
-        self.refs = {}
-        groups = self.groups()
-        planned = len(self.ideas)
-        for members in groups.values():
-            usable = [i for i in members if i in ok]
-            docs = [tokenize(" ".join(ok[i][k] for k in FORMALISATION_KEYS)) for i in usable]
-            bm25 = BM25(docs)
-            for n, target in enumerate(usable):
-                scores = bm25.scores(docs[n])
-                scores[n] = float("-inf")  # never its own reference
-                others = [usable[j] for j in top_k(scores, min(self.k, len(usable) - 1))]
-                self.refs[target] = others
-                planned += len(others)
-        self.total = planned
-
-    def store(self, unit: Unit, call: LLMCall | None) -> bool:
-        assert call is not None
-        if unit.key[0] == "form":
-            idea_id = unit.key[1]
-            parsed = parse_formalisation(call.response_text)
-            mark_parsed(call, parsed)
-            parts = parsed.as_dict() if not isinstance(parsed, Unparseable) else None
-            Formalisation.objects.create(
-                run=self.run,
-                idea_id=idea_id,
-                parts=parts,
-                call=call,
-                parse_error=parsed.reason if isinstance(parsed, Unparseable) else "",
-            )
-            self.forms[idea_id] = parts
-            return parts is None
-        _, target, ref, first = unit.key
-        verdicts = parse_dimension_verdicts(call.response_text, list(self.dimensions))
-        mark_parsed(call, verdicts)
-        PairwiseOutcome.objects.bulk_create(
-            [
-                PairwiseOutcome(
-                    run=self.run,
-                    idea_a_id=target,
-                    idea_b_id=ref,
-                    first_shown_id=first,
-                    dimension=dim,
-                    verdict=stored_verdict(
-                        None if isinstance(verdicts, Unparseable) else verdicts.winners[dim],
-                        first == target,
-                    ),
-                    call=call,
-                    parse_error=verdicts.reason if isinstance(verdicts, Unparseable) else "",
-                )
-                for dim in self.dimensions
-            ]
-        )
-        return isinstance(verdicts, Unparseable)
-
-    def after(self, unit: Unit) -> list[Unit]:
-        if (
-            unit.key[0] == "form"
-            and not self.stage2_started
-            and all(i.pk in self.forms for i in self.ideas)
-        ):
-            return self._comparisons(done=set())
-        return []
-
-    def finish(self) -> dict[str, Any]:
-        p = self.params
-        IdeaRating.objects.filter(run=self.run).delete()
-        if not self.stage2_started:
-            return {"formalised": sum(1 for f in self.forms.values() if f), "elo": "not started"}
-        outcome: dict[tuple[int, int], dict[str, float | None]] = defaultdict(dict)
-        value = {"A": 1.0, "B": 0.0, "tie": 0.5}
-        for o in PairwiseOutcome.objects.filter(run=self.run):
-            outcome[(o.idea_a_id, o.idea_b_id)][o.dimension] = value.get(o.verdict)
-        initial = 2.5 if p["initial"] == AUTO else float(p["initial"])
-        scores = {i: dict.fromkeys(self.dimensions, initial) for i in self.refs}
-        chains: dict[int, dict[str, Any]] = {}
-        for _ in range(max(1, int(p["passes"]))):
-            chains = {}
-            for target, refs in self.refs.items():
-                comparisons = [
-                    (ref, scores[ref], outcome[(target, ref)])
-                    for ref in refs
-                    if (target, ref) in outcome
-                ]
-                chains[target] = run_elo_dimensions(
-                    comparisons,
-                    dict.fromkeys(self.dimensions, initial),
-                    epsilon=float(p["epsilon"]),
-                    max_steps=int(p["max_steps"]),
-                    d=float(p["d"]),
-                    k_max=float(p["k_max"]),
-                    gamma=float(p["gamma"]),
-                )
-            scores = {i: {d: c.score for d, c in ch.items()} for i, ch in chains.items()}
-        ratings = []
-        for target, per_dim in chains.items():
-            for dim, chain in per_dim.items():
-                ratings.append(elo_rating_row(self.run, target, dim, chain))
-        IdeaRating.objects.bulk_create(ratings)
-        return {
-            "formalised": sum(1 for f in self.forms.values() if f),
-            "references": "study ideas (fallback: no reference corpus; scores are relative "
-            "to the study's own ideas)",
-            "corpus": None,
-            "dimensions": list(self.dimensions),
-            "passes": int(p["passes"]),
-        }
-
-
 LIGBENCH_NOVELTY = "ligbench_novelty"
 """IdeaRating dimension of LigBench's fused novelty (not the review form's "novelty")."""
 NOVELTY_LLM = "novelty_llm"
 """Judgment metric of the judge's own 0–5 novelty estimate (s_LLM in LigBench's fusion)."""
+INITIAL_PREFIX = "ligbench_initial_"
+"""Judgment metric prefix of the judge's initial score per dimension (`…_rating`, …)."""
 _VALUE = {"A": 1.0, "B": 0.0, "tie": 0.5}
+
+
+def schedule_from(params: dict[str, Any]) -> Schedule:
+    """The run's comparison schedule; `max_steps` "auto" is the selection rule's default."""
+    selection = str(params.get("selection", "paper"))
+    steps = params["max_steps"]
+    if steps == AUTO:
+        steps = ADAPTIVE_MAX_STEPS if selection == "nearest" else MAX_STEPS
+    try:
+        return Schedule(
+            selection=selection,
+            epsilon=float(params["epsilon"]),
+            max_steps=int(steps),
+            d=float(params["d"]),
+            k_max=float(params["k_max"]),
+            gamma=float(params["gamma"]),
+            seed=params.get("seed", 0),
+        )
+    except ValueError as exc:
+        raise JudgeRunRefused(f"ligbench: {exc}") from exc
 
 
 def _formal_text(parts: dict[str, str]) -> str:
@@ -256,21 +97,23 @@ def _store_formalisation(run: JudgeRun, idea_id: int, call: LLMCall) -> dict[str
 
 
 class LigBenchCorpusDriver(Driver):
-    """LigBench against a reference corpus: formalise, retrieve, compare, Elo, novelty.
+    """LigBench against a reference corpus, as the paper runs it.
 
-    Stage 1 formalises every idea. Stage 2 starts once every formalisation is stored: for
-    each formalised idea it retrieves the `references` most related papers (BM25 and
-    MiniLM cosine over the four parts), compares the idea with each of them on every
-    dimension in one call, and asks for the judge's own 0–5 novelty estimate.
+    Stage 1 formalises every idea. Stage 2 starts once every formalisation is stored: each
+    formalised idea gets its `references` most related papers (BM25 and MiniLM cosine
+    over the four parts), and then, one call at a time:
 
-    Elo then runs per dimension over the references in retrieval order (most related
-    first) against their venue-debiased scores, so a single pass suffices. The initial
-    score is taken from calibration examples: the mean debiased score of the
-    `calibration` most related references. LigBench instead shows three scored examples
-    to the model and asks it for a starting score; taking the examples' scores directly
-    costs no call, cannot be unparseable, and is the prior that prompt aims at. A number
-    in `initial` overrides it. Novelty fuses the judge's estimate with the MiniLM
-    similarity of the idea to the retrieved papers (α, k, μ, β per run).
+    1. initial scoring: the judge reads the `calibration` most related papers with their
+       venue-debiased scores and scores the idea on every dimension (and its own novelty
+       estimate s_LLM), reasons first;
+    2. comparisons: the schedule (`judging.methods.ligbench`) names the next reference
+       (the paper's seeded random order, or the one nearest the current score), the judge
+       compares, every dimension's Elo chain takes the step, and the next reference is
+       asked for only while some chain still runs. No call is made after the chains stop.
+
+    Every decision is a pure function of the stored rows, so a resumed run continues each
+    chain where it stopped. Novelty fuses s_LLM with the similarity of the idea to its
+    most related papers (α, k, μ, β per run).
     """
 
     def __init__(self, **kw: Any):
@@ -285,34 +128,44 @@ class LigBenchCorpusDriver(Driver):
                 + ", ".join(self.dimensions)
             )
         self.k = min(max(1, int(p["references"])), n_refs)
+        self.schedule = schedule_from(p)
         self.novelty = bool(p["novelty"])
-        self.total = len(self.ideas) * (1 + self.k + int(self.novelty))
+        self.asks_initial = p["initial"] == AUTO or self.novelty
+        self.total = len(self.ideas) * (
+            1 + int(self.asks_initial) + min(self.k, self.schedule.max_steps)
+        )
         self.forms: dict[int, dict[str, str] | None] = {}
         self.hits: dict[int, list[Any]] = {}
         self.papers: dict[int, ReferencePaper] = {}
+        self.initial: dict[int, dict[str, float | None]] = {}
+        self.played: dict[int, list[tuple[int, dict[str, float | None]]]] = defaultdict(list)
         self.stage2_started = False
+
+    # --- reading what is stored ---------------------------------------------------
 
     def load(self) -> list[Unit]:
         self.forms = {f.idea_id: f.parts for f in Formalisation.objects.filter(run=self.run)}
-        pairs: set[tuple[int, int]] = set()
-        bad: set[tuple[int, int]] = set()
-        for idea_id, ref_id, verdict in ReferenceComparison.objects.filter(
-            run=self.run
-        ).values_list("idea_id", "reference_id", "verdict"):
-            pairs.add((idea_id, ref_id))
-            if verdict == Verdict.UNPARSEABLE:
-                bad.add((idea_id, ref_id))
-        novelty = dict(
-            Judgment.objects.filter(run=self.run, metric=NOVELTY_LLM).values_list(
-                "idea_id", "score"
-            )
-        )
-        self.done = len(self.forms) + len(pairs) + len(novelty)
-        self.unparseable = (
-            sum(v is None for v in self.forms.values())
-            + len(bad)
-            + sum(v is None for v in novelty.values())
-        )
+        self.played = defaultdict(list)
+        bad = 0
+        by_pair: dict[tuple[int, int], dict[str, float | None]] = {}
+        for idea_id, ref_id, dim, verdict in (
+            ReferenceComparison.objects.filter(run=self.run)
+            .order_by("pk")
+            .values_list("idea_id", "reference_id", "dimension", "verdict")
+        ):
+            if (idea_id, ref_id) not in by_pair:
+                by_pair[(idea_id, ref_id)] = {}
+                self.played[idea_id].append((ref_id, by_pair[(idea_id, ref_id)]))
+            by_pair[(idea_id, ref_id)][dim] = _VALUE.get(verdict)
+        bad += sum(all(v is None for v in o.values()) for o in by_pair.values())
+        self.initial = defaultdict(dict)
+        for idea_id, metric, score in Judgment.objects.filter(
+            run=self.run, metric__startswith=INITIAL_PREFIX
+        ).values_list("idea_id", "metric", "score"):
+            self.initial[idea_id][metric.removeprefix(INITIAL_PREFIX)] = score
+        bad += sum(all(v is None for v in s.values()) for s in self.initial.values())
+        self.done = len(self.forms) + len(self.initial) + len(by_pair)
+        self.unparseable = sum(v is None for v in self.forms.values()) + bad
         units = [
             Unit(
                 ("form", i.pk),
@@ -322,9 +175,7 @@ class LigBenchCorpusDriver(Driver):
             for i in self.ideas
             if i.pk not in self.forms
         ]
-        if units:
-            return units
-        return self._stage2(pairs, set(novelty))
+        return units or self._stage2()
 
     def _retrieve(self) -> list[int]:
         from ...corpus import reference_corpus_embed, reference_corpus_retrieve
@@ -342,40 +193,86 @@ class LigBenchCorpusDriver(Driver):
         self.hits = dict(zip(usable, hits, strict=True))
         return usable
 
-    def _stage2(self, done_pairs: set[tuple[int, int]], done_novelty: set[int]) -> list[Unit]:
+    def _stage2(self) -> list[Unit]:
         self.stage2_started = True
-        usable = self._retrieve()
-        self.total = (
-            len(self.ideas)
-            + sum(len(h) for h in self.hits.values())
-            + (len(usable) if self.novelty else 0)
-        )
-        seed = self.params["seed"]
-        units = []
-        for target in usable:
-            form = cast(dict, self.forms[target])
-            if self.novelty and target not in done_novelty:
-                units.append(
-                    Unit(
-                        ("nov", target),
-                        prompts.ligbench_novelty_messages(form),
-                        prompts.ABSOLUTE.id,
-                    )
-                )
-            for rank, hit in enumerate(self.hits[target], 1):
-                if (target, hit.id) in done_pairs:
-                    continue
-                ref = self.papers[hit.id].parts()
-                target_first = coin("ligbench-ref", seed, target, hit.id)
-                a, b = (form, ref) if target_first else (ref, form)
-                units.append(
-                    Unit(
-                        ("ref", target, hit.id, target_first, rank),
-                        prompts.ligbench_comparison_messages(a, b, self.dimensions),  # type: ignore[arg-type]
-                        prompts.LIGBENCH_COMPARISON.id,
-                    )
-                )
+        units = [u for target in self._retrieve() if (u := self._next(target)) is not None]
+        self._recount()
         return units
+
+    # --- the schedule -------------------------------------------------------------
+
+    def _pool(self, target: int) -> dict[Hashable, dict[str, float]]:
+        return {
+            h.id: {d: cast(float, self.papers[h.id].debiased(d)) for d in self.dimensions}
+            for h in self.hits[target]
+        }
+
+    def _examples(self, target: int) -> list[ReferencePaper]:
+        n = max(1, int(self.params["calibration"]))
+        return [self.papers[h.id] for h in self.hits[target][:n]]
+
+    def _start(self, target: int) -> tuple[dict[str, float], str]:
+        """The chains' initial scores and where they came from."""
+        p = self.params
+        if p["initial"] != AUTO:
+            return dict.fromkeys(self.dimensions, float(p["initial"])), "fixed"
+        asked = self.initial.get(target, {})
+        if asked and all(asked.get(d) is not None for d in self.dimensions):
+            return {d: cast(float, asked[d]) for d in self.dimensions}, "judge"
+        examples = self._examples(target)
+        means = {
+            d: sum(cast(float, r.debiased(d)) for r in examples) / len(examples)
+            for d in self.dimensions
+        }
+        return means, "examples' mean (the judge's initial scores were unparseable)"
+
+    def _chains(self, target: int) -> dict[str, Any]:
+        return replay(
+            self._start(target)[0], self._pool(target), self.played[target], self.schedule
+        )
+
+    def _next(self, target: int) -> Unit | None:
+        """The idea's next call: its initial scoring, then one comparison at a time."""
+        if self.asks_initial and target not in self.initial:
+            examples = [
+                (r.parts(), {d: cast(float, r.debiased(d)) for d in self.dimensions})
+                for r in self._examples(target)
+            ]
+            msgs = prompts.ligbench_initial_messages(
+                cast(dict, self.forms[target]), examples, self.dimensions, novelty=self.novelty
+            )
+            return Unit(("init", target), msgs, prompts.LIGBENCH_INITIAL.id)
+        chains = self._chains(target)
+        played = [ref for ref, _ in self.played[target]]
+        ref = next_reference(chains, self._pool(target), played, self.schedule, target)
+        if ref is None:
+            return None
+        ref = cast(int, ref)
+        rank = next(n for n, h in enumerate(self.hits[target], 1) if h.id == ref)
+        target_first = coin("ligbench-ref", self.params["seed"], target, ref)
+        form, paper = cast(dict, self.forms[target]), self.papers[ref].parts()
+        a, b = (form, paper) if target_first else (paper, form)
+        return Unit(
+            ("ref", target, ref, target_first, rank),
+            prompts.ligbench_comparison_messages(a, b, self.dimensions),  # type: ignore[arg-type]
+            prompts.LIGBENCH_COMPARISON.id,
+        )
+
+    def _remaining(self, target: int) -> int:
+        """Calls this idea may still need (an upper bound until its chains stop)."""
+        if self.asks_initial and target not in self.initial:
+            return 1 + min(self.k, self.schedule.max_steps)
+        chains = self._chains(target)
+        left = self.k - len(self.played[target])
+        steps = [
+            self.schedule.max_steps - len(c.steps) for c in chains.values() if c.stopped is None
+        ]
+        return min(left, max(steps)) if steps and left > 0 else 0
+
+    def _recount(self) -> None:
+        self.total = self.done + sum(self._remaining(t) for t in self.hits)
+
+    # --- storing answers ----------------------------------------------------------
 
     def store(self, unit: Unit, call: LLMCall | None) -> bool:
         assert call is not None
@@ -384,21 +281,10 @@ class LigBenchCorpusDriver(Driver):
             parts = _store_formalisation(self.run, unit.key[1], call)
             self.forms[unit.key[1]] = parts
             return parts is None
-        if kind == "nov":
-            parsed = parse_absolute_score(call.response_text, 0, 5)
-            mark_parsed(call, parsed)
-            Judgment.objects.create(
-                run=self.run,
-                idea_id=unit.key[1],
-                metric=NOVELTY_LLM,
-                score=float(parsed.score) if isinstance(parsed, AbsoluteScore) else None,
-                rationale=parsed.rationale if isinstance(parsed, AbsoluteScore) else "",
-                parse_error=parsed.reason if isinstance(parsed, Unparseable) else "",
-                call=call,
-            )
-            return isinstance(parsed, Unparseable)
+        if kind == "init":
+            return self._store_initial(unit.key[1], call)
         _, target, ref, target_first, rank = unit.key
-        return store_reference_verdicts(
+        bad = store_reference_verdicts(
             self.run,
             call,
             self.dimensions,
@@ -407,25 +293,57 @@ class LigBenchCorpusDriver(Driver):
             reference_id=ref,
             rank=rank,
         )
+        outcomes = {
+            dim: _VALUE.get(v)
+            for dim, v in ReferenceComparison.objects.filter(
+                run=self.run, idea_id=target, reference_id=ref
+            ).values_list("dimension", "verdict")
+        }
+        self.played[target].append((ref, outcomes))
+        return bad
+
+    def _store_initial(self, target: int, call: LLMCall) -> bool:
+        keys = list(self.dimensions)
+        if self.novelty:
+            keys.append(prompts.LIGBENCH_NOVELTY_DIMENSION)
+        parsed = parse_initial_scores(call.response_text, keys)
+        mark_parsed(call, parsed)
+        scores: dict[str, float | None] = dict.fromkeys(keys)
+        reasoning = error = ""
+        if isinstance(parsed, InitialScores):
+            scores.update(parsed.scores)
+            reasoning = parsed.reasoning
+        else:
+            error = parsed.reason
+        Judgment.objects.bulk_create(
+            [
+                Judgment(
+                    run=self.run,
+                    idea_id=target,
+                    metric=NOVELTY_LLM
+                    if key == prompts.LIGBENCH_NOVELTY_DIMENSION
+                    else INITIAL_PREFIX + key,
+                    score=scores[key],
+                    rationale=reasoning,
+                    parse_error=error,
+                    call=call,
+                )
+                for key in keys
+            ]
+        )
+        self.initial[target] = {d: scores[d] for d in self.dimensions}
+        return bool(error)
 
     def after(self, unit: Unit) -> list[Unit]:
-        if (
-            unit.key[0] == "form"
-            and not self.stage2_started
-            and all(i.pk in self.forms for i in self.ideas)
-        ):
-            return self._stage2(set(), set())
-        return []
+        if unit.key[0] == "form":
+            if not self.stage2_started and all(i.pk in self.forms for i in self.ideas):
+                return self._stage2()
+            return []
+        nxt = self._next(unit.key[1])
+        self._recount()
+        return [nxt] if nxt is not None else []
 
-    def _initial(self, refs: Sequence[ReferencePaper]) -> tuple[dict[str, float], list[int]]:
-        p = self.params
-        if p["initial"] != AUTO:
-            return dict.fromkeys(self.dimensions, float(p["initial"])), []
-        examples = list(refs[: max(1, int(p["calibration"]))])
-        return {
-            d: sum(cast(float, r.debiased(d)) for r in examples) / len(examples)
-            for d in self.dimensions
-        }, [r.pk for r in examples]
+    # --- ratings ------------------------------------------------------------------
 
     def finish(self) -> dict[str, Any]:
         p = self.params
@@ -437,57 +355,52 @@ class LigBenchCorpusDriver(Driver):
             "formalised": sum(1 for f in self.forms.values() if f),
             "dimensions": list(self.dimensions),
             "initial": (
-                f"mean debiased score of the {int(p['calibration'])} most related references"
+                f"the judge's scores after {int(p['calibration'])} scored related references"
                 if p["initial"] == AUTO
                 else float(p["initial"])
             ),
+            "selection": self.schedule.selection,
+            "epsilon": self.schedule.epsilon,
+            "max_steps": self.schedule.max_steps,
             "novelty": self.novelty,
         }
         if not self.stage2_started:
             return {**summary, "elo": "not started"}
-        outcome: dict[tuple[int, int], dict[str, float | None]] = defaultdict(dict)
-        for idea_id, ref_id, dim, verdict in ReferenceComparison.objects.filter(
-            run=self.run
-        ).values_list("idea_id", "reference_id", "dimension", "verdict"):
-            outcome[(idea_id, ref_id)][dim] = _VALUE.get(verdict)
         llm = dict(
             Judgment.objects.filter(run=self.run, metric=NOVELTY_LLM).values_list(
                 "idea_id", "score"
             )
         )
         ratings = []
+        comparisons = []
         for target, hits in self.hits.items():
-            refs = [self.papers[h.id] for h in hits]
-            initial, examples = self._initial(refs)
-            comparisons = [
-                (r.pk, {d: cast(float, r.debiased(d)) for d in self.dimensions}, outcome[key])
-                for r in refs
-                if (key := (target, r.pk)) in outcome
-            ]
-            chains = run_elo_dimensions(
-                comparisons,
-                initial,
-                epsilon=float(p["epsilon"]),
-                max_steps=int(p["max_steps"]),
-                d=float(p["d"]),
-                k_max=float(p["k_max"]),
-                gamma=float(p["gamma"]),
-            )
-            for dim, chain in chains.items():
-                ratings.append(
-                    elo_rating_row(
-                        self.run,
-                        target,
-                        dim,
-                        chain,
-                        initial=initial[dim],
-                        calibration_examples=examples,
-                    )
-                )
+            ratings += self._elo_rows(target)
+            comparisons.append(len(self.played[target]))
             if self.novelty and hits:
-                ratings.append(self._novelty(target, hits, llm.get(target)))
+                near = hits[: max(1, int(p["novelty_references"]))]
+                ratings.append(self._novelty(target, near, llm.get(target)))
         IdeaRating.objects.bulk_create(ratings)
+        if comparisons:
+            summary["comparisons_per_idea"] = sum(comparisons) / len(comparisons)
         return summary
+
+    def _elo_rows(self, target: int) -> list[IdeaRating]:
+        initial, source = self._start(target)
+        chains = finish_chains(self._chains(target))
+        examples = [r.pk for r in self._examples(target)]
+        return [
+            elo_rating_row(
+                self.run,
+                target,
+                dim,
+                chain,
+                initial=initial[dim],
+                initial_source=source,
+                calibration_examples=examples,
+                comparisons=len(self.played[target]),
+            )
+            for dim, chain in chains.items()
+        ]
 
     def _novelty(self, target: int, hits: Sequence[Any], s_llm: float | None) -> IdeaRating:
         p = self.params
@@ -524,4 +437,6 @@ def build(**kw: Any) -> Driver:
     """With a reference corpus the corpus driver, else the study-ideas fallback."""
     if kw["params"].get("corpus"):
         return LigBenchCorpusDriver(**kw)
+    from .ligbench_peers import LigBenchDriver
+
     return LigBenchDriver(**kw)
