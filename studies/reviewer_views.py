@@ -51,6 +51,7 @@ from .review_forms import (
     draft_from_post,
     study_review_definition,
 )
+from .study_setup import is_researcher
 from .throttle import client_address, login_blocked, login_failed, token_blocked, token_failed
 
 reviewer_login_required = login_required(login_url="studies:reviewer_login")
@@ -119,9 +120,10 @@ def reviewer_login(request: HttpRequest) -> HttpResponse:
             login(request, user)
             if next_url:
                 return redirect(next_url)
-            # Researchers may log in here too (it is the rate-limited form).
-            owns = user.owned_studies.exists()  # type: ignore[attr-defined]
-            return redirect("studies:study_list" if owns else "studies:reviewer_home")
+            # Researchers may log in here too (it is the rate-limited form); they, and
+            # anyone on a study's team, land on their studies.
+            team = is_researcher(user) or user.study_memberships.exists()  # type: ignore[attr-defined]
+            return redirect("studies:study_list" if team else "studies:reviewer_home")
         login_failed(address=address, username=username)
     return render(
         request,
