@@ -80,6 +80,8 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:idea_decide": (("idea",), None, E),
     "studies:signoff_approve_passed": ((), V, E),
     "studies:study_settings": ((), V, E),
+    "studies:study_plan": ((), V, E),
+    "studies:study_plan_freeze": ((), None, OW),
     "studies:study_delete": ((), OW, OW),
     "studies:study_members": ((), V, OW),
     "studies:member_role": (("member_editor",), None, OW),
