@@ -12,8 +12,11 @@ import math
 from collections import defaultdict
 from typing import Any
 
+import pandas as pd
 from django.db.models import F
 
+from .methods.alignment import alignment_table
+from .methods.registry import method_spec
 from .models import Formalisation, IdeaRating, JudgeRun, PairwiseOutcome, ReferenceComparison
 from .plots import elo_history_plot, ratings_plot
 
@@ -99,7 +102,7 @@ def judge_run_report(*, run: JudgeRun) -> dict[str, Any]:
         if r.dimension == "ligbench_novelty" and history:
             h = history[0]
             s_llm = h.get("s_llm")
-            note = f"s_sim {h['s_sim']:.2f}, s_LLM " + ("—" if s_llm is None else f"{s_llm:.0f}")
+            note = f"s_sim {h['s_sim']:.2f}, s_LLM " + ("—" if s_llm is None else f"{s_llm:.1f}")
         idea = ideas.get(r.idea_id)
         tables[r.dimension].append(
             {
@@ -148,6 +151,7 @@ def judge_run_report(*, run: JudgeRun) -> dict[str, Any]:
         },
         "formalisations": _formalisations(run, name),
         "validation": _validation(summary),
+        "alignment": _human_alignment(run),
     }
 
 
@@ -188,3 +192,48 @@ def _validation(summary: dict[str, Any]) -> list[dict[str, Any]]:
     table = summary.get("validation") or {}
     raw = summary.get("raw_accuracy") or {}
     return [{**row, "raw_accuracy": raw.get(dim)} for dim, row in table.items()]
+
+
+def _human_alignment(run: JudgeRun) -> dict[str, Any] | None:
+    """LigBench's human-alignment table: per dimension reviewers rated, how often the order
+    of the run's scores agrees with their pair ratings; beside it the judge's accuracy on
+    reference pairs from the newest finished validation run of the same judge."""
+    spec = method_spec(run.method)
+    if not spec.pairs_from_scores or run.status != JudgeRun.Status.DONE:
+        return None
+    from studies.selectors import human_pair_frame, idea_labels
+
+    human = human_pair_frame(run.study)
+    if human is None:
+        return None
+    labels = idea_labels(run.study)
+    to_metric = spec.rating_metrics
+    scores = pd.DataFrame(
+        [
+            {"idea_id": labels.get(i), "metric": to_metric[d], "score": v}
+            for i, d, v in IdeaRating.objects.filter(
+                run=run, dimension__in=list(to_metric)
+            ).values_list("idea_id", "dimension", "score")
+            if labels.get(i) is not None
+        ],
+        columns=["idea_id", "metric", "score"],
+    ).astype({"score": float})
+    rows = alignment_table(scores, human)
+    from_dim = {metric: dim for dim, metric in to_metric.items()}
+    validation_run = (
+        JudgeRun.objects.filter(
+            study=run.study,
+            method=JudgeRun.Method.VALIDATION,
+            status=JudgeRun.Status.DONE,
+            config=run.config,
+        )
+        .order_by("-finished_at", "-pk")
+        .first()
+    )
+    checked = (validation_run.summary or {}).get("validation", {}) if validation_run else {}
+    for row in rows:
+        dim = from_dim.get(row["dimension"], "")
+        row["judge_dimension"] = _label(dim) if dim else "no counterpart in this run"
+        plain = dim.removeprefix("elo_")
+        row["validation_accuracy"] = (checked.get(plain) or {}).get("accuracy")
+    return {"rows": rows, "validation_run": validation_run.pk if validation_run else None}

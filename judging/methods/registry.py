@@ -67,6 +67,9 @@ class MethodSpec:
     """Rating dimension → review-form metric it rates (a dimension that is itself a metric
     of the form maps onto it without an entry here)."""
     name_in_messages: str = ""
+    pairs_from_scores: bool = False
+    """Compares ideas with something other than each other (LigBench: reference papers),
+    so its preference on a pair reviewers rated is the order of its two scores."""
 
     @property
     def baseline(self) -> bool:
@@ -158,6 +161,10 @@ METHODS: dict[str, MethodSpec] = {
             driver="judging.services.drivers.ligbench:build",
             llm=True,
             corpus=True,
+            # Its overall dimension and its fused novelty rate the form's metrics of the
+            # same meaning; contribution and soundness have no counterpart on the form.
+            rating_metrics={"elo_rating": "overall", "ligbench_novelty": "novelty"},
+            pairs_from_scores=True,
             # With a corpus one idea suffices; the study-ideas fallback needs two.
             min_ideas=1,
             defaults={

@@ -17,8 +17,9 @@ import pandas as pd
 
 from studies.analysis.report import JudgeData
 from studies.models import Study
-from studies.selectors import idea_labels, idea_lengths
+from studies.selectors import human_pair_frame, idea_labels, idea_lengths
 
+from ..methods.alignment import preferences_from_scores
 from ..methods.registry import BASELINE_METHODS, METHODS, NONE, SCORES, method_spec
 from ..models import IdeaRating, JudgeRun, Judgment, PairwiseOutcome
 from .base import JudgeRunRefused
@@ -113,16 +114,27 @@ def _run_info(run: JudgeRun) -> dict[str, Any]:
 
 
 def judge_data(
-    run: JudgeRun, study: Study, labels: dict[int, str], metrics: Sequence[str]
+    run: JudgeRun,
+    study: Study,
+    labels: dict[int, str],
+    metrics: Sequence[str],
+    human_pairs: pd.DataFrame | None = None,
 ) -> JudgeData:
-    """One finished run as the agreement module's inputs."""
+    """One finished run as the agreement module's inputs. A method that never compares
+    two of the study's ideas (LigBench) gets, for the pairs reviewers rated, the order of
+    its scores as its preference (`judging.methods.alignment`)."""
     model = run.config.resolved_model() if run.config and not run.is_baseline else ""
+    spec = method_spec(run.method)
     pairs = None
-    if method_spec(run.method).agreement == SCORES:
+    if spec.agreement == SCORES:
         scores: pd.DataFrame | None = _score_rows(run, labels)
     else:
         scores = _rating_rows(run, labels, metrics)
-        pairs = _pair_rows(run, labels)
+        if not spec.pairs_from_scores:
+            pairs = _pair_rows(run, labels)
+        elif human_pairs is not None and scores is not None and not scores.empty:
+            derived = preferences_from_scores(scores, human_pairs)
+            pairs = derived if not derived.empty else None
     if scores is not None:
         scores = scores[scores["idea_id"].notna()].reset_index(drop=True)
         if scores.empty:
@@ -152,7 +164,8 @@ class RunRatings:
             .select_related("config")
             .order_by("created_at", "pk")
         )
-        return [judge_data(run, study, labels, list(metrics)) for run in runs]
+        human = human_pair_frame(study) if runs.exists() else None
+        return [judge_data(run, study, labels, list(metrics), human) for run in runs]
 
     def baseline_availability(self, study: Study) -> dict[str, str | None]:
         out: dict[str, str | None] = {}

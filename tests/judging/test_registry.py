@@ -6,7 +6,7 @@ from django.utils.module_loading import import_string
 
 from judging.client import prepare, send
 from judging.methods.prompts import pairwise_messages
-from judging.methods.registry import METHODS
+from judging.methods.registry import METHODS, SCORES
 from judging.models import JudgeRun
 from studies.judge_ratings import judge_ratings_provider
 
@@ -38,3 +38,10 @@ def test_the_test_server_answers_by_the_method_key_the_request_carries(judge, sc
     assert send(other).text != "[[B]]"
     # The key is not part of the cache key: the messages decide what is asked.
     assert other.cache_key == prepare(judge, msgs).cache_key
+
+
+def test_every_method_that_judges_ideas_maps_onto_the_form_for_agreement():
+    # A method missing here would silently drop out of the report's agreement section.
+    for spec in METHODS.values():
+        if spec.judges_ideas and spec.agreement != SCORES:
+            assert spec.rating_metrics, spec.key
