@@ -1,6 +1,10 @@
+from typing import Any
+
+from django import forms
 from django.contrib import admin
 
 from . import models
+from .protocol.forms import FormFileError, form_validate
 
 
 class StudyMemberInline(admin.TabularInline):
@@ -27,9 +31,43 @@ class StudyAdmin(admin.ModelAdmin):
         )
 
 
+class ReviewFormAdminForm(forms.ModelForm):
+    """A form added here is checked as a form file is; key and version come from it."""
+
+    class Meta:
+        model = models.ReviewForm
+        fields = ["definition"]
+
+    def clean_definition(self) -> Any:
+        data = self.cleaned_data["definition"]
+        try:
+            definition = form_validate(data, source="definition")
+        except FormFileError as exc:
+            raise forms.ValidationError(exc.problems) from None
+        if models.ReviewForm.objects.filter(
+            key=definition.key, version=definition.version
+        ).exists():
+            raise forms.ValidationError(
+                f"{definition.key} v{definition.version} exists; give the form a new version"
+            )
+        self.instance.key, self.instance.version = definition.key, definition.version
+        self.instance.title = definition.title
+        return definition.to_dict()
+
+
 @admin.register(models.ReviewForm)
 class ReviewFormAdmin(admin.ModelAdmin):
+    """Stored versions are immutable (studies and reviews refer to them): read-only once
+    saved."""
+
     list_display = ["key", "version", "title", "created_at"]
+    form = ReviewFormAdminForm
+
+    def get_readonly_fields(self, request: Any, obj: Any = None) -> list[str]:
+        return ["key", "version", "title", "definition", "created_at"] if obj else []
+
+    def get_fields(self, request: Any, obj: Any = None) -> list[str]:
+        return self.get_readonly_fields(request, obj) if obj else ["definition"]
 
 
 @admin.register(models.Idea)

@@ -66,3 +66,43 @@ def test_a_stored_form_version_cannot_be_redefined():
 
     with pytest.raises(ValueError, match="execution v1 already exists with a different definition"):
         review_form_ensure(definition=form_validate(changed))
+
+
+@pytest.mark.django_db
+def test_direct_scoring_asks_each_metric_of_the_study_form_on_its_own_scale(owner):
+    from judging.services.drivers.score import ScoreDriver
+    from studies.models import Idea, Topic
+
+    study = study_create(owner=owner, slug="judged", form=EXECUTION_FORM)
+    topic = Topic.objects.create(study=study, name="Coding")
+    idea = Idea.objects.create(study=study, topic=topic, title="T", raw_text="An idea.")
+    driver = ScoreDriver(run=None, ideas=[idea], params={"samples": 1, "text": "raw"}, study=study)
+    assert driver.ranges == {m.key: (m.minimum, m.maximum) for m in EXECUTION_FORM.metrics}
+    messages, _ = driver.messages(idea.pk)
+    prompt = "\n".join(m["content"] for m in messages)
+    assert "## code_quality (Code quality): integer from 1 to 5" in prompt
+    assert "## soundness (Soundness): integer from 1 to 10" in prompt
+    # sparse anchors: only the anchored levels are described
+    assert "  3: Runs with effort; readable in parts." in prompt
+    assert "  2: " not in prompt.split("## code_quality")[1]
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_a_stored_form_read_only_and_validates_a_new_one(client):
+    from django.contrib.auth import get_user_model
+
+    admin_user = get_user_model().objects.create_superuser("root", password="root-pass-123")
+    client.force_login(admin_user)
+    stored = review_form_ensure(definition=EXECUTION_FORM)
+    page = client.get(f"/admin/studies/reviewform/{stored.pk}/change/").content.decode()
+    assert 'name="definition"' not in page and "code_quality" in page
+    bad = EXECUTION_FORM.to_dict() | {"key": "admin-made", "version": 1}
+    bad["metrics"][0]["maximum"] = 0
+    r = client.post("/admin/studies/reviewform/add/", {"definition": json.dumps(bad)})
+    assert r.status_code == 200 and "metric &#x27;novelty&#x27; (metrics[1])" in r.content.decode()
+    good = EXECUTION_FORM.to_dict() | {"key": "admin-made", "version": 1}
+    r = client.post("/admin/studies/reviewform/add/", {"definition": json.dumps(good)})
+    assert r.status_code == 302
+    assert ReviewForm.objects.get(key="admin-made").as_definition().metric_keys == (
+        EXECUTION_FORM.metric_keys
+    )
