@@ -66,7 +66,7 @@ class ReviewFormAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: Any, obj: Any = None) -> list[str]:
         return ["key", "version", "title", "definition", "created_at"] if obj else []
 
-    def get_fields(self, request: Any, obj: Any = None) -> list[str]:
+    def get_fields(self, request: Any, obj: Any = None) -> Any:
         return self.get_readonly_fields(request, obj) if obj else ["definition"]
 
 
