@@ -252,7 +252,7 @@ def _build_record(
     text = text.replace("\r\n", "\n").strip()
 
     if not external_id:
-        err("missing external id")
+        err("missing external id (column external_id, id or idea_id)")
     elif external_id in ctx.existing:
         err(f"external id '{external_id}' already exists in this study")
     elif external_id in ctx.seen:

@@ -313,7 +313,7 @@ def test_a_pasted_proposal_takes_its_metadata_from_the_form():
 def test_rows_missing_required_fields_say_which():
     data = csv_bytes([HEADER, ["", "", "", "", PROPOSAL, ""]])
     assert messages(read_batch("ideas.csv", data, **KNOWN)) == [
-        "ideas.csv, row 2: missing external id",
+        "ideas.csv, row 2: missing external id (column external_id, id or idea_id)",
         "ideas.csv, row 2: missing topic",
         "ideas.csv, row 2: missing condition",
     ]

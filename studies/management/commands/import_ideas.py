@@ -25,7 +25,11 @@ from studies.models import Study
 
 
 class Command(BaseCommand):
-    help = "Import ideas (CSV, JSONL, zip or folder of Markdown) into a study."
+    help = (
+        "Import ideas (CSV, JSONL, zip or folder of Markdown) into a study. Columns: "
+        "external_id (or id, idea_id), topic, condition, text (or one column per template "
+        "section), optional title and institution; see docs/import-ideas.md."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("study", help="The study's slug.")
