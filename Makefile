@@ -41,7 +41,9 @@ serve: install
 	@scripts/serve
 
 # Install, then run the whole test suite (pytest, with the R cross-checks when R is there).
+# npm ci installs axe-core from package-lock.json for the browser accessibility check.
 test: install system-deps
+	npm ci --no-audit --no-fund --silent
 	$(BIN)/pytest
 
 lint: install

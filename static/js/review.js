@@ -16,6 +16,43 @@
   }, 60000);
 })();
 
+// "x of n answered", live: a question counts once its score is chosen and its rationale
+// (where it has one) reaches the minimum; the bar's link jumps to the first one left.
+(function () {
+  var form = document.getElementById("review-form");
+  var out = document.getElementById("answered");
+  if (!form || !out) return;
+  var groups = Array.prototype.filter.call(
+    form.querySelectorAll("fieldset.metric"),
+    function (fs) { return fs.querySelector("input[type=radio]"); }
+  );
+  function words(box) {
+    return box.value.trim() ? box.value.trim().split(/\s+/).length : 0;
+  }
+  function answered(fs) {
+    if (!fs.querySelector("input[type=radio]:checked")) return false;
+    var box = fs.querySelector("textarea[data-min-words]");
+    return !box || words(box) >= parseInt(box.dataset.minWords || "0", 10);
+  }
+  function update() {
+    var done = 0;
+    var next = null;
+    groups.forEach(function (fs) {
+      if (answered(fs)) done += 1;
+      else if (!next) next = fs;
+    });
+    out.textContent = done + " of " + groups.length + " answered";
+    var link = document.getElementById("next-unanswered");
+    if (link) {
+      link.hidden = !next;
+      if (next) link.setAttribute("href", "#" + next.id);
+    }
+  }
+  form.addEventListener("change", update);
+  form.addEventListener("input", update);
+  update();
+})();
+
 // Live word counts under each rationale, so reviewers see the minimum before submitting.
 (function () {
   function update(span) {
