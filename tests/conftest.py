@@ -32,6 +32,18 @@ SI_TITLES = SI2024 / "idea_titles.csv"
 METRICS = ["novelty", "excitement", "feasibility", "effectiveness", "overall"]
 
 
+@pytest.fixture(autouse=True)
+def _fast_passwords_and_clean_cache(settings):
+    # The default hasher costs ~0.3 s per user on a small machine; tests make dozens.
+    # The cache holds rate limits: every test starts and ends without any.
+    from django.core.cache import cache
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.fixture
 def owner(db):
     return get_user_model().objects.create_user("owner", password="owner-pass-123")

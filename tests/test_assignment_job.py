@@ -18,7 +18,7 @@ from studies.recruitment import (
     idea_label,
 )
 from studies.tasks import preview_assignment
-from tests.test_recruitment import _fast_and_clean, make_review_study  # noqa: F401
+from tests.factories import make_review_study
 
 
 @pytest.mark.django_db

@@ -19,7 +19,7 @@ from django.urls import resolve
 
 from studies.models import Assignment, Idea
 from studies.recruitment import pair_tasks_create, review_draft_save, review_submit
-from tests.test_recruitment import _fast_and_clean, cleaned, make_review_study  # noqa: F401
+from tests.factories import cleaned, make_review_study
 
 URL_ATTRS = re.compile(r'(?:href|hx-get|hx-post|action|formaction)="([^"]+)"')
 ALLOWED_KWARGS = {"assignment_id", "task_id", "reviewer_id", "token"}

@@ -13,7 +13,6 @@ from django.core.management import CommandError, call_command
 from judging.models import JudgeRun
 from studies.demo import EFFECTS, demo_study_build
 from studies.models import Assignment, PairTask, Review, Study
-from tests.test_recruitment import _fast_and_clean  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,7 +13,6 @@ from django.urls import reverse
 
 from studies.models import AuditEvent, Condition, Idea, IdeaCondition, IdeaUpload, ImportBatch
 from studies.services import study_create
-from tests.test_recruitment import _fast_and_clean  # noqa: F401
 
 FULL = """## Title
 {title}

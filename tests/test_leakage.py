@@ -33,7 +33,6 @@ from studies.models import Condition, Idea, IdeaCondition, JobRun, Topic
 from studies.protocol.normalization import normalization_messages
 from studies.services import study_create
 from studies.tasks import check_leakage, normalize_ideas
-from tests.test_recruitment import _fast_and_clean  # noqa: F401
 
 # --------------------------------------------------------------------------- synthetic ideas
 

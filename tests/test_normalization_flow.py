@@ -30,7 +30,6 @@ from studies.protocol.normalization import NORMALIZATION_PROMPT_VERSION, prompt_
 from studies.protocol.template import render_sections
 from studies.services import study_create
 from studies.tasks import normalize_ideas
-from tests.test_recruitment import _fast_and_clean  # noqa: F401
 
 
 def proposal(title: str, method: str) -> str:

@@ -21,7 +21,7 @@ from studies.overview import (
 from studies.protocol.template import parse_sections
 from studies.recruitment import assignment_commit, assignment_preview, study_close
 from studies.services import study_create
-from tests.test_recruitment import _fast_and_clean, make_review_study  # noqa: F401
+from tests.factories import make_review_study
 
 NAMES = [
     "Review form chosen",

@@ -12,7 +12,7 @@ from django.urls import reverse
 from studies.models import Assignment, JobRun, PairTask, Reviewer
 from studies.recruitment import invitation_create
 from studies.tasks import preview_assignment
-from tests.test_recruitment import _fast_and_clean, make_review_study  # noqa: F401
+from tests.factories import make_review_study
 
 
 @pytest.fixture

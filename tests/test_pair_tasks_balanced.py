@@ -9,7 +9,7 @@ import pytest
 from studies.models import PairTask
 from studies.protocol.pairs import condition_pairs
 from studies.recruitment import pair_tasks_create
-from tests.test_recruitment import _fast_and_clean, make_review_study  # noqa: F401
+from tests.factories import make_review_study
 
 
 def conditions(idea) -> set[str]:

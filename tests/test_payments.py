@@ -24,7 +24,7 @@ from studies.models import (
 )
 from studies.payments import PaymentError, review_decide
 from studies.recruitment import idea_label, review_submit
-from tests.test_recruitment import _fast_and_clean, cleaned, make_review_study  # noqa: F401
+from tests.factories import cleaned, make_review_study
 
 CONTACT = "ada.lovelace@quill.example"
 

@@ -7,7 +7,6 @@ external ids, and approved reviewers with committed assignments.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pytest
@@ -19,7 +18,6 @@ from django.utils import timezone
 
 from studies.models import (
     Assignment,
-    Condition,
     Idea,
     IdeaCondition,
     Invitation,
@@ -27,7 +25,6 @@ from studies.models import (
     Review,
     Reviewer,
     Study,
-    Topic,
 )
 from studies.recruitment import (
     IDLE_CAP_SECONDS,
@@ -53,150 +50,11 @@ from studies.recruitment import (
     study_close,
 )
 from studies.services import study_create
-
-CONDITIONS = {"Human_Experts": "human", "AI_Ideas": "ai", "AI_Rerank": "ai"}
-CONDITION_LABELS = ["Human experts", "AI ideas", "AI ideas reranked"]
-INSTITUTIONS = ["Quillfeather Institute", "Marlowe University"]
-TOPICS = ["Bias", "Coding"]
-# Titles carry no number, so nothing on a reviewer's page hints at the import order.
-TITLE_WORDS = [
-    "dates",
-    "units",
-    "names",
-    "maps",
-    "tables",
-    "clocks",
-    "prices",
-    "rivers",
-    "songs",
-    "tools",
-    "trees",
-]
-
-IDEA_TEXT = """Title: {title}
-Problem Statement: Language models often give answers that sound right but are not. {filler}
-Motivation: Prior prompting methods ignore how confident the model is about each step.
-Proposed Method: Ask the model to critique its own draft, then revise with the critique.
-Step-by-Step Experiment Plan: 1. Gather benchmark questions. 2. Run the baseline. 3. Run the method.
-Test Case Examples: A question about dates where the baseline fails and the method succeeds.
-Fallback Plan: If it fails, analyse the critiques to see which errors they miss."""
-
-
-@dataclass
-class SeededStudy:
-    study: Study
-    owner: object
-    reviewers: list[Reviewer]
-    users: list[object]
-    ideas: list[Idea]
-    unassigned: Reviewer | None = None
-    secrets: list[str] = field(default_factory=list)
-
-
-def rationale(n: int = 30, word: str = "solid") -> str:
-    return " ".join([word] * n)
-
-
-def full_answers(study: Study, score: int = 6) -> dict[str, str]:
-    data: dict[str, str] = {}
-    for m in study.form_definition().metrics:
-        data[m.key] = str(score)
-        data[f"{m.key}_rationale"] = rationale()
-    data.update(familiarity="3", confidence="4", minutes="25")
-    return data
-
-
-def cleaned(study: Study, score: int = 6) -> dict:
-    from studies.review_forms import ReviewAnswersForm
-
-    form = ReviewAnswersForm(full_answers(study, score), definition=study.form_definition())
-    assert form.is_valid(), form.errors
-    return form.cleaned_data
-
-
-def make_review_study(owner, *, slug: str = "blind", n_reviewers: int = 6, commit: bool = True):
-    """A small study with approved reviewers and (optionally) a committed assignment."""
-    study = study_create(owner=owner, slug=slug, title="Blind study", baseline_condition="")
-    study.min_reviews_per_idea = 1
-    study.max_reviews_per_idea = 3
-    study.min_load = 2
-    study.max_load = 4
-    study.save()
-    conds = {
-        key: Condition.objects.create(study=study, key=key, label=label, kind=kind)
-        for (key, kind), label in zip(CONDITIONS.items(), CONDITION_LABELS, strict=True)
-    }
-    topics = {name: Topic.objects.create(study=study, name=name) for name in TOPICS}
-    ideas: list[Idea] = []
-    n = 0
-    for t, topic in enumerate(TOPICS):
-        plan = [
-            ("Human_Experts",),
-            ("Human_Experts",),
-            ("AI_Ideas",),
-            ("AI_Ideas", "AI_Rerank"),
-            ("AI_Rerank",),
-        ]
-        for k, memberships in enumerate(plan):
-            n += 1
-            human = memberships == ("Human_Experts",)
-            idea = Idea.objects.create(
-                study=study,
-                topic=topics[topic],
-                title=f"Raw title {n}",
-                normalized_text=IDEA_TEXT.format(
-                    title=f"Self-critique for {topic.lower()}: {TITLE_WORDS[(3 * n) % len(TITLE_WORDS)]}",
-                    filler="We study this carefully.",
-                ),
-                normalization_status=Idea.NormalizationStatus.APPROVED,
-                author_institution=INSTITUTIONS[(t + k) % 2] if human else "",
-            )
-            for c in memberships:
-                IdeaCondition.objects.create(
-                    idea=idea, condition=conds[c], study=study, external_id=f"XID-{c}-{n:02d}"
-                )
-            ideas.append(idea)
-    User = get_user_model()
-    reviewers, users = [], []
-    for j in range(n_reviewers):
-        user = User.objects.create_user(
-            f"rev{slug}{j}@example.org", email=f"rev{slug}{j}@example.org", password="pw-Rev-12345"
-        )
-        reviewer = Reviewer.objects.create(
-            study=study,
-            user=user,
-            pseudonym=f"R{j + 1:03d}",
-            email=user.email,
-            institution=INSTITUTIONS[j % 2] if j < 2 else f"Other Lab {j}",
-            position="Postdoc",
-            major_venue_papers=2,
-            topic_preferences=[TOPICS[j % 2], TOPICS[(j + 1) % 2]] if j % 3 else [TOPICS[j % 2]],
-            preferred_load=3,
-            consent_at=timezone.now(),
-            honor_code_at=timezone.now(),
-            profile_completed_at=timezone.now(),
-            screening=Reviewer.Screening.APPROVED,
-        )
-        reviewers.append(reviewer)
-        users.append(user)
-    if commit:
-        job, result, _ = assignment_preview(study=study, seed=7)
-        assert result.feasible, result.explanation()
-        assignment_commit(study=study, job=job)
-    study.refresh_from_db()
-    secrets = [*CONDITIONS, *CONDITION_LABELS, *INSTITUTIONS]
-    secrets += list(IdeaCondition.objects.filter(study=study).values_list("external_id", flat=True))
-    secrets += [i.title for i in ideas]
-    return SeededStudy(study, owner, reviewers, users, ideas, secrets=secrets)
-
-
-@pytest.fixture(autouse=True)
-def _fast_and_clean(settings):
-    # The default hasher costs ~0.3 s per user on a small machine; tests make dozens.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    cache.clear()
-    yield
-    cache.clear()
+from tests.factories import (
+    BLIND_IDEA_TEXT,
+    cleaned,
+    make_review_study,
+)
 
 
 @pytest.fixture
@@ -404,7 +262,7 @@ def test_time_on_task_caps_idle_gaps():
 
 
 def test_idea_text_splits_into_template_sections():
-    text = IDEA_TEXT.format(title="A title", filler="More.")
+    text = BLIND_IDEA_TEXT.format(title="A title", filler="More.")
     sections = idea_sections(text)
     assert [h for h, _ in sections] == [
         "Title",

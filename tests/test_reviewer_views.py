@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from studies.models import Assignment, Invitation, PairTask, Review, Reviewer
 from studies.recruitment import invitation_create, invitation_token, pair_tasks_create, study_close
-from tests.test_recruitment import _fast_and_clean, full_answers, make_review_study  # noqa: F401
+from tests.factories import full_answers, make_review_study
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ from studies.models import (
 )
 from studies.services import study_create
 from studies.tasks import find_duplicates
-from tests.test_recruitment import _fast_and_clean  # noqa: F401
 
 
 def add_idea(study, topic, conditions, n, text="", approved=True):

@@ -8,7 +8,7 @@ import pytest
 from django.core import mail
 
 from studies.models import Assignment, PairTask, Review, Reviewer
-from tests.test_recruitment import _fast_and_clean, make_review_study, rationale  # noqa: F401
+from tests.factories import make_review_study, rationale
 
 pytestmark = pytest.mark.e2e
 
