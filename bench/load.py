@@ -1,0 +1,506 @@
+"""Load benchmark: N reviewers at once against the production server (gunicorn, as
+`make serve` runs it) on PostgreSQL on loopback, with real sessions.
+
+Each reviewer logs in (the logins spread over the first --ramp seconds), opens the
+dashboard and each of their assignments, autosaves every --autosave seconds while typing
+for --typing seconds (the text grows with each save), and submits. A prober asks the
+trivial endpoint (/healthz: one SELECT 1) every 0.2 s throughout, so every request kind is
+also shown as a ratio to a request that does almost nothing under the same load.
+Afterwards the database is checked: every acknowledged submission exists exactly once,
+with the scores and text that were sent.
+
+    python bench/load.py                        # 200 reviewers, 60 s ramp, 2 x 60 s typing
+    python bench/load.py --reviewers 20 --ramp 5 --typing 10 --assignments 1   # quick
+
+It creates (and drops first) its own database (--database, default ir_load) on the
+PostgreSQL server of --pg (default postgres://postgres@127.0.0.1:5432), and starts
+gunicorn on 127.0.0.1:--port with the same configuration file as `make serve`. It ends
+with the line
+`load: N reviewers, E errors, L lost, D duplicated; autosave p95 X ms (R x trivial)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+HOST = "127.0.0.1"
+PROBE_INTERVAL = 0.2
+WORDS = [
+    "novel",
+    "baseline",
+    "ablation",
+    "prompt",
+    "retrieval",
+    "calibration",
+    "dataset",
+    "evaluation",
+    "metric",
+    "model",
+    "benchmark",
+    "hypothesis",
+    "variance",
+    "feasible",
+    "reviewer",
+    "claim",
+    "evidence",
+    "scaling",
+    "error",
+    "robust",
+]
+
+
+# --------------------------------------------------------------------------- HTTP client
+
+
+class Session:
+    """One reviewer's browser: a keep-alive connection and its cookies. Like a browser, a
+    request that fails on a reused connection before any answer arrives is sent again
+    once on a new connection (the server may close an idle connection at any moment)."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.cookies: dict[str, str] = {}
+        self.conn: http.client.HTTPConnection | None = None
+        self.used = False
+        self.retries = 0
+
+    def _connect(self) -> http.client.HTTPConnection:
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection(HOST, self.port, timeout=120)
+            self.used = False
+        return self.conn
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def request(
+        self, method: str, path: str, data: dict[str, str] | None = None, **headers: str
+    ) -> tuple[int, str]:
+        body = urllib.parse.urlencode(data).encode() if data is not None else None
+        head = {"Host": f"{HOST}:{self.port}", **headers}
+        if body is not None:
+            head["Content-Type"] = "application/x-www-form-urlencoded"
+        if self.cookies:
+            head["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        for attempt in (1, 2):
+            conn = self._connect()
+            reused = self.used
+            try:
+                conn.request(method, path, body=body, headers=head)
+                response = conn.getresponse()
+                text = response.read().decode("utf-8", "replace")
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.close()
+                if reused and attempt == 1:
+                    self.retries += 1
+                    continue
+                raise
+            except BaseException:
+                self.close()
+                raise
+            self.used = True
+            for cookie in response.headers.get_all("Set-Cookie") or []:
+                name, _, rest = cookie.partition("=")
+                self.cookies[name.strip()] = rest.split(";", 1)[0]
+            if response.headers.get("Connection", "").lower() == "close":
+                self.close()
+            return response.status, text
+        raise AssertionError("unreachable")
+
+
+# --------------------------------------------------------------------------- recording
+
+
+@dataclass
+class Recorder:
+    started: float = field(default_factory=time.monotonic)
+    # kind -> [(start, ms)]: the start times let each kind be compared with the trivial
+    # requests made while it ran.
+    latencies: dict[str, list[tuple[float, float]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    errors: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    attempted: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def call(self, kind: str, expect: int, session: Session, *args: Any, **kw: Any) -> str | None:
+        with self.lock:
+            self.attempted += 1
+        t0 = time.monotonic()
+        try:
+            status, text = session.request(*args, **kw)
+        except Exception as exc:  # every failure is counted, none stops the run
+            self._error(kind, f"{type(exc).__name__}: {exc}")
+            return None
+        elapsed = (time.monotonic() - t0) * 1000
+        if status != expect:
+            self._error(kind, f"HTTP {status} (expected {expect}): {text[:160]!r}")
+            return None
+        with self.lock:
+            self.latencies[kind].append((t0, elapsed))
+        return text
+
+    def _error(self, kind: str, message: str) -> None:
+        with self.lock:
+            self.errors[kind].append(message)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+# --------------------------------------------------------------------------- reviewers
+
+
+CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+HIDDEN = re.compile(r'<input[^>]*type="hidden"[^>]*>')
+ATTR = re.compile(r'(name|value)="([^"]*)"')
+
+
+def hidden_fields(page: str) -> dict[str, str]:
+    """The hidden inputs of the page's forms (CSRF token, a draft version, ...), sent back
+    as a browser would."""
+    fields = {}
+    for tag in HIDDEN.findall(page):
+        attrs = dict(ATTR.findall(tag))
+        if "name" in attrs:
+            fields[attrs["name"]] = attrs.get("value", "")
+    return fields
+
+
+@dataclass
+class Plan:
+    username: str
+    password: str
+    assignments: list[int]
+    answers: dict[int, dict[str, str]]
+    start_at: float
+
+
+def reviewer(plan: Plan, args: argparse.Namespace, rec: Recorder, acked: dict) -> None:
+    time.sleep(max(0.0, plan.start_at - time.monotonic()))
+    s = Session(args.port)
+    page = rec.call("login page", 200, s, "GET", "/login/")
+    token = CSRF_INPUT.search(page or "")
+    if token is None:
+        return
+    login = {"username": plan.username, "password": plan.password}
+    if (
+        rec.call("login", 302, s, "POST", "/login/", {**login, "csrfmiddlewaretoken": token[1]})
+        is None
+    ):
+        return
+    rec.call("dashboard", 200, s, "GET", "/studies/r/home/")
+    for assignment in plan.assignments:
+        page = rec.call("open", 200, s, "GET", f"/studies/r/assignments/{assignment}/")
+        if page is None:
+            continue
+        hidden = hidden_fields(page)
+        csrf = s.cookies.get("csrftoken", "")
+        answers = plan.answers[assignment]
+        saves = max(1, int(args.typing / args.autosave))
+        t0 = time.monotonic()
+        for k in range(1, saves + 1):
+            time.sleep(max(0.0, t0 + k * args.autosave - time.monotonic()))
+            partial = typed_so_far(answers, k / saves)
+            rec.call(
+                "autosave", 200, s, "POST", f"/studies/r/assignments/{assignment}/draft/",
+                {**hidden, **partial}, **{"HX-Request": "true", "X-CSRFToken": csrf},
+            )  # fmt: skip
+        url = f"/studies/r/assignments/{assignment}/submit/"
+        if rec.call("submit", 302, s, "POST", url, {**hidden, **answers}) is not None:
+            with rec.lock:
+                acked[assignment] = answers
+    s.close()
+    with rec.lock:
+        acked.setdefault("_retries", 0)
+        acked["_retries"] += s.retries
+
+
+def typed_so_far(answers: dict[str, str], share: float) -> dict[str, str]:
+    """What the form holds after `share` of the typing: scores, and the start of each text."""
+    out = {}
+    for key, value in answers.items():
+        if key.endswith("_rationale"):
+            words = value.split(" ")
+            out[key] = " ".join(words[: max(1, int(len(words) * share))])
+        else:
+            out[key] = value
+    return out
+
+
+def prober(args: argparse.Namespace, rec: Recorder, stop: threading.Event) -> None:
+    s = Session(args.port)
+    while not stop.is_set():
+        t0 = time.monotonic()
+        rec.call("trivial (/healthz)", 200, s, "GET", "/healthz")
+        stop.wait(max(0.0, PROBE_INTERVAL - (time.monotonic() - t0)))
+    s.close()
+
+
+# --------------------------------------------------------------------------- set-up
+
+
+def server_env(args: argparse.Namespace, var: Path) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "CELERY_", "IDEAREVIEW_", "DATABASE_", "CACHE_"))
+    }
+    env.update(
+        DATABASE_URL=f"{args.pg.rstrip('/')}/{args.database}",
+        DJANGO_DEBUG="0",
+        DJANGO_SECRET_KEY="load-benchmark-" + "k" * 40,
+        IDEAREVIEW_VAR_DIR=str(var),
+        IDEAREVIEW_BIND=f"{HOST}:{args.port}",
+        IDEAREVIEW_WEB_WORKERS=str(args.web_workers),
+        IDEAREVIEW_WEB_THREADS=str(args.threads),
+    )
+    if args.pool:
+        env["DATABASE_POOL_MAX_SIZE"] = str(args.pool)
+    return env
+
+
+def create_database(args: argparse.Namespace) -> None:
+    import psycopg
+
+    if not args.database.startswith("ir_"):
+        raise SystemExit("--database must start with ir_ (it is dropped first)")
+    with psycopg.connect(f"{args.pg.rstrip('/')}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{args.database}"')
+
+
+def build_study(args: argparse.Namespace) -> list[Plan]:
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+
+    from tests.factories import review_answers, review_study
+
+    owner = get_user_model().objects.create_user("load-owner", password="unused-Owner-1")
+    built = review_study(
+        owner,
+        slug="load",
+        n_reviewers=args.reviewers,
+        n_ideas=max(4, args.reviewers // 2),
+        per_reviewer=args.assignments,
+    )
+    rng = random.Random(args.seed)
+    base = review_answers(built.study)
+    start = time.monotonic() + 3
+    plans = []
+    for n, (rev, user) in enumerate(zip(built.reviewers, built.users, strict=True)):
+        answers = {}
+        for a in built.assignments[rev.pk]:
+            one = dict(base)
+            for key in base:
+                if key.endswith("_rationale"):
+                    words = [rng.choice(WORDS) for _ in range(len(base[key].split()) + 20)]
+                    one[key] = f"R{n} A{a.pk} " + " ".join(words)
+                elif key in {m.key for m in built.study.form_definition().metrics}:
+                    one[key] = str(rng.randint(3, 8))
+            answers[a.pk] = one
+        offset = args.ramp * n / max(1, args.reviewers - 1)
+        plans.append(Plan(user.username, built.password, list(answers), answers, start + offset))
+    rng.shuffle(plans)
+    return plans
+
+
+def start_server(env: dict[str, str], var: Path, port: int) -> subprocess.Popen:
+    log = (var / "server.log").open("w")
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "gunicorn"), "--config", "ideareview/gunicorn.conf.py",
+         "ideareview.wsgi:application"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    s = Session(port)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if s.request("GET", "/healthz")[0] == 200:
+                break
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"gunicorn did not start; see {var / 'server.log'}")
+        time.sleep(0.3)
+    s.close()
+    return server
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def check_database(acked: dict) -> tuple[int, int, int]:
+    """(lost, duplicated, mismatched) among the acknowledged submissions."""
+    from studies.models import Review
+
+    lost = duplicated = mismatched = 0
+    for assignment, sent in acked.items():
+        if assignment == "_retries":
+            continue
+        rows = list(
+            Review.objects.filter(
+                assignment_id=assignment, status=Review.Status.SUBMITTED
+            ).prefetch_related("scores")
+        )
+        if not rows:
+            lost += 1
+            continue
+        if len(rows) > 1:
+            duplicated += len(rows) - 1
+        stored = {s.metric: s for s in rows[0].scores.all()}
+        for key, value in sent.items():
+            if key.endswith("_rationale"):
+                metric = key.removesuffix("_rationale")
+                if metric in stored and stored[metric].rationale != value:
+                    mismatched += 1
+                    break
+            elif key in stored and stored[key].score != float(value):
+                mismatched += 1
+                break
+    return lost, duplicated, mismatched
+
+
+# --------------------------------------------------------------------------- report
+
+
+TRIVIAL = "trivial (/healthz)"
+KINDS = ["login page", "login", "dashboard", "open", "autosave", "submit", TRIVIAL]
+QS = (0.5, 0.95, 0.99)
+
+
+def trivial_during(rec: Recorder, kind: str) -> list[float]:
+    """The trivial requests started while requests of `kind` were being made."""
+    spans = rec.latencies.get(kind, [])
+    if not spans:
+        return []
+    lo = min(t for t, _ in spans)
+    hi = max(t + ms / 1000 for t, ms in spans)
+    return [ms for t, ms in rec.latencies.get(TRIVIAL, []) if lo <= t <= hi]
+
+
+def report(rec: Recorder, wall: float, args: argparse.Namespace, checks: tuple, retries: int):
+    lost, duplicated, mismatched = checks
+    done = sum(len(v) for v in rec.latencies.values())
+    errors = sum(len(v) for v in rec.errors.values())
+    print(
+        f"\n{args.reviewers} reviewers x {args.assignments} assignment(s), logins over "
+        f"{args.ramp:g} s, typing {args.typing:g} s per assignment, autosave every "
+        f"{args.autosave:g} s; gunicorn {args.web_workers} workers x {args.threads} threads"
+        f"{f', pool {args.pool}' if args.pool else ''}; {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f} at the end"
+    )
+    print(
+        f"wall {wall:.1f} s; offered {rec.attempted / wall:.1f} req/s, achieved "
+        f"{done / wall:.1f} req/s ({done} answered, {errors} errors, {retries} resent "
+        "after the server closed an idle connection)"
+    )
+    print(
+        "ratios: each percentile over the same percentile of the trivial requests made "
+        "while that kind of request ran"
+    )
+    head = f"{'request':<20}{'n':>6}{'err':>5}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
+    print(head + f"{'p50 x':>8}{'p95 x':>8}{'p99 x':>8}{'trivial p95':>13}")
+    ratio95 = {}
+    for kind in KINDS:
+        lat = [ms for _, ms in rec.latencies.get(kind, [])]
+        base = trivial_during(rec, kind)
+        qs = [percentile(lat, q) for q in QS]
+        ratios = [v / percentile(base, q) for v, q in zip(qs, QS, strict=True)]
+        ratio95[kind] = ratios[1]
+        print(
+            f"{kind:<20}{len(lat):>6}{len(rec.errors.get(kind, [])):>5}"
+            + "".join(f"{v:>9.1f}" for v in qs)
+            + "".join(f"{r:>8.2f}" for r in ratios)
+            + f"{percentile(base, 0.95):>13.1f}"
+        )
+    for kind, messages in rec.errors.items():
+        print(f"  {kind}: {len(messages)} error(s), e.g. {messages[0]}")
+    if mismatched:
+        print(f"  {mismatched} submission(s) stored with other values than sent (counted lost)")
+    autosave = percentile([ms for _, ms in rec.latencies.get("autosave", [])], 0.95)
+    print(
+        f"load: {args.reviewers} reviewers, {errors} errors, {lost + mismatched} lost, "
+        f"{duplicated} duplicated; autosave p95 {autosave:.0f} ms "
+        f"({ratio95['autosave']:.1f} x trivial)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--reviewers", type=int, default=200)
+    parser.add_argument("--assignments", type=int, default=2, help="per reviewer")
+    parser.add_argument("--ramp", type=float, default=60, help="logins spread over (s)")
+    parser.add_argument("--typing", type=float, default=60, help="per assignment (s)")
+    parser.add_argument("--autosave", type=float, default=5, help="interval (s)")
+    parser.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432")
+    parser.add_argument("--database", default="ir_load")
+    parser.add_argument("--port", type=int, default=8021)
+    parser.add_argument("--web-workers", type=int, default=min(2 * (os.cpu_count() or 1), 8))
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--pool", type=int, default=0, help="DATABASE_POOL_MAX_SIZE (0: off)")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+
+    var = Path(tempfile.mkdtemp(prefix="ideareview-load-"))
+    env = server_env(args, var)
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ideareview.settings")
+    create_database(args)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True
+    )
+    t0 = time.monotonic()
+    plans = build_study(args)
+    print(f"study built: {args.reviewers} reviewers in {time.monotonic() - t0:.1f} s")
+    server = start_server(env, var, args.port)
+    rec, acked, stop = Recorder(), {}, threading.Event()
+    probe = threading.Thread(target=prober, args=(args, rec, stop), daemon=True)
+    threads = [threading.Thread(target=reviewer, args=(p, args, rec, acked)) for p in plans]
+    started = time.monotonic()
+    try:
+        probe.start()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.monotonic() - started
+    finally:
+        stop.set()
+        probe.join(timeout=5)
+        os.killpg(server.pid, 15)
+        server.wait(timeout=60)
+    report(rec, wall, args, check_database(acked), int(acked.get("_retries", 0)))
+    print(f"(server log: {var / 'server.log'})")
+
+
+if __name__ == "__main__":
+    main()
