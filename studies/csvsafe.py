@@ -57,6 +57,11 @@ class _SafeDictWriter(csv.DictWriter):
     def writerow(self, rowdict: dict[str, Any]) -> Any:
         return super().writerow({k: safe_cell(v) for k, v in rowdict.items()})
 
+    def writerows(self, rowdicts: Iterable[dict[str, Any]]) -> None:
+        # csv.DictWriter.writerows bypasses writerow
+        for rowdict in rowdicts:
+            self.writerow(rowdict)
+
 
 def dict_writer(f: IO[str], fieldnames: list[str], **kwargs: Any) -> csv.DictWriter:
     """`csv.DictWriter(f, fieldnames)` whose cells (and header) are neutralised."""

@@ -9,12 +9,12 @@ docs/import-*.md list as required and optional.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections.abc import Sequence
 from typing import Any
 
+from . import csvsafe
 from .protocol.forms import FormDefinition
 from .protocol.template import SECTIONS, render_sections
 
@@ -136,7 +136,7 @@ def sample_file(rows: Sequence[dict[str, Any]], fmt: str) -> bytes:
     if fmt != "csv":
         raise ValueError(f"unknown sample format {fmt!r} (csv or jsonl)")
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+    writer = csvsafe.dict_writer(out, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
     writer.writeheader()
     writer.writerows(rows)
     return out.getvalue().encode()

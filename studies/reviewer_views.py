@@ -395,13 +395,16 @@ def review_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
 def review_autosave(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = get_assignment_for_reviewer(request, assignment_id)
     definition = assignment.study.form_definition()
-    error, status = "", 200
+    error, status, review = "", 200, None
     try:
-        review_draft_save(assignment=assignment, draft=draft_from_post(definition, request.POST))
+        review = review_draft_save(
+            assignment=assignment, draft=draft_from_post(definition, request.POST)
+        )
     except RecruitmentError as exc:
         error, status = str(exc), 400 if isinstance(exc, TextRejected) else 409
     if is_htmx(request):
-        review = Review.objects.filter(assignment=assignment).first()
+        if review is None:
+            review = Review.objects.filter(assignment=assignment).first()
         return render(
             request,
             "studies/reviewer/review.html#save_status",

@@ -69,7 +69,8 @@ def test_text_columns_headers_and_dict_rows_are_neutralised():
     w = csvsafe.dict_writer(out, fieldnames=["rationale", "score"])
     w.writeheader()
     w.writerow({"rationale": "@SUM(1+1)*cmd", "score": -2})
-    assert _read_back(out.getvalue())[1] == ["'@SUM(1+1)*cmd", "-2"]
+    w.writerows([{"rationale": "+1+1", "score": "-2.5"}])
+    assert _read_back(out.getvalue())[1:] == [["'@SUM(1+1)*cmd", "-2"], ["'+1+1", "-2.5"]]
 
 
 def test_the_review_package_neutralises_what_reviewers_typed():
