@@ -54,10 +54,31 @@ class IdeaPasteForm(forms.Form):
 class TopicForm(forms.Form):
     name = forms.CharField(max_length=120, label="New topic")
 
+    def __init__(self, *args: Any, study: Study | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.study = study
+
+    def clean_name(self) -> str:
+        # Files name topics ignoring case, so "bias" beside "Bias" would be the same topic.
+        name = str(self.cleaned_data["name"]).strip()
+        if self.study is not None and self.study.topics.filter(name__iexact=name).exists():
+            raise forms.ValidationError(f"The study already has the topic '{name}'.")
+        return name
+
 
 class ConditionForm(forms.Form):
     key = forms.CharField(max_length=64, label="New condition")
     kind = forms.ChoiceField(choices=Condition.Kind.choices)
+
+    def __init__(self, *args: Any, study: Study | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.study = study
+
+    def clean_key(self) -> str:
+        key = str(self.cleaned_data["key"]).strip()
+        if self.study is not None and self.study.conditions.filter(key__iexact=key).exists():
+            raise forms.ValidationError(f"The study already has the condition '{key}'.")
+        return key
 
 
 class SectionsForm(forms.Form):

@@ -181,19 +181,22 @@ def ideas_import_view(request: HttpRequest, slug: str) -> HttpResponse:
         request.POST if which == "upload" else None, request.FILES if which == "upload" else None
     )
     paste_form = IdeaPasteForm(request.POST if which == "paste" else None, study=study)
-    topic_form = TopicForm(request.POST if which == "topic" else None)
-    condition_form = ConditionForm(request.POST if which == "condition" else None)
+    topic_form = TopicForm(request.POST if which == "topic" else None, study=study)
+    condition_form = ConditionForm(request.POST if which == "condition" else None, study=study)
     problems: list[dict[str, str]] = []
     staged: IdeaUpload | None = None
     valid_count = 0
     status = 200
 
     if which == "topic" and topic_form.is_valid():
-        ideaprep.topic_add(study=study, name=topic_form.cleaned_data["name"], actor=request.user)
+        topic = ideaprep.topic_add(
+            study=study, name=topic_form.cleaned_data["name"], actor=request.user
+        )
+        messages.success(request, f"Topic '{topic.name}' added.")
         return redirect("studies:ideas_import", study.slug)
     if which == "condition" and condition_form.is_valid():
         try:
-            ideaprep.condition_add(
+            condition = ideaprep.condition_add(
                 study=study,
                 key=condition_form.cleaned_data["key"],
                 kind=condition_form.cleaned_data["kind"],
@@ -201,7 +204,13 @@ def ideas_import_view(request: HttpRequest, slug: str) -> HttpResponse:
             )
         except ideaprep.PreparationError as exc:
             messages.error(request, str(exc))
+        else:
+            messages.success(
+                request, f"Condition '{condition.key}' ({condition.get_kind_display()}) added."
+            )
         return redirect("studies:ideas_import", study.slug)
+    if which in ("topic", "condition"):
+        status = 400  # the form says why, beside its field
 
     if which == "upload" and upload_form.is_valid():
         data = upload_form.cleaned_data

@@ -262,3 +262,42 @@ def test_the_study_page_shows_an_idea_import_summary(study, owner_client):
     page = owner_client.get(reverse("studies:study_detail", args=["prep"]))
     assert page.status_code == 200
     assert "ideas imported: 1" in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_an_oversized_idea_names_the_idea_and_the_limit_and_the_rest_still_reads(
+    study, owner_client
+):
+    huge = FULL.format(title="Huge") + "word " * 40_000
+    rows = [
+        ["big1", "Huge", "Factuality", "Human", huge, ""],
+        ["ok1", "Fine", "Coding", "AI", FULL.format(title="Fine"), ""],
+    ]
+    response = upload(owner_client, "ideas.csv", csv_bytes(rows))
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "idea &#x27;big1&#x27; is 200," in page and "limit of 60,000 per idea" in page
+    assert "field larger than field limit" not in page
+    assert "Import the 1 valid row(s) of ideas.csv" in page
+
+
+@pytest.mark.django_db
+def test_a_duplicate_topic_or_condition_says_so_and_adds_nothing(study, owner_client):
+    url = reverse("studies:ideas_import", args=["prep"])
+    response = owner_client.post(url, {"form": "topic", "name": "factuality"})
+    assert response.status_code == 400
+    assert "already has the topic" in response.content.decode()
+    assert study.topics.count() == 2
+    response = owner_client.post(url, {"form": "condition", "key": "ai", "kind": "ai"})
+    assert response.status_code == 400
+    assert "already has the condition" in response.content.decode()
+    assert study.conditions.count() == 2
+
+
+@pytest.mark.django_db
+def test_adding_a_topic_or_condition_confirms_it(study, owner_client):
+    url = reverse("studies:ideas_import", args=["prep"])
+    page = owner_client.post(url, {"form": "topic", "name": "Safety"}, follow=True)
+    assert "Topic &#x27;Safety&#x27; added." in page.content.decode()
+    page = owner_client.post(url, {"form": "condition", "key": "Rerank", "kind": "ai"}, follow=True)
+    assert "Condition &#x27;Rerank&#x27; (AI) added." in page.content.decode()

@@ -83,6 +83,8 @@ class ImportLimits:
     max_files: int = 2000
     max_file_bytes: int = 2_000_000
     max_total_bytes: int = 100_000_000
+    # One proposal's text; the protocol's template runs to a few thousand words.
+    max_idea_chars: int = 60_000
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,9 @@ class _Context:
         known_topics: Iterable[str] | None,
         known_conditions: Iterable[str] | None,
         existing_ids: Iterable[str],
+        max_idea_chars: int = ImportLimits.max_idea_chars,
     ) -> None:
+        self.max_idea_chars = max_idea_chars
         self.topics = _canonical_map(known_topics)
         self.conditions = _canonical_map(known_conditions)
         self.existing = {str(i) for i in existing_ids}
@@ -250,6 +254,12 @@ def _build_record(
             filled["title"] = title_field
         text = render_sections(filled)
     text = text.replace("\r\n", "\n").strip()
+    if len(text) > ctx.max_idea_chars:
+        which = f"idea '{external_id}'" if external_id else "the idea"
+        err(
+            f"{which} is {len(text):,} characters long, more than the limit of "
+            f"{ctx.max_idea_chars:,} per idea"
+        )
 
     if not external_id:
         err("missing external id (column external_id, id or idea_id)")
@@ -377,6 +387,11 @@ def _decode(data: bytes, source: str, batch: IdeaBatch) -> str | None:
 
 
 def _read_csv(text: str, source: str, ctx: _Context, batch: IdeaBatch) -> None:
+    # The csv module refuses cells past its own limit (128 KiB) with a message that names
+    # neither the idea nor our limit; no cell can be longer than the file, and the idea's
+    # length is checked against ours with a message that does. The limit only ever rises.
+    if csv.field_size_limit() < len(text) + 1:
+        csv.field_size_limit(len(text) + 1)
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         header = reader.fieldnames or []
@@ -596,9 +611,10 @@ def read_batch(
     case and returned in the study's spelling); None accepts any value. ``existing_ids``
     are external ids already in the study.
     """
-    ctx = _Context(known_topics, known_conditions, existing_ids)
+    limits = limits or ImportLimits()
+    ctx = _Context(known_topics, known_conditions, existing_ids, limits.max_idea_chars)
     batch = IdeaBatch()
-    _read_one(name, data, ctx, batch, limits or ImportLimits())
+    _read_one(name, data, ctx, batch, limits)
     return batch
 
 
@@ -645,7 +661,7 @@ def read_path(
     """
     root = Path(path)
     limits = limits or ImportLimits()
-    ctx = _Context(known_topics, known_conditions, existing_ids)
+    ctx = _Context(known_topics, known_conditions, existing_ids, limits.max_idea_chars)
     batch = IdeaBatch()
     if not root.exists():
         batch.problems.append(ImportProblem(str(root), "no such file or folder"))
