@@ -106,3 +106,23 @@ def test_the_admin_shows_a_stored_form_read_only_and_validates_a_new_one(client)
     assert ReviewForm.objects.get(key="admin-made").as_definition().metric_keys == (
         EXECUTION_FORM.metric_keys
     )
+
+
+@pytest.mark.django_db
+def test_study_form_command_shows_and_sets_the_form_until_reviews_exist(owner, tmp_path):
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    study_create(owner=owner, slug="cli")
+    out = io.StringIO()
+    call_command("study_form", "cli", "execution", stdout=out)
+    text = out.getvalue()
+    assert "Executed project review (execution v1)" in text
+    assert "  code_quality: Code quality, 1–5, no rationale; anchored levels: 1, 3, 5" in text
+    assert "  soundness: Soundness, 1–10, rationale ≥ 25 words" in text
+    out = io.StringIO()
+    call_command("study_form", "cli", "--json", stdout=out)
+    assert json.loads(out.getvalue())["key"] == "execution"
+    with pytest.raises(CommandError, match="no built-in or stored review form 'nope'"):
+        call_command("study_form", "cli", "nope")
