@@ -227,3 +227,29 @@ def test_a_form_file_creates_the_study_with_that_form(analyst, tmp_path):
     bad.write_text(json.dumps(form | {"metrics": []}))
     with pytest.raises(CommandError, match="--form: .*bad.json"):
         import_generic(path, "--study", "lab2", "--form", str(bad), "--owner", "analyst-x")
+
+
+def test_the_web_import_refuses_a_mapping_the_form_lacks_naming_it(client, owner, tmp_path):
+    from django.urls import reverse
+
+    from studies.services import study_create
+
+    study = study_create(owner=owner, slug="web-map", form=EXECUTION_FORM)
+    client.force_login(owner)
+    path = write_csv(tmp_path / "exec.csv", execution_rows(), rename={"code_quality": "code"})
+    url = reverse("studies:study_import", args=[study.slug])
+    with path.open("rb") as fh:
+        r = client.post(
+            url,
+            {"format": "generic", "reviews": fh, "mapping": '{"clarity": "code"}'},
+        )
+    page = r.content.decode()
+    assert r.status_code == 400
+    assert "field &#x27;clarity&#x27;: mapped field &#x27;clarity&#x27;: not a field" in page
+    assert study.reviews.count() == 0
+    with path.open("rb") as fh:
+        r = client.post(
+            url,
+            {"format": "generic", "reviews": fh, "mapping": '{"code_quality": "code"}'},
+        )
+    assert r.status_code == 200 and study.reviews.count() == len(execution_rows())
