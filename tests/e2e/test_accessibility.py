@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from studies.models import Assignment, Idea, Invitation, PairTask, Reviewer
+from studies.models import Assignment, Idea, Invitation, JobRun, PairTask, Reviewer
 
 pytestmark = pytest.mark.e2e
 
@@ -79,10 +79,20 @@ def owner_pages(slug: str) -> list[str]:
         "assignment_preview",
         "study_progress",
         "study_report",
+        "signoff_approve_passed",
+        "study_payments",
+        "payment_reviews",
     ]
+    preview = JobRun.objects.filter(study__slug=slug, kind="assignment").first()
     return [
         reverse("studies:study_list"),
         *(reverse(f"studies:{n}", args=[slug]) for n in names),
+        # A finished preview: its tables and plots, not only the form.
+        *(
+            [reverse("studies:assignment_preview", args=[slug]) + f"?job={preview.pk}"]
+            if preview
+            else []
+        ),
         reverse("studies:idea_signoff", args=[slug, idea.pk]),
         reverse("judging:home", args=[slug]),
     ]
