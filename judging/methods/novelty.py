@@ -34,9 +34,12 @@ __all__ = [
     "K",
     "MU",
     "BM25",
+    "PAIR_IQ_QUARTILES",
+    "Calibration",
     "Hit",
     "NoveltyScore",
     "cosine_similarities",
+    "calibrate_similarity",
     "fuse_novelty",
     "hybrid_retrieve",
     "hybrid_scores",
@@ -51,6 +54,62 @@ ALPHA = 0.6
 K = 12.0
 MU = 0.72
 BETA = 0.7
+
+
+PAIR_IQ_QUARTILES = (0.61, 0.71, 0.79)
+"""25th, 50th and 75th percentile of the similarities in PAIR-IQ (LigBench Table 13), the
+distribution k = 12 and μ = 0.72 were chosen for."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """k and μ of s_sim for one embedding model and corpus, and what they came from."""
+
+    k: float
+    mu: float
+    n: int
+    quartiles: tuple[float, float, float]
+    """Our 25th, 50th, 75th percentile of s_w over the corpus sample."""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "k": self.k,
+            "mu": self.mu,
+            "n": self.n,
+            "quartiles": list(self.quartiles),
+            "paper_quartiles": list(PAIR_IQ_QUARTILES),
+            "how": "quantile matching to PAIR-IQ (LigBench Table 13)",
+        }
+
+
+def calibrate_similarity(s_weighted: Sequence[float], k: float = K, mu: float = MU) -> Calibration:
+    """k and μ for another embedding, by matching its s_w distribution to PAIR-IQ's.
+
+    `s_weighted` are s_w values of corpus papers against their own most related papers
+    (leave-one-out), computed exactly as for an idea. μ moves to the quantile of ours that
+    sits where the paper's μ sits in its distribution (between its median and upper
+    quartile, by linear interpolation); k is scaled by the ratio of the interquartile
+    ranges. An idea as related to the corpus as a typical paper then gets the s_sim it
+    would have had under the paper's model and retrieval.
+    """
+    values = np.asarray([float(v) for v in s_weighted], dtype=float)
+    if len(values) < 4:
+        raise ValueError("calibration needs at least four papers with related papers")
+    q25, q50, q75 = (float(q) for q in np.percentile(values, [25, 50, 75]))
+    if q75 <= q25:
+        raise ValueError("the corpus similarities have no spread to calibrate on")
+    p25, p50, p75 = PAIR_IQ_QUARTILES
+    if mu <= p50:
+        level = 0.25 + 0.25 * (mu - p25) / (p50 - p25)
+    else:
+        level = 0.5 + 0.25 * (mu - p50) / (p75 - p50)
+    level = min(1.0, max(0.0, level))
+    return Calibration(
+        k=k * (p75 - p25) / (q75 - q25),
+        mu=float(np.percentile(values, 100 * level)),
+        n=len(values),
+        quartiles=(q25, q50, q75),
+    )
 
 
 def weighted_similarity(similarities: Sequence[float], alpha: float = ALPHA) -> float:

@@ -70,7 +70,13 @@ def test_ligbench_uses_the_corpus_with_debiased_scores_calibration_and_novelty(
         s_llm = Judgment.objects.get(run=r, idea=rating.idea, metric="novelty_llm").score
         sims = [x["cosine"] for x in h["similarities"]]
         assert len(sims) == 4 and h["s_llm"] == s_llm  # the 4 references retrieved
-        assert rating.score == pytest.approx(novelty_score(sims, s_llm).novelty)
+        # k and μ calibrated for MiniLM on this corpus, the same for every idea of the run.
+        calibration = r.summary["novelty_calibration"]
+        assert (h["k"], h["mu"]) == (calibration["k"], calibration["mu"])
+        assert h["calibration"].startswith("quantile matching")
+        assert rating.score == pytest.approx(
+            novelty_score(sims, s_llm, k=h["k"], mu=h["mu"]).novelty
+        )
 
 
 def test_a_rerun_of_ligbench_with_the_corpus_makes_no_new_calls(study, judge, scripted, corpus):

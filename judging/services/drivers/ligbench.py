@@ -3,15 +3,21 @@ reference at a time until the Elo chains stop, fused novelty."""
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from typing import Any, cast
+
+import numpy as np
 
 from ...methods import prompts
 from ...methods.elo import MAX_STEPS
 from ...methods.ligbench import Schedule, next_reference, replay
 from ...methods.ligbench import finish as finish_chains
 from ...methods.novelty import (
+    MU,
+    K,
+    calibrate_similarity,
     novelty_score,
     similarity_to_novelty,
     weighted_similarity,
@@ -140,6 +146,7 @@ class LigBenchCorpusDriver(Driver):
         self.initial: dict[int, dict[str, float | None]] = {}
         self.played: dict[int, list[tuple[int, dict[str, float | None]]]] = defaultdict(list)
         self.stage2_started = False
+        self._calibration: dict[str, Any] | None = None
 
     # --- reading what is stored ---------------------------------------------------
 
@@ -382,6 +389,8 @@ class LigBenchCorpusDriver(Driver):
         IdeaRating.objects.bulk_create(ratings)
         if comparisons:
             summary["comparisons_per_idea"] = sum(comparisons) / len(comparisons)
+        if self.novelty and self.hits:
+            summary["novelty_calibration"] = self.calibration()
         return summary
 
     def _elo_rows(self, target: int) -> list[IdeaRating]:
@@ -405,8 +414,10 @@ class LigBenchCorpusDriver(Driver):
     def _novelty(self, target: int, hits: Sequence[Any], s_llm: float | None) -> IdeaRating:
         p = self.params
         sims = [h.cosine for h in hits]
-        knobs = {"alpha": float(p["alpha"]), "k": float(p["k"]), "mu": float(p["mu"])}
+        calibration = self.calibration()
+        knobs = {"alpha": float(p["alpha"]), "k": calibration["k"], "mu": calibration["mu"]}
         history: dict[str, Any] = {
+            "calibration": calibration["how"],
             "similarities": [
                 {"reference": h.id, "cosine": h.cosine, "bm25": h.bm25, "hybrid": h.score}
                 for h in hits
@@ -431,6 +442,67 @@ class LigBenchCorpusDriver(Driver):
         return IdeaRating(
             run=self.run, idea_id=target, dimension=LIGBENCH_NOVELTY, score=score, history=[history]
         )
+
+    def calibration(self) -> dict[str, Any]:
+        """k and μ of the similarity part: as given, or calibrated for the embedding in
+        use on this corpus (computed once per run; the same corpus and seed give the same
+        values, so a resumed run agrees with itself)."""
+        if self._calibration is None:
+            self._calibration = novelty_calibration(
+                list(self.papers.values()), self.params, self.papers_vector
+            )
+        return self._calibration
+
+    def papers_vector(self, paper: ReferencePaper) -> Any:
+        from ...corpus import reference_vector
+
+        return reference_vector(paper)
+
+
+CALIBRATION_SAMPLE = 500
+"""Corpus papers whose related papers the calibration reads (all, in a smaller corpus)."""
+
+
+def novelty_calibration(
+    papers: Sequence[ReferencePaper], params: dict[str, Any], vector: Any
+) -> dict[str, Any]:
+    """k and μ for the run: the given numbers, or a calibration on the corpus.
+
+    Each sampled paper is a query for its `novelty_references` most related other papers
+    (the retrieval a run uses, itself excluded); their s_w values are matched to
+    PAIR-IQ's distribution (`calibrate_similarity`). A corpus too small or too uniform to
+    calibrate on falls back to the paper's values and says so.
+    """
+    from studies.embeddings import MODEL_NAME
+
+    from ...corpus import reference_corpus_retrieve
+
+    given = {k: params[k] for k in ("k", "mu") if params[k] != AUTO}
+    out: dict[str, Any] = {"embedding": MODEL_NAME}
+    if len(given) == 2:
+        return {**out, "k": float(given["k"]), "mu": float(given["mu"]), "how": "as given"}
+    sample = list(papers)
+    if len(sample) > CALIBRATION_SAMPLE:
+        sample = random.Random(f"novelty-calibration:{params['seed']}").sample(
+            sample, CALIBRATION_SAMPLE
+        )
+    hits = reference_corpus_retrieve(
+        papers=papers,
+        queries=[p.formal_text() for p in sample],
+        k=max(1, int(params["novelty_references"])),
+        weight=float(params["retrieval_weight"]),
+        exclude=[p.pk for p in sample],
+        query_vectors=np.vstack([vector(p) for p in sample]) if sample else None,
+    )
+    values = [
+        weighted_similarity([h.cosine for h in h_], float(params["alpha"])) for h_ in hits if h_
+    ]
+    try:
+        cal = calibrate_similarity(values)
+    except ValueError as exc:
+        return {**out, "k": K, "mu": MU, "how": f"the paper's values ({exc})"}
+    found = {"k": cal.k, "mu": cal.mu, **{k: float(v) for k, v in given.items()}}
+    return {**out, **cal.as_dict(), **found}
 
 
 def build(**kw: Any) -> Driver:
