@@ -63,6 +63,13 @@ MAX_TEXT = 20_000
 LinkFor = Callable[[str], str]
 
 
+def pair_dimensions(study: Study) -> list[str]:
+    """What reviewers compare idea pairs on: the usual dimensions the study's form has,
+    else its last metric (forms end with their holistic score)."""
+    keys = study.form_definition().metric_keys
+    return [d for d in PAIR_DIMENSIONS if d in keys] or keys[-1:]
+
+
 class RecruitmentError(Exception):
     """A request that cannot be honoured; the message is safe to show to its sender."""
 
@@ -1091,7 +1098,7 @@ def pair_tasks_create(
         by_topic[i.topic.name].append(i)
     problems: list[str] = []
     created: list[PairTask] = []
-    dims = [d for d in PAIR_DIMENSIONS if d in study.form_definition().metric_keys] or ["overall"]
+    dims = pair_dimensions(study)
     reviewers = (
         Reviewer.objects.filter(
             study=study, screening=Reviewer.Screening.APPROVED, dropped_at__isnull=True
@@ -1161,7 +1168,7 @@ def pair_tasks_upload(
         m.external_id: m.idea
         for m in IdeaCondition.objects.filter(study=study).select_related("idea__topic")
     }
-    dims = [d for d in PAIR_DIMENSIONS if d in study.form_definition().metric_keys] or ["overall"]
+    dims = pair_dimensions(study)
     problems: list[str] = []
     tasks: list[PairTask] = []
     for n, row in enumerate(rows, start=1):

@@ -126,3 +126,28 @@ def test_study_form_command_shows_and_sets_the_form_until_reviews_exist(owner, t
     assert json.loads(out.getvalue())["key"] == "execution"
     with pytest.raises(CommandError, match="no built-in or stored review form 'nope'"):
         call_command("study_form", "cli", "nope")
+
+
+@pytest.mark.django_db
+def test_pair_tasks_compare_on_the_forms_own_dimensions(owner):
+    from studies.protocol.forms import form_validate
+    from studies.recruitment import pair_dimensions
+
+    assert pair_dimensions(study_create(owner=owner, slug="p-exec", form=EXECUTION_FORM)) == [
+        "overall",
+        "novelty",
+        "excitement",
+        "effectiveness",
+    ]
+    own = form_validate(
+        {
+            "key": "quality-only",
+            "version": 1,
+            "title": "Q",
+            "metrics": [
+                {"key": "clarity", "label": "Clarity", "minimum": 1, "maximum": 5},
+                {"key": "quality", "label": "Quality", "minimum": 1, "maximum": 7},
+            ],
+        }
+    )
+    assert pair_dimensions(study_create(owner=owner, slug="p-own", form=own)) == ["quality"]
