@@ -428,3 +428,23 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
     "loggers": {"django": {"handlers": ["console"], "level": "INFO", "propagate": False}},
 }
+
+# Background jobs (studies/jobs.py). The worker that runs a job writes a heartbeat to its
+# row every JOB_HEARTBEAT_SECONDS from a thread of its own, whatever the job is doing; a
+# running job without one for JOB_LOST_AFTER_SECONDS is marked lost and can be retried.
+# Review imports of more than IMPORT_JOB_MIN_ROWS rows run as a job instead of in the
+# request. On Redis, a task whose worker died is delivered again after the visibility
+# timeout; the job's lease keeps that second delivery from running it twice at once.
+JOB_HEARTBEAT_SECONDS = env_int("IDEAREVIEW_JOB_HEARTBEAT_SECONDS", 15)
+JOB_LOST_AFTER_SECONDS = env_int("IDEAREVIEW_JOB_LOST_AFTER_SECONDS", 120)
+if not 0 < 2 * JOB_HEARTBEAT_SECONDS <= JOB_LOST_AFTER_SECONDS:
+    raise ImproperlyConfigured(
+        "IDEAREVIEW_JOB_HEARTBEAT_SECONDS must be positive and at most half of "
+        "IDEAREVIEW_JOB_LOST_AFTER_SECONDS"
+    )
+IMPORT_JOB_MIN_ROWS = env_int("IDEAREVIEW_IMPORT_JOB_ROWS", 2000)
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        **CELERY_BROKER_TRANSPORT_OPTIONS,
+        "visibility_timeout": env_int("IDEAREVIEW_BROKER_VISIBILITY_TIMEOUT", 3600),
+    }

@@ -31,6 +31,7 @@ from judging.client import Attempt, JudgeNotConfigured, Prepared, lookup, prepar
 from judging.models import JudgeConfig, LLMCall
 
 from . import csvsafe
+from .jobs import job_active, job_enqueue, job_progress, job_start
 from .models import (
     Condition,
     DuplicatePair,
@@ -58,7 +59,7 @@ from .protocol.normalization import (
     prompt_sha256,
 )
 from .protocol.template import SECTION_KEYS, parse_sections, render_sections
-from .services import audit, job_active, job_progress, job_start
+from .services import audit
 
 log = logging.getLogger(__name__)
 
@@ -467,8 +468,6 @@ def _idea_text(idea: Idea) -> str:
 
 
 def duplicates_enqueue(*, study: Study, threshold: float = 0.8, actor: Any = None) -> JobRun:
-    from .tasks import find_duplicates
-
     running = job_active(study=study, kind=DUPLICATES_JOB)
     if running is not None:
         return running
@@ -481,7 +480,7 @@ def duplicates_enqueue(*, study: Study, threshold: float = 0.8, actor: Any = Non
         total=study_ideas(study).count(),
         threshold=threshold,
     )
-    transaction.on_commit(lambda: find_duplicates.delay(job.pk))
+    job_enqueue(job=job)
     return job
 
 
@@ -574,8 +573,6 @@ def normalization_enqueue(
     rerun: bool = False,
 ) -> JobRun:
     """Start (or resume) normalization: a job over every idea still without a rewrite."""
-    from .tasks import normalize_ideas
-
     problem = normalization_problem(study)
     if problem:
         raise PreparationError(problem)
@@ -603,7 +600,7 @@ def normalization_enqueue(
         ideas=len(pending),
         rerun=rerun,
     )
-    transaction.on_commit(lambda: normalize_ideas.delay(job.pk))
+    job_enqueue(job=job)
     return job
 
 
@@ -1242,8 +1239,6 @@ def leakage_check_enqueue(
 ) -> JobRun:
     """Start the classifier check (or return the one already running). With `llm`, the
     study's normalization model is also asked to guess each text's source."""
-    from .tasks import check_leakage
-
     active = job_active(study=study, kind=LEAKAGE_JOB)
     if active is not None:
         return active
@@ -1273,7 +1268,7 @@ def leakage_check_enqueue(
         llm_config_id=config_id,
     )
     audit(study=study, actor=actor, verb="leakage_check_started", job=job.pk, seed=seed)
-    transaction.on_commit(lambda: check_leakage.delay(job.pk))
+    job_enqueue(job=job)
     return job
 
 

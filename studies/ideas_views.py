@@ -45,7 +45,7 @@ from .protocol.normalization import (
     word_diff,
 )
 from .protocol.template import SECTIONS
-from .services import job_latest, job_mark_if_lost
+from .services import job_latest
 from .views import EDITOR, VIEWER, get_study_for_member, role_by_method
 
 HEADINGS = {s.key: s.heading for s in SECTIONS}
@@ -368,32 +368,6 @@ def study_open_view(request: HttpRequest, slug: str) -> HttpResponse:
 # --------------------------------------------------------------------------- jobs
 
 
-def _job_partial(job: JobRun) -> str:
-    if job.kind == ideaprep.DUPLICATES_JOB:
-        return "studies/ideas/duplicates.html#job"
-    return "studies/ideas/normalization.html#job"
-
-
-@login_required
-@require_GET
-def ideas_job_status(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
-    study = get_study_for_member(request, slug, role=VIEWER)
-    job = get_object_or_404(
-        JobRun,
-        pk=job_id,
-        study=study,
-        kind__in=[ideaprep.DUPLICATES_JOB, ideaprep.NORMALIZATION_JOB],
-    )
-    job_mark_if_lost(job=job)
-    if not is_htmx(request):
-        page = "duplicates" if job.kind == ideaprep.DUPLICATES_JOB else "normalization"
-        return redirect(f"studies:{page}", study.slug)
-    response = render(request, _job_partial(job), {"study": study, "job": job})
-    if not job.is_active:
-        response["HX-Refresh"] = "true"
-    return response
-
-
 # --------------------------------------------------------------------------- duplicates
 
 
@@ -440,7 +414,7 @@ def duplicates_run(request: HttpRequest, slug: str) -> HttpResponse:
         study=study, threshold=form.cleaned_data["threshold"], actor=request.user
     )
     if is_htmx(request):
-        return render(request, "studies/ideas/duplicates.html#job", {"study": study, "job": job})
+        return render(request, "studies/_job.html", {"study": study, "job": job})
     return redirect("studies:duplicates", study.slug)
 
 
@@ -508,7 +482,7 @@ def normalization_start(request: HttpRequest, slug: str) -> HttpResponse:
         messages.error(request, str(exc))
         return redirect("studies:normalization", study.slug)
     if is_htmx(request):
-        return render(request, "studies/ideas/normalization.html#job", {"study": study, "job": job})
+        return render(request, "studies/_job.html", {"study": study, "job": job})
     return redirect("studies:normalization", study.slug)
 
 
@@ -652,9 +626,7 @@ def leakage(request: HttpRequest, slug: str) -> HttpResponse:
             messages.error(request, str(exc))
         else:
             if is_htmx(request):
-                return render(
-                    request, "studies/ideas/leakage.html#job", {"study": study, "job": started}
-                )
+                return render(request, "studies/_job.html", {"study": study, "job": started})
         return redirect("studies:leakage", study.slug)
     if request.method == "POST":
         try:
@@ -665,11 +637,6 @@ def leakage(request: HttpRequest, slug: str) -> HttpResponse:
             messages.success(request, f"Export {export.pk} made from {len(export.key)} text(s).")
         return redirect("studies:leakage", study.slug)
     job = job_latest(study=study, kind=ideaprep.LEAKAGE_JOB)
-    if is_htmx(request) and request.GET.get("fragment") == "job":
-        response = render(request, "studies/ideas/leakage.html#job", {"study": study, "job": job})
-        if job is None or not job.is_active:
-            response["HX-Refresh"] = "true"
-        return response
     latest = ideaprep.leakage_check_latest(study)
     sides = _leakage_sides(latest)
     computed = [(s["label"], s) for s in sides if s.get("auc") is not None]

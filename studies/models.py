@@ -735,6 +735,7 @@ class JobRun(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
+        LOST = "lost", "Lost"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="jobs")
     kind = models.CharField(max_length=32)
@@ -750,12 +751,30 @@ class JobRun(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The worker that holds the job writes its lease token once and its heartbeat every
+    # few seconds; a row whose heartbeat stops is lost, and a second delivery of the same
+    # task finds a fresh heartbeat under another lease and leaves the job alone.
+    lease = models.CharField(max_length=32, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"{self.kind} job {self.pk} ({self.status})"
+
+    @property
+    def label(self) -> str:
+        """What the progress partial calls this kind of job while it runs."""
+        from .jobs import JOB_KINDS
+
+        kind = JOB_KINDS.get(self.kind)
+        return kind.label if kind else self.kind.capitalize()
+
+    @property
+    def can_retry(self) -> bool:
+        return self.status in {self.Status.FAILED, self.Status.LOST, self.Status.CANCELLED}
 
     @property
     def percent(self) -> int:

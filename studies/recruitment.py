@@ -33,6 +33,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from .jobs import job_enqueue, job_finish, job_progress, job_start
 from .models import (
     Assignment,
     Idea,
@@ -49,7 +50,7 @@ from .models import (
 )
 from .protocol import assignment as solver
 from .protocol.textcheck import control_character_problem
-from .services import audit, job_finish, job_progress, job_start
+from .services import audit
 
 log = logging.getLogger(__name__)
 
@@ -653,8 +654,6 @@ def assignment_preview_enqueue(
 ) -> JobRun:
     """Start a preview as a background job. The seed is drawn here when not given and
     stored in the job, so the job (and any retry of it) gives one result."""
-    from .tasks import preview_assignment
-
     if mode not in ("keep", "resolve"):
         raise ValueError("mode must be 'keep' or 'resolve'")
     job = job_start(
@@ -666,8 +665,7 @@ def assignment_preview_enqueue(
         mode=mode,
         extra_load=extra_load,
     )
-    transaction.on_commit(lambda: preview_assignment.delay(job.pk))
-    return job
+    return job_enqueue(job=job)
 
 
 def assignment_preview_run(*, job: JobRun) -> tuple[solver.AssignmentResult, AssignmentPlan]:

@@ -27,6 +27,7 @@ from .analysis.report import (
     computed_baselines,
     tidy_tables,
 )
+from .jobs import job_progress
 from .models import JobRun, Study, StudyReport
 from .package import package_build
 from .plans import plan_registration, study_plan, study_registered_plan
@@ -38,7 +39,7 @@ from .selectors import (
     judge_inputs,
     review_frame,
 )
-from .services import audit, job_progress
+from .services import audit
 
 
 def report_build(
@@ -105,8 +106,8 @@ def report_build(
         report["progress_total"] - 1, report["progress_total"], "drawing plots and writing files"
     )
     stamp = timezone.now().strftime("%Y%m%dT%H%M%S%f")
-    out = Path(out_dir) if out_dir else Path(settings.REPORTS_ROOT) / study.slug / stamp
-    out.mkdir(parents=True, exist_ok=True)
+    final = Path(out_dir) if out_dir else Path(settings.REPORTS_ROOT) / study.slug / stamp
+    out = _partial_folder(final)
     tables = tidy_tables(report, df)
     csv_names = []
     for name, table in tables.items():
@@ -133,15 +134,45 @@ def report_build(
     report["files"]["package"] = "package.zip"
     report["timing_seconds"] = round(time.perf_counter() - started, 3)
     (out / "report.json").write_text(json.dumps(report, indent=2, allow_nan=False))
-    snapshot = StudyReport.objects.create(study=study, job=job, data=report, directory=str(out))
     t0 = time.perf_counter()
-    package_build(study=study, out=out / "package.zip", report=snapshot)
-    snapshot.data["timings"]["package"] = round(time.perf_counter() - t0, 3)
-    snapshot.save(update_fields=["data"])
+    # The package reads the report's files from the folder still being written.
+    package_build(study=study, out=out / "package.zip", report=StudyReport(directory=str(out)))
+    report["timings"]["package"] = round(time.perf_counter() - t0, 3)
+    _move_into_place(out, final)
+    snapshot = StudyReport.objects.create(study=study, job=job, data=report, directory=str(final))
     audit(
-        study=study, actor=job.created_by if job else None, verb="report_built", directory=str(out)
+        study=study,
+        actor=job.created_by if job else None,
+        verb="report_built",
+        directory=str(final),
     )
     return snapshot
+
+
+PARTIAL_PREFIX = ".partial-"
+
+
+def _move_into_place(out: Path, final: Path) -> None:
+    if not final.exists():
+        out.rename(final)
+        return
+    # A folder named on the command line that exists already: its other files stay.
+    for path in out.iterdir():
+        path.replace(final / path.name)
+    out.rmdir()
+
+
+def _partial_folder(final: Path) -> Path:
+    """A fresh folder beside `final` for the files while they are written; it is renamed
+    to `final` only once complete, so a killed build never leaves a half-written report
+    where one is expected. Partial folders left by killed builds are removed here (one
+    report job per study runs at a time)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    for old in final.parent.glob(PARTIAL_PREFIX + "*"):
+        shutil.rmtree(old, ignore_errors=True)
+    out = final.parent / f"{PARTIAL_PREFIX}{final.name}"
+    out.mkdir()
+    return out
 
 
 def study_judges(

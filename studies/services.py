@@ -5,9 +5,10 @@ Views, commands and tasks call these; they hold no request or Celery objects.
 
 from __future__ import annotations
 
+import json
 import logging
+import uuid
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -15,6 +16,18 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from .importers import ImportFailed, ParsedImport, Problem
+
+# The job lifecycle lives in .jobs; its functions stay importable from here.
+from .jobs import (  # noqa: F401
+    job_active,
+    job_cancel,
+    job_finish,
+    job_latest,
+    job_mark_if_lost,
+    job_progress,
+    job_retry,
+    job_start,
+)
 from .models import (
     AuditEvent,
     Condition,
@@ -334,106 +347,6 @@ def _reviewers_for(study: Study, parsed: ParsedImport) -> dict[str, Any]:
     return found
 
 
-def job_start(
-    *, study: Study, kind: str, actor: Any = None, total: int = 0, **params: Any
-) -> JobRun:
-    return JobRun.objects.create(
-        study=study,
-        kind=kind,
-        total=total,
-        params=params,
-        created_by=actor if getattr(actor, "pk", None) else None,
-    )
-
-
-JOB_TIME_LIMITS: dict[str, int] = {
-    "report": 1900,
-    "duplicates": 1900,
-    "normalization": 6 * 3600 + 120,
-    "leakage": 3700,
-    "assignment": 700,
-}
-"""Celery's hard time limit of each job kind's task, in seconds. A job still running this
-long after it started (plus a margin) has lost its worker: the worker was killed, or the
-write that would have finished the row failed. A queued job is never taken for lost: with
-one worker it may wait behind a six-hour normalization, and its page says it is waiting."""
-
-JOB_LOST_MARGIN = 600
-
-
-def job_active(*, study: Study, kind: str) -> JobRun | None:
-    """The study's queued or running job of this kind, if one can still be running.
-
-    A job running for longer than its kind's hard time limit cannot be: it is marked
-    failed with a message that says so, and None is returned so a fresh one may start."""
-    job = JobRun.objects.filter(
-        study=study, kind=kind, status__in=[JobRun.Status.QUEUED, JobRun.Status.RUNNING]
-    ).first()
-    if job is None or job_mark_if_lost(job=job):
-        return None
-    return job
-
-
-def job_latest(*, study: Study, kind: str) -> JobRun | None:
-    """The study's newest job of this kind, for a page to show; marked failed first if it
-    was lost, so the page does not poll a job no worker will finish."""
-    job = JobRun.objects.filter(study=study, kind=kind).first()
-    if job is not None:
-        job_mark_if_lost(job=job)
-    return job
-
-
-def job_mark_if_lost(*, job: JobRun) -> bool:
-    """Mark a running job failed if it started longer ago than its task's time limit.
-
-    Returns True when the job was lost (the row then says so); pages that poll a job call
-    this so that a lost one stops showing a progress bar."""
-    if job.status != JobRun.Status.RUNNING:
-        return False
-    limit = JOB_TIME_LIMITS.get(job.kind, JOB_TIME_LIMITS["report"]) + JOB_LOST_MARGIN
-    if (job.started_at or job.created_at) > timezone.now() - timedelta(seconds=limit):
-        return False
-    fields = {
-        "status": JobRun.Status.FAILED,
-        "finished_at": timezone.now(),
-        "error": (
-            f"lost: still marked running {limit // 60} minutes after it started, past the "
-            "task's time limit. Its worker stopped before it could record the end; start "
-            "it again (and check that a Celery worker is running)."
-        ),
-    }
-    JobRun.objects.filter(pk=job.pk, status=job.status).update(**fields)
-    for name, value in fields.items():
-        setattr(job, name, value)
-    return True
-
-
-def job_progress(*, job: JobRun, done: int, total: int | None = None, message: str = "") -> None:
-    """Progress goes straight to its row so pollers see it while the job runs."""
-    fields: dict[str, Any] = {
-        "done": done,
-        "message": message[:300],
-        "status": JobRun.Status.RUNNING,
-    }
-    if total is not None:
-        fields["total"] = total
-    if job.started_at is None:
-        fields["started_at"] = timezone.now()
-        job.started_at = fields["started_at"]
-    JobRun.objects.filter(pk=job.pk).update(**fields)
-    for k, v in fields.items():
-        setattr(job, k, v)
-
-
-def job_finish(*, job: JobRun, error: str = "") -> None:
-    job.status = JobRun.Status.FAILED if error else JobRun.Status.DONE
-    job.error = error
-    job.finished_at = timezone.now()
-    if not error:
-        job.done = job.total
-    job.save(update_fields=["status", "error", "finished_at", "done"])
-
-
 def reviews_parse(
     *,
     study: Study,
@@ -486,3 +399,101 @@ def reviews_parse(
         titles=None,
         condition_kind_guess=not human_conditions,
     )
+
+
+# --------------------------------------------------------------------------- large imports
+
+
+def import_row_estimate(data: bytes, name: str) -> int:
+    """A quick upper estimate of an upload's rows, to decide whether it runs as a job:
+    the rows of a JSON file (a list of rows, or columns), else the file's lines."""
+    if data.lstrip()[:1] in (b"[", b"{") and not name.lower().endswith(".jsonl"):
+        try:
+            value = json.loads(data)
+        except ValueError:
+            return 0  # the import itself names the problem, at once
+        if isinstance(value, dict):
+            return max((len(v) for v in value.values() if isinstance(v, list | dict)), default=1)
+        return len(value) if isinstance(value, list) else 1
+    return data.count(b"\n")
+
+
+def reviews_import_enqueue(
+    *,
+    study: Study,
+    fmt: str,
+    reviews: bytes,
+    reviews_name: str,
+    titles: bytes | None = None,
+    titles_name: str = "",
+    mapping: dict[str, str] | None = None,
+    human_conditions: list[str] | None = None,
+    actor: Any = None,
+) -> JobRun:
+    """Keep the upload in the default storage and import it in a job (with progress)."""
+    from django.core.files.base import ContentFile
+    from django.core.files.storage import default_storage
+
+    from .jobs import job_enqueue
+
+    folder = f"imports/{study.slug}/{uuid.uuid4().hex}"
+    paths = {"reviews_path": default_storage.save(f"{folder}/reviews", ContentFile(reviews))}
+    if titles is not None:
+        paths["titles_path"] = default_storage.save(f"{folder}/titles", ContentFile(titles))
+    job = job_start(
+        study=study,
+        kind="import",
+        actor=actor,
+        total=3,
+        fmt=fmt,
+        reviews_name=reviews_name,
+        titles_name=titles_name,
+        mapping=mapping or {},
+        human_conditions=human_conditions or [],
+        **paths,
+    )
+    return job_enqueue(job=job)
+
+
+def reviews_import_job(*, job: JobRun) -> dict[str, Any]:
+    """The work of an import job: parse the stored upload, write it in one transaction
+    (so a retried job imports it whole or not at all; a second run changes nothing), and
+    keep the summary or the problems in the job's params."""
+    from django.core.files.storage import default_storage
+
+    p = job.params
+
+    def read(key: str) -> bytes | None:
+        if not p.get(key):
+            return None
+        with default_storage.open(p[key], "rb") as fh:
+            return fh.read()
+
+    job_progress(job=job, done=0, total=3, message="reading the upload")
+    reviews = read("reviews_path") or b""
+    job_progress(job=job, done=1, total=3, message="checking every row")
+    try:
+        parsed = reviews_parse(
+            study=job.study,
+            fmt=p["fmt"],
+            reviews=reviews,
+            reviews_name=p["reviews_name"],
+            titles=read("titles_path"),
+            titles_name=p["titles_name"],
+            mapping=p["mapping"],
+            human_conditions=p["human_conditions"],
+        )
+        job_progress(job=job, done=2, total=3, message=f"writing {len(parsed.reviews)} reviews")
+        summary = reviews_import(
+            study=job.study, parsed=parsed, kind=p["fmt"], actor=job.created_by
+        )
+    except ImportFailed as exc:
+        JobRun.objects.filter(pk=job.pk).update(
+            params={**p, "problems": [str(x) for x in exc.problems]}
+        )
+        raise
+    JobRun.objects.filter(pk=job.pk).update(params={**p, "summary": summary})
+    for key in ("reviews_path", "titles_path"):
+        if p.get(key):
+            default_storage.delete(p[key])
+    return summary

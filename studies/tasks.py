@@ -1,4 +1,8 @@
-"""Celery tasks: thin wrappers that take ids, call a service and own time limits."""
+"""Celery tasks: thin wrappers that take a job's id, run its service under the job
+lifecycle of `jobs.job_run` (lease, heartbeat, outcome in the row) and own time limits.
+
+Every task here is sent with the settings' late acknowledgement: on Redis a task whose
+worker was killed is delivered again, and the job's lease decides whether it runs."""
 
 from __future__ import annotations
 
@@ -6,85 +10,70 @@ import logging
 from typing import Any
 
 from celery import shared_task
-from django.db import transaction
 
+from .jobs import JobKind, job_enqueue, job_kind_register, job_run, job_start
 from .models import JobRun, Study
-from .services import JOB_TIME_LIMITS
 
 log = logging.getLogger(__name__)
+
+# Celery's hard time limit of each task, in seconds (the soft limit comes first and lets
+# the job record why it stopped).
+JOB_TIME_LIMITS: dict[str, int] = {
+    "report": 1900,
+    "duplicates": 1900,
+    "normalization": 6 * 3600 + 120,
+    "leakage": 3700,
+    "import": 3700,
+    "assignment": 700,
+}
 
 
 def report_enqueue(*, study: Study, actor: Any = None) -> JobRun:
     """Create the job row now and send the task once the row is committed."""
-    from .services import job_start
-
     job = job_start(study=study, kind="report", actor=actor, total=1)
-    transaction.on_commit(lambda: build_report.delay(job.pk))
-    return job
+    return job_enqueue(job=job)
 
 
 @shared_task(soft_time_limit=1800, time_limit=JOB_TIME_LIMITS["report"])
 def build_report(job_id: int) -> None:
     from .reporting import report_build
-    from .services import job_finish
 
-    job = JobRun.objects.select_related("study").get(pk=job_id)
-    if job.status not in (JobRun.Status.QUEUED, JobRun.Status.RUNNING):
-        return
-    try:
-        report_build(study=job.study, job=job)
-    except Exception as exc:  # the row must say what failed; Celery logs the traceback
-        log.exception("report job %s failed", job_id)
-        job_finish(job=job, error=f"{type(exc).__name__}: {exc}")
-        raise
-    job_finish(job=job)
-
-
-# --- idea preparation (issue 4) -------------------------------------------------------
-
-
-def _run_job(job_id: int, work: Any) -> None:
-    """Claim a job row, run `work(job)`, and leave the outcome in the row."""
-    from .services import job_finish
-
-    job = JobRun.objects.select_related("study").get(pk=job_id)
-    if job.status not in (JobRun.Status.QUEUED, JobRun.Status.RUNNING):
-        return
-    try:
-        work(job)
-    except Exception as exc:  # the row must say what failed; Celery logs the traceback
-        log.exception("%s job %s failed", job.kind, job_id)
-        job_finish(job=job, error=f"{type(exc).__name__}: {exc}")
-        raise
-    job_finish(job=job)
+    job_run(job_id=job_id, kind="report", work=lambda job: report_build(study=job.study, job=job))
 
 
 @shared_task(soft_time_limit=1800, time_limit=JOB_TIME_LIMITS["duplicates"])
 def find_duplicates(job_id: int) -> None:
     from .ideaprep import duplicates_find
 
-    _run_job(job_id, lambda job: duplicates_find(job=job))
+    job_run(job_id=job_id, kind="duplicates", work=lambda job: duplicates_find(job=job))
 
 
 @shared_task(soft_time_limit=6 * 3600, time_limit=JOB_TIME_LIMITS["normalization"])
 def normalize_ideas(job_id: int) -> None:
     from .ideaprep import normalization_run
 
-    _run_job(job_id, lambda job: normalization_run(job=job))
+    job_run(job_id=job_id, kind="normalization", work=lambda job: normalization_run(job=job))
 
 
 @shared_task(soft_time_limit=3600, time_limit=JOB_TIME_LIMITS["leakage"])
 def check_leakage(job_id: int) -> None:
     from .ideaprep import leakage_check_run
 
-    _run_job(job_id, lambda job: leakage_check_run(job=job))
+    job_run(job_id=job_id, kind="leakage", work=lambda job: leakage_check_run(job=job))
+
+
+@shared_task(soft_time_limit=3600, time_limit=JOB_TIME_LIMITS["import"])
+def import_reviews(job_id: int) -> None:
+    from .services import reviews_import_job
+
+    job_run(job_id=job_id, kind="import", work=lambda job: reviews_import_job(job=job))
 
 
 @shared_task(soft_time_limit=600, time_limit=JOB_TIME_LIMITS["assignment"])
 def preview_assignment(job_id: int) -> None:
     from .recruitment import assignment_preview_run
 
-    _run_job(job_id, lambda job: assignment_preview_run(job=job))
+    job_run(job_id=job_id, kind="assignment", work=lambda job: assignment_preview_run(job=job))
 
 
 @shared_task(soft_time_limit=600, time_limit=900)
@@ -94,3 +83,14 @@ def send_reminders() -> None:
 
     for slug, sent in reminders_send_all().items():
         log.info("reminders for %s: %s", slug, sent)
+
+
+for _kind in (
+    JobKind("report", build_report, "studies:study_report", "Building the report"),
+    JobKind("duplicates", find_duplicates, "studies:duplicates", "Checking for duplicates"),
+    JobKind("normalization", normalize_ideas, "studies:normalization", "Normalising"),
+    JobKind("leakage", check_leakage, "studies:leakage", "Checking for leakage"),
+    JobKind("import", import_reviews, "studies:study_import", "Importing reviews"),
+    JobKind("assignment", preview_assignment, "studies:assignment_preview", "Solving"),
+):
+    job_kind_register(_kind)

@@ -71,6 +71,8 @@ urlpatterns = [
     path("<slug:slug>/report/build/", views.study_report_build, name="study_report_build"),
     path("<slug:slug>/report/files/<str:name>", views.study_report_file, name="study_report_file"),
     path("<slug:slug>/jobs/<int:job_id>/", views.job_status, name="job_status"),
+    path("<slug:slug>/jobs/<int:job_id>/cancel/", views.job_cancel_view, name="job_cancel"),
+    path("<slug:slug>/jobs/<int:job_id>/retry/", views.job_retry_view, name="job_retry"),
     # Recruitment, assignment and progress (owner only).
     path("<slug:slug>/progress/", owner_views.study_progress, name="study_progress"),
     path("<slug:slug>/progress/remind/", owner_views.study_reminders, name="study_reminders"),
@@ -155,7 +157,6 @@ urlpatterns = [
         ideas_views.normalization_start,
         name="normalization_start",
     ),
-    path("<slug:slug>/ideas/jobs/<int:job_id>/", ideas_views.ideas_job_status, name="ideas_job"),
     path("<slug:slug>/ideas/leakage/", ideas_views.leakage, name="leakage"),
     path(
         "<slug:slug>/ideas/leakage/<int:export_id>/<str:kind>.csv",

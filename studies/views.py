@@ -18,13 +18,21 @@ from .forms import ReviewImportForm
 from .http import is_htmx
 from .import_samples import review_columns
 from .importers import ImportFailed, format_quality_summary
+from .jobs import (
+    JOB_KINDS,
+    JobNotRetryable,
+    job_active,
+    job_cancel,
+    job_latest,
+    job_mark_if_lost,
+    job_retry,
+)
 from .models import ImportBatch, JobRun, Study, StudyMember, StudyReport
 from .overview import next_step, study_steps
 from .services import (
-    job_active,
-    job_latest,
-    job_mark_if_lost,
+    import_row_estimate,
     reviews_import,
+    reviews_import_enqueue,
     reviews_parse,
     study_create,
 )
@@ -212,21 +220,30 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
     form = ReviewImportForm(request.POST or None, request.FILES or None)
     summary_lines: list[str] = []
     problems: list[str] = []
+    job = job_latest(study=study, kind="import")
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         titles = data.get("titles")
+        upload = {
+            "fmt": data["format"],
+            "reviews": data["reviews"].read(),
+            "reviews_name": data["reviews"].name,
+            "titles": titles.read() if titles else None,
+            "titles_name": titles.name if titles else "",
+            "mapping": data["mapping"],
+            "human_conditions": data["human_conditions"],
+        }
+        if (
+            import_row_estimate(upload["reviews"], upload["reviews_name"])
+            > settings.IMPORT_JOB_MIN_ROWS
+        ):
+            job = job_active(study=study, kind="import") or reviews_import_enqueue(
+                study=study, actor=request.user, **upload
+            )
+            return redirect("studies:study_import", slug=study.slug)
         try:
             with transaction.atomic():
-                parsed = reviews_parse(
-                    study=study,
-                    fmt=data["format"],
-                    reviews=data["reviews"].read(),
-                    reviews_name=data["reviews"].name,
-                    titles=titles.read() if titles else None,
-                    titles_name=titles.name if titles else "",
-                    mapping=data["mapping"],
-                    human_conditions=data["human_conditions"],
-                )
+                parsed = reviews_parse(study=study, **upload)
                 summary = reviews_import(
                     study=study, parsed=parsed, kind=data["format"], actor=request.user
                 )
@@ -235,6 +252,8 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             summary_lines = format_quality_summary(summary)
             messages.success(request, "Import finished.")
+    if job is not None and job.status == JobRun.Status.DONE and not summary_lines:
+        summary_lines = format_quality_summary(job.params.get("summary") or {})
     return render(
         request,
         "studies/study_import.html",
@@ -244,6 +263,8 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
             "summary_lines": summary_lines,
             "problems": problems,
             "columns": review_columns(study.form_definition()),
+            "job": job,
+            "job_rows": settings.IMPORT_JOB_MIN_ROWS,
         },
         status=400 if problems else 200,
     )
@@ -283,20 +304,57 @@ def study_report_build(request: HttpRequest, slug: str) -> HttpResponse:
     if job is None:
         job = report_enqueue(study=study, actor=request.user)
     if is_htmx(request):
-        return render(request, "studies/study_report.html#job", {"study": study, "job": job})
+        return render(request, "studies/_job.html", {"study": study, "job": job})
     return redirect("studies:study_report", slug=study.slug)
+
+
+def _job_for_member(
+    request: HttpRequest, slug: str, job_id: int, *, role: str
+) -> tuple[Study, JobRun]:
+    study = get_study_for_member(request, slug, role=role)
+    return study, get_object_or_404(JobRun, pk=job_id, study=study, kind__in=list(JOB_KINDS))
+
+
+def _job_answer(request: HttpRequest, study: Study, job: JobRun) -> HttpResponse:
+    """The job's partial for htmx (the page reloads once the job has ended, to show its
+    result), or the page that shows the job."""
+    if not is_htmx(request):
+        return redirect(JOB_KINDS[job.kind].page, study.slug)
+    response = render(request, "studies/_job.html", {"study": study, "job": job})
+    if not job.is_active and request.method == "GET":
+        response["HX-Refresh"] = "true"
+    return response
 
 
 @login_required
 @require_GET
 def job_status(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
-    study = get_study_for_member(request, slug, role=VIEWER)
-    job = get_object_or_404(JobRun, pk=job_id, study=study)
+    """The one status endpoint that every job page polls."""
+    study, job = _job_for_member(request, slug, job_id, role=VIEWER)
     job_mark_if_lost(job=job)
-    response = render(request, "studies/study_report.html#job", {"study": study, "job": job})
-    if job.status == JobRun.Status.DONE and is_htmx(request):
-        response["HX-Refresh"] = "true"
-    return response
+    return _job_answer(request, study, job)
+
+
+@login_required
+@require_POST
+def job_cancel_view(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
+    study, job = _job_for_member(request, slug, job_id, role=EDITOR)
+    if job_cancel(job=job):
+        messages.info(request, f"{job.label}: cancelled.")
+    job.refresh_from_db()
+    return _job_answer(request, study, job)
+
+
+@login_required
+@require_POST
+def job_retry_view(request: HttpRequest, slug: str, job_id: int) -> HttpResponse:
+    study, job = _job_for_member(request, slug, job_id, role=EDITOR)
+    try:
+        job_retry(job=job)
+    except JobNotRetryable as exc:
+        messages.error(request, f"{job.label}: {exc}.")
+    job.refresh_from_db()
+    return _job_answer(request, study, job)
 
 
 @login_required

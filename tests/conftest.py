@@ -15,13 +15,19 @@ from ideareview.celery import app as celery_app
 # Tests publish real Celery messages. On the filesystem broker they go to a folder of the
 # test run's own, set before any connection exists, so a developer's running worker never
 # takes them and var/ stays clean.
+# The folder is laid out as settings.py lays out `var/`, so a worker process started with
+# IDEAREVIEW_VAR_DIR=TEST_VAR_DIR reads the same queue.
+TEST_VAR_DIR = tempfile.mkdtemp(prefix="ideareview-test-var-")
+atexit.register(shutil.rmtree, TEST_VAR_DIR, ignore_errors=True)
 if str(celery_app.conf.broker_url).startswith("filesystem://"):
-    _broker = tempfile.mkdtemp(prefix="ideareview-test-broker-")
-    atexit.register(shutil.rmtree, _broker, ignore_errors=True)
+    _broker = Path(TEST_VAR_DIR) / "broker"
+    for _sub in ("out", "processed", "control"):
+        (_broker / _sub).mkdir(parents=True)
     celery_app.conf.broker_transport_options = {
-        "data_folder_in": _broker,
-        "data_folder_out": _broker,
-        "control_folder": _broker + "/control",
+        "data_folder_in": str(_broker / "out"),
+        "data_folder_out": str(_broker / "out"),
+        "processed_folder": str(_broker / "processed"),
+        "control_folder": str(_broker / "control"),
         "store_processed": False,
     }
 

@@ -262,7 +262,9 @@ def test_the_leakage_job_reports_auc_near_1_before_and_near_half_after_the_rewri
     assert before["llm"]["auc"] == 1.0 and before["llm"]["answered"] == 60
     assert after["llm"]["auc"] == 0.5 and after["llm"]["p_value"] > 0.5
 
-    poll = c.get(url + "?fragment=job", HTTP_HX_REQUEST="true")
+    poll = c.get(
+        reverse("studies:job_status", args=[job.study.slug, job.pk]), HTTP_HX_REQUEST="true"
+    )
     assert poll["HX-Refresh"] == "true"
     page = c.get(url).content.decode()
     assert f"{before['auc']:.2f}" in page and f"{after['auc']:.2f}" in page

@@ -342,7 +342,7 @@ def test_the_run_button_answers_htmx_with_a_progress_bar(
         )
     body = response.content.decode()
     job = JobRun.objects.get(kind="normalization")
-    poll = reverse("studies:ideas_job", args=[study.slug, job.pk])
+    poll = reverse("studies:job_status", args=[study.slug, job.pk])
     assert "<progress" in body and f'hx-get="{poll}"' in body and f'href="{poll}"' in body
     normalize_ideas(job.pk)
     done = c.get(poll, HTTP_HX_REQUEST="true")

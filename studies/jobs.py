@@ -1,0 +1,318 @@
+"""One lifecycle for every background job of a study (report, normalization, duplicates,
+leakage, large imports): start, enqueue, claim under a lease, heartbeat, progress,
+finish, lost, cancel, retry.
+
+The state lives in the `JobRun` row, never in Celery's result backend, so a page can tell
+what happened to a job whose worker died. The rules:
+
+- Sending the task happens after the row is committed; if the broker cannot be reached
+  the row says so at once (failed, with a retry), instead of staying queued for ever.
+- A worker takes a job by writing a fresh lease token into the row, and keeps it by
+  writing a heartbeat from a thread of its own, so a step that computes for ten minutes
+  without a progress tick is not taken for lost. A job whose heartbeat stops is lost.
+- A second delivery of the same task (Redis redelivers unacknowledged messages) finds the
+  job held by a fresh heartbeat under another lease and leaves it alone; it takes the job
+  over only once that heartbeat is stale.
+- Every write the worker makes is conditional on its lease: a cancelled or taken-over job
+  stops at its next progress tick, and cancel is a plain row update that needs no worker.
+- Retry puts the same row back in the queue; the job's work is written to resume (skip
+  what is already stored) or to start over cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from .models import JobRun, Study
+
+log = logging.getLogger(__name__)
+
+ACTIVE = (JobRun.Status.QUEUED, JobRun.Status.RUNNING)
+
+# Publishing gives up after a few quick tries: the request that starts a job waits for
+# it, and a job that could not be sent says so and offers a retry.
+PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5}
+
+
+class JobStopped(Exception):
+    """The job is no longer this worker's: it was cancelled, or another worker took it."""
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """What the lifecycle needs to know about one kind of job."""
+
+    kind: str
+    task: Any  # the Celery task that takes the job's id
+    page: str  # URL name (with the study's slug) of the page that shows the job
+    label: str  # what the progress partial says while it runs
+
+
+JOB_KINDS: dict[str, JobKind] = {}
+
+
+def job_kind_register(kind: JobKind) -> None:
+    """Tasks modules register their kinds when imported (the app's ready() imports them)."""
+    JOB_KINDS[kind.kind] = kind
+
+
+def job_start(
+    *, study: Study, kind: str, actor: Any = None, total: int = 0, **params: Any
+) -> JobRun:
+    return JobRun.objects.create(
+        study=study,
+        kind=kind,
+        total=total,
+        params=params,
+        created_by=actor if getattr(actor, "pk", None) else None,
+    )
+
+
+def job_enqueue(*, job: JobRun) -> JobRun:
+    """Send the job's task once the transaction that created the row commits."""
+    transaction.on_commit(lambda: job_send(job=job))
+    return job
+
+
+def job_send(*, job: JobRun) -> bool:
+    """Publish the job's task now. A broker that cannot be reached marks the job failed
+    with a message that says so; the job can be retried once the broker is back."""
+    try:
+        JOB_KINDS[job.kind].task.apply_async(
+            (job.pk,), retry=True, retry_policy=PUBLISH_RETRY_POLICY
+        )
+    except Exception as exc:  # kombu raises many types for an unreachable broker
+        log.warning("could not send %s job %s: %s", job.kind, job.pk, exc)
+        _set(
+            job,
+            JobRun.objects.filter(pk=job.pk, status=JobRun.Status.QUEUED),
+            status=JobRun.Status.FAILED,
+            finished_at=timezone.now(),
+            error=(
+                "could not be sent to the task queue, so no worker will run it "
+                f"({type(exc).__name__}: {exc}). Check that the broker "
+                "(CELERY_BROKER_URL) is running, then retry."
+            ),
+        )
+        return False
+    return True
+
+
+def job_active(*, study: Study, kind: str) -> JobRun | None:
+    """The study's queued or running job of this kind, unless it turns out to be lost
+    (then it is marked so, and None lets a fresh one start)."""
+    job = JobRun.objects.filter(study=study, kind=kind, status__in=ACTIVE).first()
+    if job is None or job_mark_if_lost(job=job):
+        return None
+    return job
+
+
+def job_latest(*, study: Study, kind: str) -> JobRun | None:
+    """The study's newest job of this kind, for a page to show, marked lost first if its
+    worker stopped, so the page does not poll a job no worker will finish."""
+    job = JobRun.objects.filter(study=study, kind=kind).first()
+    if job is not None:
+        job_mark_if_lost(job=job)
+    return job
+
+
+def _lost_after() -> timedelta:
+    return timedelta(seconds=settings.JOB_LOST_AFTER_SECONDS)
+
+
+def job_mark_if_lost(*, job: JobRun) -> bool:
+    """Mark a running job lost when its worker has not written a heartbeat for
+    JOB_LOST_AFTER_SECONDS. A queued job is never lost: it waits for a worker (with one
+    worker it may wait behind a six-hour normalization), and its page says so."""
+    if job.status != JobRun.Status.RUNNING:
+        return False
+    last = job.heartbeat_at or job.started_at or job.created_at
+    if last > timezone.now() - _lost_after():
+        return False
+    seconds = int((timezone.now() - last).total_seconds())
+    return _set(
+        job,
+        JobRun.objects.filter(pk=job.pk, status=job.status, heartbeat_at=job.heartbeat_at),
+        status=JobRun.Status.LOST,
+        finished_at=timezone.now(),
+        error=(
+            f"lost: its worker has sent no heartbeat for {seconds} s (the process was "
+            "killed or its machine stopped). Retry it: it resumes where it can, and "
+            "check that a Celery worker is running."
+        ),
+    )
+
+
+def job_cancel(*, job: JobRun) -> bool:
+    """Cancel a queued or running job. This is a row update, so it works whether or not
+    a worker still runs it; a live worker stops at its next progress tick."""
+    return _set(
+        job,
+        JobRun.objects.filter(pk=job.pk, status__in=ACTIVE),
+        status=JobRun.Status.CANCELLED,
+        finished_at=timezone.now(),
+        message="cancelled",
+    )
+
+
+class JobNotRetryable(ValueError):
+    pass
+
+
+def job_retry(*, job: JobRun) -> JobRun:
+    """Put a failed, lost or cancelled job back in the queue under the same row; the
+    work it already stored is kept and skipped where the job knows how."""
+    if not job.can_retry:
+        raise JobNotRetryable(f"a {job.get_status_display().lower()} job cannot be retried")
+    other = job_active(study=job.study, kind=job.kind)
+    if other is not None and other.pk != job.pk:
+        raise JobNotRetryable(f"another {job.kind} job ({other.pk}) is already queued or running")
+    if not _set(
+        job,
+        JobRun.objects.filter(pk=job.pk, status=job.status),
+        status=JobRun.Status.QUEUED,
+        error="",
+        message="queued again",
+        finished_at=None,
+        lease="",
+        heartbeat_at=None,
+    ):
+        raise JobNotRetryable("the job changed meanwhile; reload the page")
+    return job_enqueue(job=job)
+
+
+def _set(job: JobRun, rows: Any, **fields: Any) -> bool:
+    """Conditional update of a job row; the object follows only when the row changed."""
+    if not rows.update(**fields):
+        return False
+    for name, value in fields.items():
+        setattr(job, name, value)
+    return True
+
+
+# --------------------------------------------------------------------------- worker side
+
+
+def job_claim(*, job_id: int, kind: str) -> JobRun | None:
+    """Take the job for this worker under a fresh lease, or None when it is not ours to
+    run: finished, cancelled, held by another worker whose heartbeat is fresh, or not of
+    the kind the task runs."""
+    now = timezone.now()
+    lease = uuid.uuid4().hex
+    stale = now - _lost_after()
+    claimable = Q(status=JobRun.Status.QUEUED) | Q(
+        status=JobRun.Status.RUNNING, heartbeat_at__lt=stale
+    )
+    job = JobRun.objects.filter(pk=job_id).select_related("study").first()
+    if job is None:
+        return None
+    taken = JobRun.objects.filter(claimable, pk=job_id, kind=kind).update(
+        status=JobRun.Status.RUNNING,
+        lease=lease,
+        heartbeat_at=now,
+        started_at=job.started_at or now,
+        attempts=job.attempts + 1,
+    )
+    if not taken:
+        log.info("job %s not claimed: %s, heartbeat %s", job_id, job.status, job.heartbeat_at)
+        return None
+    job.refresh_from_db()
+    return job
+
+
+class _Heartbeat(threading.Thread):
+    """Writes the job's heartbeat while the worker's main thread does the work."""
+
+    def __init__(self, job: JobRun):
+        super().__init__(name=f"job-{job.pk}-heartbeat", daemon=True)
+        self.job_id, self.lease = job.pk, job.lease
+        self.halt = threading.Event()
+        self.lost_lease = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.halt.wait(settings.JOB_HEARTBEAT_SECONDS):
+                try:
+                    kept = JobRun.objects.filter(
+                        pk=self.job_id, lease=self.lease, status=JobRun.Status.RUNNING
+                    ).update(heartbeat_at=timezone.now())
+                except Exception:  # a busy database must not end the heartbeat
+                    log.exception("heartbeat of job %s not written", self.job_id)
+                    close_old_connections()
+                    continue
+                if not kept:
+                    self.lost_lease.set()
+                    return
+        finally:
+            connection.close()
+
+
+def job_run(*, job_id: int, kind: str, work: Callable[[JobRun], Any]) -> JobRun | None:
+    """Claim the job, run `work(job)` with a heartbeat beside it, and record the outcome.
+
+    Returns the job, or None if it was not this worker's to run. An exception from the
+    work fails the job with its message and is raised again for Celery to log."""
+    job = job_claim(job_id=job_id, kind=kind)
+    if job is None:
+        return None
+    beat = _Heartbeat(job)
+    beat.start()
+    try:
+        work(job)
+    except JobStopped:
+        log.info("%s job %s stopped: no longer this worker's", job.kind, job.pk)
+        return job
+    except BaseException as exc:  # time limits too: the row must say what happened
+        log.exception("%s job %s failed", job.kind, job.pk)
+        job_finish(job=job, error=f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        beat.halt.set()
+        beat.join()
+    job_finish(job=job)
+    return job
+
+
+def _held(job: JobRun) -> Any:
+    """The job's row, as long as this worker holds it (an unclaimed row, as when a
+    service runs a job's work inline, has an empty lease and is held by its caller)."""
+    return JobRun.objects.filter(pk=job.pk, lease=job.lease, status__in=ACTIVE)
+
+
+def job_progress(*, job: JobRun, done: int, total: int | None = None, message: str = "") -> None:
+    """Progress goes straight to its row so pollers see it while the job runs. Raises
+    JobStopped when the job was cancelled or taken over: the work ends there."""
+    fields: dict[str, Any] = {
+        "done": done,
+        "message": message[:300],
+        "status": JobRun.Status.RUNNING,
+    }
+    if total is not None:
+        fields["total"] = total
+    if job.started_at is None:
+        fields["started_at"] = timezone.now()
+    if not _set(job, _held(job), **fields):
+        raise JobStopped(f"job {job.pk} was cancelled or taken over")
+
+
+def job_finish(*, job: JobRun, error: str = "") -> None:
+    fields: dict[str, Any] = {
+        "status": JobRun.Status.FAILED if error else JobRun.Status.DONE,
+        "error": error,
+        "finished_at": timezone.now(),
+    }
+    if not error:
+        fields["done"] = job.total
+    if not _set(job, _held(job), **fields):
+        log.info("%s job %s ended after it was cancelled or taken over", job.kind, job.pk)

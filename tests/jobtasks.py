@@ -1,0 +1,29 @@
+"""A job kind for the worker fault tests: one long step with no progress tick, so only
+the heartbeat shows that its worker is alive. Worker processes started by the tests load
+it with `celery -A ideareview worker -I tests.jobtasks`."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from celery import shared_task
+
+from studies.jobs import JobKind, job_kind_register, job_progress, job_run
+from studies.models import JobRun
+
+
+def _sleep(job: JobRun) -> None:
+    # One file per start, named by job, process and attempt: the tests count the starts.
+    Path(job.params["marks"], f"{job.pk}-{os.getpid()}-{job.attempts}").touch()
+    time.sleep(job.params["seconds"])
+    job_progress(job=job, done=1, total=1, message="slept")
+
+
+@shared_task(acks_late=True)
+def sleep_job(job_id: int) -> None:
+    job_run(job_id=job_id, kind="test-sleep", work=_sleep)
+
+
+job_kind_register(JobKind("test-sleep", sleep_job, "studies:study_detail", "Sleeping"))

@@ -1,0 +1,238 @@
+"""Job faults with real worker processes (`celery -A ideareview worker`) killed by
+SIGKILL, on whichever broker the settings name: the filesystem broker by default, Redis
+when CELERY_BROKER_URL says so (CI runs both). The filesystem broker never delivers a
+message twice, so there the heartbeat and the retry carry a job; Redis delivers an
+unacknowledged message again after its visibility timeout, and the lease decides."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.db import connection
+from django.urls import reverse
+
+from ideareview.celery import app
+from studies.jobs import job_enqueue, job_mark_if_lost, job_start
+from studies.models import JobRun, StudyReport
+from tests import jobtasks
+from tests.conftest import ROOT, TEST_VAR_DIR
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HEARTBEAT = 1
+LOST_AFTER = 4
+VISIBILITY = 6
+ON_REDIS = str(django_settings.CELERY_BROKER_URL).startswith("redis")
+
+
+def database_url() -> str:
+    s = connection.settings_dict
+    if s["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{s['NAME']}"
+    return (
+        f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST'] or '127.0.0.1'}:"
+        f"{s['PORT'] or 5432}/{s['NAME']}"
+    )
+
+
+class Workers:
+    """Worker processes this test started; each is killed by its own pid at the end."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self) -> subprocess.Popen:
+        n = len(self.procs) + 1
+        log = self.tmp / f"worker{n}.log"
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "IDEAREVIEW_VAR_DIR": TEST_VAR_DIR,
+            "DJANGO_SECRET_KEY": "worker-of-a-test",
+            "IDEAREVIEW_JOB_HEARTBEAT_SECONDS": str(HEARTBEAT),
+            "IDEAREVIEW_JOB_LOST_AFTER_SECONDS": str(LOST_AFTER),
+            "IDEAREVIEW_BROKER_VISIBILITY_TIMEOUT": str(VISIBILITY),
+            "IDEAREVIEW_CONSISTENCY_SPLITS": "50",
+            "IDEAREVIEW_MIXED_ENGINE": "sparse",
+        }
+        cmd = [
+            sys.executable, "-m", "celery", "-A", "ideareview", "worker", "--pool=solo",
+            "-I", "tests.jobtasks", "--without-mingle", "--without-gossip",
+            "--without-heartbeat", "-n", f"test{n}-{os.getpid()}@%h", "-l", "INFO",
+        ]  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
+        )
+        self.procs.append(proc)
+        deadline = time.monotonic() + 90
+        while " ready." not in log.read_text():
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "worker not ready after 90 s"
+            time.sleep(0.2)
+        return proc
+
+    def kill(self, proc: subprocess.Popen) -> float:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        return time.monotonic()
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+
+
+@pytest.fixture
+def workers(tmp_path, settings):
+    settings.JOB_LOST_AFTER_SECONDS = LOST_AFTER
+    settings.REPORTS_ROOT = Path(TEST_VAR_DIR) / "reports"
+    # Messages left by earlier runs' killed workers must not reach this test's rows.
+    if ON_REDIS:
+        with app.connection_for_write() as conn:
+            conn.default_channel.client.flushdb()
+    else:
+        app.control.purge()
+    w = Workers(tmp_path)
+    yield w
+    w.stop_all()
+
+
+def wait_until(check, seconds: float = 120, what: str = "") -> float:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return time.monotonic()
+        time.sleep(0.1)
+    raise AssertionError(f"not reached within {seconds} s: {what}")
+
+
+def status_of(job: JobRun) -> str:
+    job.refresh_from_db()
+    assert job.status != "failed", job.error
+    return job.status
+
+
+def sleep_job(study, tmp_path: Path, seconds: float) -> JobRun:
+    marks = tmp_path / "marks"
+    marks.mkdir(exist_ok=True)
+    job = job_start(study=study, kind="test-sleep", total=1, seconds=seconds, marks=str(marks))
+    return job_enqueue(job=job)
+
+
+def starts(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "marks").iterdir())
+
+
+def wait_started(job: JobRun, tmp_path: Path) -> None:
+    """Until a worker holds the job and its long step has begun."""
+    wait_until(lambda: status_of(job) == "running" and bool(starts(tmp_path)), what="started")
+
+
+def test_a_report_whose_worker_is_killed_is_lost_within_the_setting_and_a_retry_rebuilds_it(
+    si2024_study, owner, client, workers
+):
+    first = workers.start()
+    client.force_login(owner)
+    client.post(reverse("studies:study_report_build", args=["si2024"]))
+    job = JobRun.objects.get(study=si2024_study, kind="report")
+    # killed while it writes the files: what it wrote stays in a partial folder only
+    wait_until(lambda: status_of(job) == "running" and "writing" in job.message, what="writing")
+    time.sleep(0.5)
+    killed = workers.kill(first)
+    reports = Path(TEST_VAR_DIR) / "reports" / "si2024"
+    left = list(reports.iterdir()) if reports.exists() else []
+    assert all(p.name.startswith(".partial-") for p in left), left
+
+    # the page that polls the job says it was lost within LOST_AFTER (+ a poll's slack)
+    status = reverse("studies:job_status", args=["si2024", job.pk])
+    lost = wait_until(
+        lambda: 'data-job-status="lost"' in client.get(status, HTTP_HX_REQUEST="true").text,
+        seconds=LOST_AFTER + 10,
+        what="job marked lost",
+    )
+    assert lost - killed <= LOST_AFTER + 2
+    assert "no heartbeat" in job.__class__.objects.get(pk=job.pk).error
+    # a new build is not blocked by the lost one; here the lost one is retried instead
+    workers.start()
+    client.post(reverse("studies:job_retry", args=["si2024", job.pk]))
+    wait_until(lambda: status_of(job) == "done", seconds=300, what="retried report done")
+    assert job.attempts >= 2 and job.error == ""
+    report = StudyReport.objects.get(job=job)
+    assert report.data["data"]["rows"] == 337
+    assert Path(report.directory).parent == reports
+    assert [p.name for p in reports.iterdir()] == [Path(report.directory).name]
+    assert {"report.html", "report.json", "package.zip"} <= {
+        p.name for p in Path(report.directory).iterdir()
+    }
+
+
+def test_a_long_step_without_progress_is_not_lost_while_its_worker_lives_and_is_once_it_dies(
+    si2024_study, tmp_path, workers
+):
+    worker = workers.start()
+    job = sleep_job(si2024_study, tmp_path, seconds=3 * LOST_AFTER)
+    wait_started(job, tmp_path)
+    # the pages poll all the while: a long step is never taken for lost
+    while status_of(job) == "running":
+        assert not job_mark_if_lost(job=job)
+        time.sleep(0.5)
+    assert job.status == "done" and len(starts(tmp_path)) == 1
+
+    long = sleep_job(si2024_study, tmp_path, seconds=600)
+    wait_until(lambda: status_of(long) == "running" and len(starts(tmp_path)) == 2)
+    killed = workers.kill(worker)
+    lost = wait_until(lambda: job_mark_if_lost(job=long), seconds=LOST_AFTER + 10)
+    assert LOST_AFTER - 1.5 <= lost - killed <= LOST_AFTER + 2
+    assert status_of(long) == "lost"
+
+
+def test_cancel_works_on_a_job_whose_worker_is_dead(si2024_study, owner, client, workers, tmp_path):
+    worker = workers.start()
+    job = sleep_job(si2024_study, tmp_path, seconds=600)
+    wait_started(job, tmp_path)
+    workers.kill(worker)
+    client.force_login(owner)
+    body = client.post(
+        reverse("studies:job_cancel", args=["si2024", job.pk]), HTTP_HX_REQUEST="true"
+    ).text
+    assert status_of(job) == "cancelled" and "cancelled" in body
+    # a new worker (and, on Redis, the message delivered again) leaves it cancelled
+    workers.start()
+    time.sleep(VISIBILITY + 3 if ON_REDIS else 2)
+    assert status_of(job) == "cancelled" and len(starts(tmp_path)) == 1
+
+
+def test_a_second_delivery_of_a_running_job_does_not_run_it_twice(si2024_study, tmp_path, workers):
+    workers.start()
+    workers.start()
+    job = sleep_job(si2024_study, tmp_path, seconds=3 * LOST_AFTER)
+    wait_started(job, tmp_path)
+    # the same message again, as a broker delivers it when it thinks the first was lost
+    jobtasks.sleep_job.delay(job.pk)
+    wait_until(lambda: status_of(job) == "done", seconds=60, what="done")
+    time.sleep(1)
+    assert len(starts(tmp_path)) == 1 and job.attempts == 1
+
+
+@pytest.mark.skipif(not ON_REDIS, reason="the filesystem broker never delivers a message twice")
+def test_on_redis_a_killed_workers_job_is_delivered_again_and_resumed_by_another_worker(
+    si2024_study, tmp_path, workers
+):
+    first = workers.start()
+    job = sleep_job(si2024_study, tmp_path, seconds=2 * LOST_AFTER)
+    wait_started(job, tmp_path)
+    workers.kill(first)
+    workers.start()
+    # no page polls it (nobody marks it lost): the broker's redelivery finds its
+    # heartbeat stale and the second worker takes the job over under a new lease
+    wait_until(lambda: status_of(job) == "done", seconds=VISIBILITY + 60, what="resumed")
+    assert job.attempts == 2 and len(starts(tmp_path)) == 2
