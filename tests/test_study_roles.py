@@ -44,6 +44,8 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:study_report_build": ((), None, E),
     "studies:study_report_file": (("name",), V, None),
     "studies:job_status": (("report_job",), V, None),
+    "studies:job_cancel": (("report_job",), None, E),
+    "studies:job_retry": (("report_job",), None, E),
     "studies:study_progress": ((), V, None),
     "studies:study_reminders": ((), None, E),
     "studies:study_close": ((), None, OW),
@@ -70,7 +72,6 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:normalization": ((), V, None),
     "studies:normalization_config": ((), None, E),
     "studies:normalization_start": ((), None, E),
-    "studies:ideas_job": (("ideas_job",), V, None),
     "studies:leakage": ((), V, E),
     "studies:leakage_download": (("export", "kind"), V, None),
     "studies:idea_row": (("idea",), V, None),
@@ -131,7 +132,6 @@ def team(db, owner, other_researcher, settings, tmp_path) -> Team:
     args = {
         "name": "report.html",
         "report_job": JobRun.objects.create(study=study, kind="report").pk,
-        "ideas_job": JobRun.objects.create(study=study, kind="duplicates").pk,
         "assignment_job": JobRun.objects.create(
             study=study, kind="assignment", params={"status": "infeasible"}
         ).pk,
