@@ -526,15 +526,20 @@ class Review(models.Model):
         DRAFT = "draft", "Draft"
         SUBMITTED = "submitted", "Submitted"
 
+    # A review is the study's data: deleting its idea, reviewer or assignment is refused
+    # (RESTRICT: the admin names the reviews that stand in the way); only deleting the
+    # whole study takes its reviews with it.
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="reviews")
-    idea = models.ForeignKey(Idea, on_delete=models.CASCADE, related_name="reviews")
+    idea = models.ForeignKey(Idea, on_delete=models.RESTRICT, related_name="reviews")
     reviewer = models.ForeignKey(
-        Reviewer, null=True, blank=True, on_delete=models.SET_NULL, related_name="reviews"
+        Reviewer, null=True, blank=True, on_delete=models.RESTRICT, related_name="reviews"
     )
     assignment = models.OneToOneField(
-        Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="review"
+        Assignment, null=True, blank=True, on_delete=models.RESTRICT, related_name="review"
     )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.SUBMITTED)
+    # Raised by every draft save and submit; a tab that sends an older number is stale.
+    version = models.PositiveIntegerField(default=0)
     familiarity = models.PositiveSmallIntegerField(null=True, blank=True)
     familiarity_raw = models.TextField(blank=True)
     confidence = models.PositiveSmallIntegerField(null=True, blank=True)
@@ -693,7 +698,9 @@ class PairJudgment(models.Model):
         TIE = "tie", "Tie"
         SECOND = "second", "Second is better"
 
-    task = models.ForeignKey(PairTask, on_delete=models.CASCADE, related_name="judgments")
+    # A reviewer's pair ratings are kept like reviews: deleting their task (with its
+    # reviewer or ideas) is refused while they exist.
+    task = models.ForeignKey(PairTask, on_delete=models.RESTRICT, related_name="judgments")
     dimension = models.CharField(max_length=64)
     choice = models.CharField(max_length=8, choices=Choice.choices)
     winner = models.CharField(max_length=4)  # "a", "b" or "tie"

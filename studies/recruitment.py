@@ -856,7 +856,33 @@ def _review_for(assignment: Assignment) -> Review:
     return review
 
 
-def review_draft_save(*, assignment: Assignment, draft: dict[str, str]) -> Review:
+class StaleReview(RecruitmentError):
+    """The page that sent answers was opened before the review was last submitted (in
+    another tab or window); its answers are not stored over the submitted ones without a
+    warning."""
+
+    def __init__(self, review: Review):
+        last = review.revisions.order_by("-number").first()
+        when = timezone.localtime(last.created_at if last else timezone.now())
+        super().__init__(
+            f"This review was submitted from another tab or window at {when:%H:%M:%S}, after "
+            "this page was opened, so these answers were not saved over it. Reload the page "
+            "to see the submitted answers; copy anything you want to keep first."
+        )
+        self.version = review.version
+
+
+def _check_version(review: Review, version: int | None) -> None:
+    if version is not None and version != review.version:
+        raise StaleReview(review)
+
+
+def review_draft_save(
+    *, assignment: Assignment, draft: dict[str, str], version: int | None = None
+) -> Review:
+    """Keep the answers typed so far. With `version` (the review's number of submits when
+    the page was opened), a page opened before a later submit gets StaleReview instead:
+    its draft would otherwise show over the submitted answers."""
     if assignment.study.is_closed():
         raise RecruitmentError("The study is closed; reviews can no longer be changed.")
     _draft_check_text(assignment, draft)
@@ -864,6 +890,7 @@ def review_draft_save(*, assignment: Assignment, draft: dict[str, str]) -> Revie
         _commit_without_waiting_for_disk()
         assignment = Assignment.objects.select_for_update().get(pk=assignment.pk)
         review = _review_for(assignment)
+        _check_version(review, version)
         review.draft = {k: str(v)[:MAX_TEXT] for k, v in draft.items()}
         review.draft_saved_at = timezone.now()
         review.save(update_fields=["draft", "draft_saved_at"])
@@ -917,10 +944,14 @@ def review_current_values(review: Review | None) -> dict[str, str]:
     return values
 
 
-def review_submit(*, assignment: Assignment, cleaned: dict[str, Any]) -> tuple[Review, bool]:
+def review_submit(
+    *, assignment: Assignment, cleaned: dict[str, Any], version: int | None = None
+) -> tuple[Review, bool]:
     """Store the validated answers as the assignment's one review; returns (review,
     changed). A repeated submit of the same answers (double click, second tab) changes
-    nothing; a different one after submission is an edit and gets a new revision."""
+    nothing; a different one after submission is an edit and gets a new revision. With
+    `version`, different answers from a page opened before the review last changed get
+    StaleReview."""
     study = assignment.study
     if study.is_closed():
         raise RecruitmentError("The study is closed; reviews can no longer be changed.")
@@ -947,8 +978,10 @@ def review_submit(*, assignment: Assignment, cleaned: dict[str, Any]) -> tuple[R
                 review.draft = {}
                 review.save(update_fields=["draft"])
             return review, False
+        _check_version(review, version)
         assignment_touch(assignment=assignment)
         now = timezone.now()
+        review.version += 1
         review.status = Review.Status.SUBMITTED
         review.familiarity = data["familiarity"]
         review.confidence = data["confidence"]

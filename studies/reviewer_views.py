@@ -29,6 +29,7 @@ from .protocol.forms import Scale
 from .recruitment import (
     InvitationError,
     RecruitmentError,
+    StaleReview,
     TextRejected,
     assignment_touch,
     idea_sections,
@@ -372,11 +373,18 @@ def _review_context(
         "min_words": definition.min_rationale_words,
         "missing": form.missing() if form is not None else [],
         "review": review,
+        "version": review.version if review is not None else 0,
         "submitted": review is not None and review.status == Review.Status.SUBMITTED,
         "revisions": list(review.revisions.all()) if review else [],
         "closed": study.is_closed(),
         "topic": assignment.idea.topic.name,
     }
+
+
+def _page_version(request: HttpRequest) -> int | None:
+    """The review's version the page was rendered with (None from a page without one)."""
+    raw = request.POST.get("version", "")
+    return int(raw) if raw.isdigit() else None
 
 
 @reviewer_login_required
@@ -398,7 +406,9 @@ def review_autosave(request: HttpRequest, assignment_id: int) -> HttpResponse:
     error, status, review = "", 200, None
     try:
         review = review_draft_save(
-            assignment=assignment, draft=draft_from_post(definition, request.POST)
+            assignment=assignment,
+            draft=draft_from_post(definition, request.POST),
+            version=_page_version(request),
         )
     except RecruitmentError as exc:
         error, status = str(exc), 400 if isinstance(exc, TextRejected) else 409
@@ -436,13 +446,22 @@ def review_submit_view(request: HttpRequest, assignment_id: int) -> HttpResponse
         # Keep what was typed, so a failed submit loses nothing either.
         with contextlib.suppress(RecruitmentError):
             review_draft_save(
-                assignment=assignment, draft=draft_from_post(definition, request.POST)
+                assignment=assignment,
+                draft=draft_from_post(definition, request.POST),
+                version=_page_version(request),
             )
         values = draft_from_post(definition, request.POST)
         context = _review_context(assignment, values, form)
         return render(request, "studies/reviewer/review.html", context, status=400)
     try:
-        _, changed = review_submit(assignment=assignment, cleaned=form.cleaned_data)
+        _, changed = review_submit(
+            assignment=assignment, cleaned=form.cleaned_data, version=_page_version(request)
+        )
+    except StaleReview as exc:
+        # Shown with what this page sent; submitting again is then a deliberate choice.
+        context = _review_context(assignment, draft_from_post(definition, request.POST), None)
+        context.update(stale=str(exc), version=exc.version)
+        return render(request, "studies/reviewer/review.html", context, status=409)
     except RecruitmentError as exc:
         messages.error(request, str(exc))
         return redirect("studies:review_page", assignment.pk)

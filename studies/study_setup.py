@@ -16,7 +16,7 @@ from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 from django.db.models import ProtectedError, Q
 
-from .models import Assignment, Condition, Reviewer, Study, StudyMember, Topic
+from .models import Assignment, Condition, PairJudgment, Reviewer, Study, StudyMember, Topic
 from .services import audit, review_form_ensure
 
 RESEARCHERS_GROUP = "Researchers"
@@ -245,7 +245,10 @@ def study_delete(*, study: Study, confirm: str, actor: Any) -> None:
     try:
         with transaction.atomic():
             audit(study=None, actor=actor, verb="study_deleted", slug=study.slug, pk=study.pk)
-            # Ideas first: an idea protects its topic, and the topics go with the study.
+            # Reviews and pair ratings first: nothing but this confirmed delete of the
+            # whole study may take them. Then ideas: an idea protects its topic.
+            study.reviews.all().delete()
+            PairJudgment.objects.filter(task__study=study).delete()
             study.ideas.all().delete()
             study.delete()
     except ProtectedError as exc:

@@ -337,3 +337,55 @@ def test_pair_page_shows_both_sides_and_stores_judgments(client, seeded):
     assert t.status == "submitted" and t.judgments.count() == len(t.dimensions)
     expected = "a" if not t.a_on_left else "b"
     assert set(t.judgments.values_list("winner", flat=True)) == {expected}
+
+
+@pytest.mark.django_db
+def test_a_stale_second_tab_never_replaces_a_submitted_review_without_a_warning(client, seeded):
+    a, _ = first_work(seeded)
+    client.force_login(seeded.users[0])
+    page = client.get(reverse("studies:review_page", args=[a.pk])).content.decode()
+    assert 'name="version" value="0"' in page  # both tabs opened now
+    data = full_answers(seeded.study)
+    submit = reverse("studies:review_submit", args=[a.pk])
+    autosave = reverse("studies:review_autosave", args=[a.pk])
+    # tab A saves drafts and submits: its own drafts never make it stale
+    assert (
+        client.post(autosave, {**data, "version": "0"}, HTTP_HX_REQUEST="true").status_code == 200
+    )
+    assert client.post(submit, {**data, "version": "0"}).status_code == 302
+    review = Review.objects.get(assignment=a)
+    assert review.version == 1 and review.draft == {}
+
+    # tab B, opened before, autosaves what it still shows: refused with a message
+    stale = {**data, "overall": "2", "overall_rationale": "an old draft " * 10, "version": "0"}
+    r = client.post(autosave, stale, HTTP_HX_REQUEST="true")
+    assert r.status_code == 409
+    assert "submitted from another tab or window" in r.content.decode()
+    review.refresh_from_db()
+    assert review.draft == {}
+    page = client.get(reverse("studies:review_page", args=[a.pk])).content.decode()
+    assert 'value="6" checked' in page and "an old draft" not in page
+
+    # tab B submits: the page comes back with the warning and what it sent; nothing stored
+    r = client.post(submit, stale)
+    assert r.status_code == 409
+    body = r.content.decode()
+    assert 'id="stale"' in body and "an old draft" in body
+    assert 'name="version" value="1"' in body
+    assert review.revisions.count() == 1
+    assert review.scores.get(metric="overall").score == 6
+    # submitting again from the warned page is a deliberate edit
+    assert client.post(submit, {**stale, "version": "1"}).status_code == 302
+    assert review.revisions.count() == 2
+    assert Review.objects.get(assignment=a).scores.get(metric="overall").score == 2
+
+
+@pytest.mark.django_db
+def test_a_double_click_on_submit_is_not_taken_for_a_stale_tab(client, seeded):
+    a, _ = first_work(seeded)
+    client.force_login(seeded.users[0])
+    data = {**full_answers(seeded.study), "version": "0"}
+    submit = reverse("studies:review_submit", args=[a.pk])
+    assert client.post(submit, data).status_code == 302
+    assert client.post(submit, data).status_code == 302
+    assert Review.objects.get(assignment=a).revisions.count() == 1
