@@ -1067,15 +1067,20 @@ def normalization_overview(study: Study) -> dict[str, Any]:
                 queryset=NormalizationResult.objects.exclude(
                     status=NormalizationResult.Status.SUPERSEDED
                 ),
-            )
+            ),
+            "memberships__condition",
         )
         .order_by("pk")
     )
+    from .recruitment import idea_label  # recruitment reads ideaprep's readiness check
+
     counts = Counter(i.normalization_status for i in ideas)
     rows = []
     for idea in ideas:
         results = list(idea.normalization_results.all())
-        rows.append({"idea": idea, "result": results[0] if results else None})
+        rows.append(
+            {"idea": idea, "label": idea_label(idea), "result": results[0] if results else None}
+        )
     return {
         "rows": rows,
         "counts": {s.label: counts.get(s.value, 0) for s in Idea.NormalizationStatus},

@@ -45,6 +45,7 @@ from .protocol.normalization import (
     word_diff,
 )
 from .protocol.template import SECTIONS
+from .recruitment import idea_label
 from .services import job_latest
 from .views import EDITOR, VIEWER, get_study_for_member, role_by_method
 
@@ -522,6 +523,7 @@ def idea_signoff(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
             "revisions": list(idea.revisions.order_by("-number")),
             "next_id": later[0] if later else None,
             "waiting": len(queue),
+            "label": idea_label(idea),
         },
     )
 
@@ -539,17 +541,17 @@ def idea_decide(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
     try:
         if data["action"] == "approve":
             ideaprep.normalization_approve(idea=idea, actor=request.user)
-            messages.success(request, f"Idea {idea.pk}: rewrite approved.")
+            messages.success(request, f"Idea {idea_label(idea)}: rewrite approved.")
         elif data["action"] == "edit":
             ideaprep.normalization_edit(idea=idea, text=data["text"], actor=request.user)
-            messages.success(request, f"Idea {idea.pk}: your edit is approved.")
+            messages.success(request, f"Idea {idea_label(idea)}: your edit is approved.")
         elif data["action"] == "reject":
             ideaprep.normalization_reject(idea=idea, actor=request.user, reason=data["reason"])
-            messages.success(request, f"Idea {idea.pk}: rewrite rejected.")
+            messages.success(request, f"Idea {idea_label(idea)}: rewrite rejected.")
             return here
         else:
             ideaprep.normalization_rerun(idea=idea, actor=request.user)
-            messages.success(request, f"Idea {idea.pk}: a new rewrite is on its way.")
+            messages.success(request, f"Idea {idea_label(idea)}: a new rewrite is on its way.")
             return redirect("studies:normalization", study.slug)
     except ideaprep.PreparationError as exc:
         messages.error(request, str(exc))

@@ -77,6 +77,8 @@ def test_owner_sees_the_count_confirms_and_exactly_those_are_approved_and_audite
     client.force_login(owner)
     page = client.get(reverse("studies:normalization", args=[study.slug])).content.decode()
     assert "Approve all 2 that passed every check" in page
+    # The table names ideas by their labels and numbers rows; no database ids.
+    assert "<td>ok-1</td>" in page and f"<td>{ideas['ok-1'].pk}</td>" not in page
     confirm = client.get(reverse("studies:signoff_approve_passed", args=[study.slug]))
     body = confirm.content.decode()
     assert "<strong>2</strong> of the 4 rewrite(s)" in body
