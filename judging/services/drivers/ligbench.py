@@ -147,6 +147,7 @@ class LigBenchCorpusDriver(Driver):
         self.played: dict[int, list[tuple[int, dict[str, float | None]]]] = defaultdict(list)
         self.stage2_started = False
         self._calibration: dict[str, Any] | None = None
+        self.left: dict[int, int] = {}
 
     # --- reading what is stored ---------------------------------------------------
 
@@ -276,8 +277,12 @@ class LigBenchCorpusDriver(Driver):
         ]
         return min(left, max(steps)) if steps and left > 0 else 0
 
-    def _recount(self) -> None:
-        self.total = self.done + sum(self._remaining(t) for t in self.hits)
+    def _recount(self, target: int | None = None) -> None:
+        """Total = done + what each idea may still need; only `target` changed (all when
+        None), so a unit costs one chain replay, not one per idea."""
+        for t in self.hits if target is None else [target]:
+            self.left[t] = self._remaining(t)
+        self.total = self.done + sum(self.left.values())
 
     # --- storing answers ----------------------------------------------------------
 
@@ -347,7 +352,7 @@ class LigBenchCorpusDriver(Driver):
                 return self._stage2()
             return []
         nxt = self._next(unit.key[1])
-        self._recount()
+        self._recount(unit.key[1])
         return [nxt] if nxt is not None else []
 
     # --- ratings ------------------------------------------------------------------
