@@ -233,6 +233,8 @@ class _Collector:
                 "definition": study.review_form.definition,
             }
         )
+        # The same definition as a form file, for `import_reviews --form` on a re-run.
+        self.files["review_form.json"] = study.form_definition().to_json() + "\n"
         job = (
             JobRun.objects.filter(study=study, kind="assignment", params__has_key="committed_at")
             .order_by("-created_at")
@@ -520,7 +522,8 @@ author institution is included. The conditions are published as the analysed fac
 - `data/pair_ratings.csv`: reviewers' pair ratings (choice as the reviewer saw it;
   `shown_first` is the idea shown on the left).
 - `data/study.json`: title, baseline, conditions (key and kind), metrics, topics, counts.
-- `form.json`: the review form with every anchor.
+- `form.json`: the review form with every anchor; `review_form.json`: the same form as a
+  form file (`docs/forms.md`), for `--form` below.
 - `assignment.json`: the assignment seed, its rules and the solver's log (if the study was
   assigned in ideareview).
 - `judges/runs.json`: each judge run: method, parameters, model, judge parameters and
@@ -539,7 +542,8 @@ author institution is included. The conditions are published as the analysed fac
 # a checkout of ideareview {software_versions()["ideareview"]}, set up as its README says
 python manage.py migrate
 python manage.py import_reviews --format generic --reviews package/data/reviews.csv \\
-    --study rerun --human-conditions {",".join(human) or "Human"} --baseline {baseline}
+    --study rerun --form package/review_form.json \\
+    --human-conditions {",".join(human) or "Human"} --baseline {baseline}
 python manage.py study_plan rerun --set package/plan/current.json
 python manage.py study_report rerun --out rerun-report
 ```

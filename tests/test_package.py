@@ -100,6 +100,8 @@ def test_package_round_trip_reproduces_test_1(built, owner):
     files = _members(tmp / "rep" / "package.zip")
     path = tmp / "reviews.csv"
     path.write_bytes(files["data/reviews.csv"])
+    form_file = tmp / "review_form.json"
+    form_file.write_bytes(files["review_form.json"])
     call_command(
         "import_reviews",
         "--format",
@@ -108,6 +110,8 @@ def test_package_round_trip_reproduces_test_1(built, owner):
         str(path),
         "--study",
         "rerun",
+        "--form",
+        str(form_file),
         "--owner",
         owner.username,
         "--human-conditions",
@@ -119,7 +123,9 @@ def test_package_round_trip_reproduces_test_1(built, owner):
     metrics = seeded.study.form_definition().metric_keys
     conds = ["Human", "AI"]
     original = review_frame(seeded.study)
-    rerun = review_frame(Study.objects.get(slug="rerun"))
+    rerun_study = Study.objects.get(slug="rerun")
+    assert rerun_study.form_definition() == seeded.study.form_definition()
+    rerun = review_frame(rerun_study)
     assert len(rerun) == len(original)
     t_orig = hyp.test_by_review(original, metrics, baseline="Human", conditions=conds)
     t_new = hyp.test_by_review(rerun, metrics, baseline="Human", conditions=conds)
