@@ -9,7 +9,8 @@ ideas in, normalizing, open, reviewing, closed, reported) and a review-import st
 so a crawl that stops at a login page or a broken link cannot pass. Every page a
 reviewer reaches is also searched for what blinding hides: condition keys and labels,
 author institutions and external idea ids; and every HTML page for what a strict
-Content-Security-Policy refuses (inline styles, handlers and scripts).
+Content-Security-Policy refuses (inline styles, handlers and scripts) and for form
+controls without a label.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import re
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -60,11 +62,53 @@ FAST = ReportOptions(
 )
 
 
+class _Labels(HTMLParser):
+    """Form controls a screen reader could not name: no <label> around them or pointing at
+    them, and no aria-label or aria-labelledby."""
+
+    UNNAMED_TYPES = {"hidden", "submit", "button", "reset", "image"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
+        self.label_for: set[str] = set()
+        self.controls: list[tuple[str, str]] = []  # (id, description) of unlabelled ones
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "label":
+            self.depth += 1
+            if a.get("for"):
+                self.label_for.add(str(a["for"]))
+            return
+        if tag not in ("input", "select", "textarea"):
+            return
+        if tag == "input" and (a.get("type") or "text") in self.UNNAMED_TYPES:
+            return
+        if self.depth or a.get("aria-label") or a.get("aria-labelledby") or a.get("title"):
+            return
+        self.controls.append((str(a.get("id") or ""), f"<{tag} name={a.get('name')!r}>"))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "label" and self.depth:
+            self.depth -= 1
+
+    def unlabelled(self) -> list[str]:
+        return [what for id_, what in self.controls if not id_ or id_ not in self.label_for]
+
+
+def unlabelled_controls(html: str) -> list[str]:
+    parser = _Labels()
+    parser.feed(html)
+    return parser.unlabelled()
+
+
 @dataclass
 class Crawl:
     status: dict[str, int] = field(default_factory=dict)
     leaks: dict[str, list[str]] = field(default_factory=dict)
     inline: dict[str, str] = field(default_factory=dict)
+    unlabelled: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def errors(self) -> dict[str, int]:
@@ -127,6 +171,10 @@ def crawl(client: Client, starts: list[str], secrets: list[str] | None = None) -
         found_inline = INLINE.search(body)
         if found_inline and not url.endswith("report.html"):  # the self-contained document
             result.inline[key] = found_inline.group(0)[:80]
+        if body and not url.endswith("report.html"):
+            missing = unlabelled_controls(body)
+            if missing:
+                result.unlabelled[key] = missing
         if secrets is not None:
             low = (url + body + str(dict(response.headers))).lower()
             found = [s for s in secrets if s.lower() in low]
@@ -368,6 +416,9 @@ def crawl_states(world: World, plan: Plan, advance_args: dict[str, Any]) -> list
             failures += [f"{state} / {name}: GET {u} -> {c}" for u, c in result.errors.items()]
             failures += [f"{state} / {name}: {u} leaks {s}" for u, s in result.leaks.items()]
             failures += [f"{state} / {name}: {u} inline {s!r}" for u, s in result.inline.items()]
+            failures += [
+                f"{state} / {name}: {u} unlabelled {s}" for u, s in result.unlabelled.items()
+            ]
             if result.ok_pages < minima[name]:
                 failures.append(
                     f"{state} / {name}: {result.ok_pages} pages reached, at least "
