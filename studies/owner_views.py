@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .http import is_htmx
+from .jobs import job_active, job_latest, job_mark_if_lost
 from .models import Invitation, JobRun, PairTask, Reviewer, Study
 from .recruitment import (
     ASSIGNMENT_JOB,
@@ -45,7 +46,6 @@ from .review_forms import (
     PairTaskUploadForm,
     ScreeningForm,
 )
-from .services import job_active, job_mark_if_lost
 from .views import EDITOR, OWNER, VIEWER, get_study_for_member, role_by_method
 
 
@@ -321,18 +321,15 @@ def assignment_preview_view(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.info(request, "A preview is already running: here is its progress.")
         return redirect(f"{request.path}?job={running.pk}")
-    job: JobRun | None = None
+    # The preview asked for, else the newest one; the shared progress partial polls it.
     job_id = request.GET.get("job", "")
-    if job_id.isdigit():
-        job = get_object_or_404(JobRun, pk=int(job_id), study=study, kind=ASSIGNMENT_JOB)
+    job = (
+        get_object_or_404(JobRun, pk=int(job_id), study=study, kind=ASSIGNMENT_JOB)
+        if job_id.isdigit()
+        else job_latest(study=study, kind=ASSIGNMENT_JOB)
+    )
+    if job is not None:
         job_mark_if_lost(job=job)
-    if is_htmx(request) and job is not None:
-        response = render(
-            request, "studies/owner/assignment.html#job", {"study": study, "job": job}
-        )
-        if not job.is_active:
-            response["HX-Refresh"] = "true"
-        return response
     context: dict[str, Any] = {
         "study": study,
         "form": form,

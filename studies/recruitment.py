@@ -33,7 +33,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .jobs import job_enqueue, job_finish, job_progress, job_start
+from .jobs import ACTIVE as JOB_ACTIVE
+from .jobs import JobStopped, job_enqueue, job_finish, job_progress, job_start
 from .models import (
     Assignment,
     Idea,
@@ -705,7 +706,10 @@ def assignment_preview_run(*, job: JobRun) -> tuple[solver.AssignmentResult, Ass
         "summary": summary,
     }
     job.message = f"{result.status}: {len(result.pairs)} assignments"
-    job.save(update_fields=["params", "message"])
+    # Written only while this run still holds the job (not after a cancel or a takeover).
+    held = JobRun.objects.filter(pk=job.pk, lease=job.lease, status__in=JOB_ACTIVE)
+    if not held.update(params=job.params, message=job.message):
+        raise JobStopped(f"job {job.pk} was cancelled or taken over")
     return result, plan
 
 

@@ -49,14 +49,19 @@ def test_preview_runs_as_a_job_with_progress_then_shows_readable_tables_and_plot
     # The request did not solve anything: the page shows the job's progress and polls.
     waiting = client.get(response["Location"]).content.decode()
     assert "<progress" in waiting and "hx-get" in waiting and "reviewer-table" not in waiting
-    fragment = client.get(response["Location"], headers={"HX-Request": "true"})
+    # It polls the one job-status endpoint every job page shares.
+    status = reverse("studies:job_status", args=[s.study.slug, job.pk])
+    assert status in waiting
+    fragment = client.get(status, headers={"HX-Request": "true"})
     assert "<progress" in fragment.content.decode() and "HX-Refresh" not in fragment
 
     preview_assignment(job.pk)
     job.refresh_from_db()
     assert job.status == "done" and job.percent == 100
-    done = client.get(response["Location"], headers={"HX-Request": "true"})
+    done = client.get(status, headers={"HX-Request": "true"})
     assert done["HX-Refresh"] == "true"
+    # Without a job in the address the page shows the newest preview.
+    assert "reviewer-table" in client.get(url).content.decode()
     page = client.get(response["Location"]).content.decode()
     for table in ("reviewer-table", "topic-table", "reviews-per-idea", "conditions-seen"):
         assert f'id="{table}"' in page
@@ -125,7 +130,8 @@ def test_other_researcher_cannot_see_or_poll_a_preview(client, owner, other_rese
     client.force_login(other_researcher)
     url = reverse("studies:assignment_preview", args=[s.study.slug]) + f"?job={job.pk}"
     assert client.get(url).status_code == 404
-    assert client.get(url, headers={"HX-Request": "true"}).status_code == 404
+    status = reverse("studies:job_status", args=[s.study.slug, job.pk])
+    assert client.get(status, headers={"HX-Request": "true"}).status_code == 404
 
 
 @pytest.mark.django_db
