@@ -18,6 +18,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
+from judging.models import JudgeRun
 from studies.models import Assignment, Idea, Invitation, JobRun, PairTask, Reviewer
 
 pytestmark = pytest.mark.e2e
@@ -70,6 +71,11 @@ def owner_pages(slug: str) -> list[str]:
     names = [
         "study_detail",
         "study_settings",
+        "study_members",
+        "study_payments",
+        "pair_tasks",
+        "duplicates",
+        "leakage",
         "ideas_list",
         "ideas_import",
         "normalization",
@@ -95,6 +101,11 @@ def owner_pages(slug: str) -> list[str]:
         ),
         reverse("studies:idea_signoff", args=[slug, idea.pk]),
         reverse("judging:home", args=[slug]),
+        reverse("judging:run_create", args=[slug]),
+        *(
+            reverse("judging:run_detail", args=[slug, run.pk])
+            for run in JudgeRun.objects.filter(study__slug=slug)
+        ),
     ]
 
 
