@@ -199,6 +199,38 @@ class StudySettingsForm(forms.ModelForm):
                 self.fields[name].disabled = True
                 self.fields[name].help_text = reason
 
+    GROUPS = [
+        ("The study", ["title", "description"]),
+        ("Conditions and topics", ["conditions", "baseline_condition", "topics"]),
+        ("Review form", ["review_form", "rationale_min_words"]),
+        (
+            "Reviewers and assignment",
+            [
+                "screening_min_papers",
+                "min_load",
+                "max_load",
+                "min_reviews_per_idea",
+                "max_reviews_per_idea",
+                "topic_choice_use",
+            ],
+        ),
+        ("Deadlines", ["invitation_days", "reviews_due_at"]),
+        (
+            "Payments",
+            [
+                "payment_currency",
+                "payment_per_review",
+                "payment_per_idea",
+                "payment_bonus",
+                "payment_bonus_top_k",
+            ],
+        ),
+    ]
+
+    def groups(self) -> list[tuple[str, list[forms.BoundField]]]:
+        """The fields in the sections the page shows, each field once."""
+        return [(title, [self[name] for name in names]) for title, names in self.GROUPS]
+
     def clean_review_form(self) -> FormDefinition | None:
         name = self.cleaned_data["review_form"]
         study: Study = self.instance

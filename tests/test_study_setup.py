@@ -442,3 +442,10 @@ def test_a_study_with_imported_reviews_can_be_deleted(si2024_study, owner):
     study_delete(study=si2024_study, confirm="si2024", actor=owner)
     assert not Study.objects.filter(slug="si2024").exists()
     assert not Review.objects.exists() and not Idea.objects.exists()
+
+
+def test_the_settings_page_shows_every_parameter_once():
+    from studies.study_forms import SETTINGS_FIELDS, StudySettingsForm
+
+    names = [n for _, group in StudySettingsForm.GROUPS for n in group]
+    assert sorted(names) == sorted([*SETTINGS_FIELDS, "conditions", "topics", "review_form"])
