@@ -49,6 +49,11 @@ IDEA_COLUMNS: tuple[tuple[str, bool, str], ...] = (
     ),
     ("title", False, "the idea's title (else the proposal's Title section)"),
     ("institution", False, "the author's institution (also author_institution, affiliation)"),
+    (
+        "author_contact",
+        False,
+        "whom to pay for the idea, e.g. an e-mail (also author_email, contact); owners only",
+    ),
 )
 INVITATION_COLUMNS: tuple[tuple[str, bool, str], ...] = (
     ("email", True, "the reviewer's email address"),
@@ -117,6 +122,7 @@ def idea_sample_rows(*, conditions: Sequence[str], topics: Sequence[str]) -> lis
                 "condition": cond,
                 "text": render_sections(sections),
                 "institution": "Example University",
+                "author_contact": "author@example.org" if c == 0 else "",
             }
         )
     return rows
