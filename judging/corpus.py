@@ -337,7 +337,8 @@ def reference_corpus_retrieve(
         return [[] for _ in queries]
     # The pieces of `hybrid_retrieve`, with the BM25 index built once for all queries.
     bm25 = BM25([tokenize(p.formal_text()) for p in papers])
-    vectors = np.vstack([reference_vector(p) for p in papers])
+    vectors = np.vstack([reference_vector(p) for p in papers]).astype(float)
+    row_norms = np.linalg.norm(vectors, axis=1)
     ids = [p.pk for p in papers]
     if query_vectors is None:
         query_vectors = embed(list(queries))
@@ -345,7 +346,7 @@ def reference_corpus_retrieve(
     for n, (text, vector) in enumerate(zip(queries, query_vectors, strict=True)):
         skip = exclude[n] if exclude else None
         kw = bm25.scores(tokenize(text))
-        cos = cosine_similarities(vector, vectors)
+        cos = cosine_similarities(vector, vectors, row_norms)
         combined = hybrid_scores(kw, cos, weight)
         if skip is not None:
             combined[ids.index(skip)] = -np.inf

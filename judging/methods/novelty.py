@@ -175,7 +175,12 @@ def tokenize(text: str) -> list[str]:
 
 
 class BM25:
-    """Okapi BM25 with the non-negative idf ln(1 + (N − n + ½)/(n + ½))."""
+    """Okapi BM25 with the non-negative idf ln(1 + (N − n + ½)/(n + ½)).
+
+    Scored through an inverted index (per term: the documents holding it and its counts),
+    so a query costs its terms' postings, not a pass over every document; each document's
+    sum runs over the query's terms in the same order as a per-document loop would.
+    """
 
     def __init__(self, documents: Sequence[Sequence[str]], k1: float = 1.5, b: float = 0.75):
         self.k1, self.b = k1, b
@@ -184,32 +189,47 @@ class BM25:
         n_docs = len(documents)
         self.avgdl = (sum(self.lengths) / n_docs) if n_docs else 0.0
         df: Counter[str] = Counter()
-        for tf in self.tf:
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        for i, tf in enumerate(self.tf):
             df.update(tf.keys())
+            for term, count in tf.items():
+                docs, counts = postings.setdefault(term, ([], []))
+                docs.append(i)
+                counts.append(count)
         self.idf = {t: math.log(1 + (n_docs - n + 0.5) / (n + 0.5)) for t, n in df.items()}
+        self.postings = {
+            t: (np.asarray(d, dtype=np.int64), np.asarray(c, dtype=float))
+            for t, (d, c) in postings.items()
+        }
+        lengths = np.asarray(self.lengths, dtype=float)
+        self.norm = k1 * (1 - b + b * lengths / self.avgdl) if self.avgdl else np.zeros(n_docs)
 
     def scores(self, query: Sequence[str]) -> np.ndarray:
         out = np.zeros(len(self.tf))
         if not self.avgdl:
             return out
-        terms = [t for t in set(query) if t in self.idf]
-        for i, tf in enumerate(self.tf):
-            norm = self.k1 * (1 - self.b + self.b * self.lengths[i] / self.avgdl)
-            out[i] = sum(
-                self.idf[t] * tf[t] * (self.k1 + 1) / (tf[t] + norm) for t in terms if t in tf
-            )
+        for t in [t for t in set(query) if t in self.idf]:
+            docs, tf = self.postings[t]
+            out[docs] += self.idf[t] * tf * (self.k1 + 1) / (tf + self.norm[docs])
         return out
 
 
-def cosine_similarities(query: ArrayLike, matrix: ArrayLike) -> np.ndarray:
-    """Cosine of `query` with each row of `matrix`; a zero vector has similarity 0."""
+def cosine_similarities(
+    query: ArrayLike, matrix: ArrayLike, row_norms: np.ndarray | None = None
+) -> np.ndarray:
+    """Cosine of `query` with each row of `matrix`; a zero vector has similarity 0.
+
+    `row_norms` (np.linalg.norm(matrix as float, axis=1)) saves recomputing them when
+    many queries meet the same matrix."""
     q = np.asarray(query, dtype=float)
     m = np.asarray(matrix, dtype=float)
     if m.size == 0:
         return np.zeros(0)
     if m.ndim != 2 or m.shape[1] != q.shape[0]:
         raise ValueError(f"shape mismatch: query {q.shape}, matrix {m.shape}")
-    norms = np.linalg.norm(m, axis=1) * np.linalg.norm(q)
+    if row_norms is None:
+        row_norms = np.linalg.norm(m, axis=1)
+    norms = row_norms * np.linalg.norm(q)
     dots = m @ q
     return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
 
