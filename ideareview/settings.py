@@ -417,6 +417,14 @@ if ANALYSIS_MIXED_ENGINE not in {"auto", "statsmodels", "sparse"}:
     raise ImproperlyConfigured(
         f"IDEAREVIEW_MIXED_ENGINE={ANALYSIS_MIXED_ENGINE!r}: use auto, statsmodels or sparse"
     )
+# BLAS threads per report job (0: the library's default, one per core). One thread is
+# the default: on a machine whose cores are busy, BLAS threads wait for each other and the
+# dense factorisations of the models run several times slower (docs/threads.md).
+ANALYSIS_BLAS_THREADS = env_int("IDEAREVIEW_BLAS_THREADS", 1)
+if ANALYSIS_BLAS_THREADS < 0:
+    raise ImproperlyConfigured(
+        f"IDEAREVIEW_BLAS_THREADS={ANALYSIS_BLAS_THREADS}: use 0 (library default) or more"
+    )
 
 # Every log line passes a formatter that replaces the secret key, API keys and URL
 # passwords (database, broker, cache) with "********", tracebacks included.

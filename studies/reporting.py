@@ -27,6 +27,7 @@ from .analysis.report import (
     computed_baselines,
     tidy_tables,
 )
+from .analysis.threads import blas_thread_counts, blas_threads
 from .jobs import job_progress
 from .models import JobRun, Study, StudyReport
 from .package import package_build
@@ -50,7 +51,23 @@ def report_build(
     options: ReportOptions | None = None,
     echo: Callable[[str], None] | None = None,
 ) -> StudyReport:
-    """Compute the full report of a study and write it to `out_dir` (default var/reports)."""
+    """Compute the full report of a study and write it to `out_dir` (default var/reports).
+
+    BLAS threads are limited to ``ANALYSIS_BLAS_THREADS`` for the whole job (the worker's
+    report task and the command alike); the report records the counts it ran with.
+    """
+    with blas_threads(settings.ANALYSIS_BLAS_THREADS):
+        return _report_build(study=study, job=job, out_dir=out_dir, options=options, echo=echo)
+
+
+def _report_build(
+    *,
+    study: Study,
+    job: JobRun | None,
+    out_dir: Path | None,
+    options: ReportOptions | None,
+    echo: Callable[[str], None] | None,
+) -> StudyReport:
     started = time.perf_counter()
     df = review_frame(study)
     if df.empty:
@@ -89,6 +106,10 @@ def report_build(
         plan=plan,
         registered=registered,
     )
+    report["runtime"] = {
+        "blas_threads_setting": settings.ANALYSIS_BLAS_THREADS,
+        "blas_threads": blas_thread_counts(),
+    }
     if report["plan"]["registered"] is not None:
         report["plan"]["registered"].update(plan_registration(study) or {})
     report["study"] = {

@@ -43,6 +43,7 @@ Labels are then "x", "y" or "tie".
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -83,6 +84,18 @@ _CELLS = 1_000_000
 # Above this many ideas the Kendall bootstrap loops over scipy (O(n log n)) instead of
 # building n x n sign matrices.
 _KENDALL_VECTOR_MAX = 300
+#: Above this many idea units a judge's resampling draws shrink in proportion, as the
+#: report's consistency section does: the split-to-split spread of a balanced accuracy
+#: shrinks like 1 / sqrt(units), so units x draws, and with it the Monte Carlo error, stay
+#: about constant. Never fewer than MIN_DRAWS draws (or what was asked, if less).
+SCALE_UNITS = 1500
+MIN_DRAWS = 100
+
+
+def scaled_draws(n: int, n_units: int, *, floor: int = MIN_DRAWS) -> int:
+    """``n`` draws scaled down for ``n_units`` idea units (see ``SCALE_UNITS``)."""
+    scale = min(1.0, SCALE_UNITS / max(n_units, 1))
+    return max(min(floor, n), int(n * scale))
 
 
 # --------------------------------------------------------------------------- helpers
@@ -390,6 +403,7 @@ def judge_consistency(
     confidence: float = 0.95,
     seed: int = 0,
     ceiling: bool = True,
+    ceiling_cache: dict[Any, Any] | None = None,
 ) -> dict[str, Any]:
     """Si et al.'s consistency metric with the judge in the place of one half of the reviewers.
 
@@ -405,7 +419,8 @@ def judge_consistency(
     splits) for CIs of the judge's accuracy and of the paired difference; the permutation
     null shuffles the judge's scores across units. With `ceiling=True` the human-human
     value of `inter_reviewer_consistency` on the same units (same seed and settings) is
-    returned under "ceiling".
+    returned under "ceiling"; a ``ceiling_cache`` dict shared by several judges computes it
+    once for each metric, setting and set of judged ideas.
 
     Returns: metric, rows, n_units, n_reviews, n_selected, n_units_without_judge,
     top_fraction, seed, n_splits, balanced_accuracy, split_sd, split_low, split_high,
@@ -510,19 +525,26 @@ def judge_consistency(
         out["null_mean"] = json_float(null.mean())
         out["p_value"] = float((1 + np.sum(null >= acc - 1e-12)) / (1 + n_permutations))
     if ceiling:
-        judged = frame[frame["idea_id"].isin(judge.index)]
-        out["ceiling"] = inter_reviewer_consistency(
-            judged,
-            metric,
-            rows=rows,
-            top_fraction=top_fraction,
-            n_splits=n_splits,
-            n_bootstrap=n_bootstrap,
-            n_permutations=0,
-            splits_per_resample=splits_per_resample,
-            confidence=confidence,
-            seed=seed,
-        )
+        ideas = np.sort(judge.index.astype(str).to_numpy())
+        key = (
+            metric, rows, top_fraction, n_splits, n_bootstrap, splits_per_resample,
+            confidence, seed, hashlib.sha256("\x1f".join(ideas).encode()).hexdigest(),
+        )  # fmt: skip
+        cache = ceiling_cache if ceiling_cache is not None else {}
+        if key not in cache:
+            cache[key] = inter_reviewer_consistency(
+                frame[frame["idea_id"].isin(judge.index)],
+                metric,
+                rows=rows,
+                top_fraction=top_fraction,
+                n_splits=n_splits,
+                n_bootstrap=n_bootstrap,
+                n_permutations=0,
+                splits_per_resample=splits_per_resample,
+                confidence=confidence,
+                seed=seed,
+            )
+        out["ceiling"] = cache[key]
     return out
 
 
@@ -1080,22 +1102,35 @@ def judge_agreement(
     n_permutations: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
+    ceiling_cache: dict[Any, Any] | None = None,
 ) -> dict[str, Any]:
     """Every per-judge statistic of this module for one judge run, in one JSON-ready dict.
 
-    Keys: absolute, consistency ({metric: judge_consistency}), top_k ({metric:
-    top_k_overlap}) when `judge_scores` is given (a pairwise run passes its per-idea
-    ratings there); pairwise when `judge_pairs` is given; diagnostics always. Krippendorff's
-    alpha pools several judges and is computed by `krippendorff_with_judges`.
+    Keys: draws (the resampling draws used: past ``SCALE_UNITS`` idea units they shrink in
+    proportion, as in the consistency section), absolute, consistency ({metric:
+    judge_consistency}), top_k ({metric: top_k_overlap}) when `judge_scores` is given (a
+    pairwise run passes its per-idea ratings there); pairwise when `judge_pairs` is given;
+    diagnostics always. Krippendorff's alpha pools several judges and is computed by
+    `krippendorff_with_judges`. Pass one ``ceiling_cache`` dict for all judges of a report
+    so the human ceiling is computed once per metric.
     """
-    out: dict[str, Any] = {}
+    n_units = int(frame.groupby(["condition", "idea_id"]).ngroups)
+    draws = {
+        "n_units": n_units,
+        "n_splits": scaled_draws(n_splits, n_units),
+        "n_bootstrap": scaled_draws(n_bootstrap, n_units),
+        "n_permutations": scaled_draws(n_permutations, n_units),
+        "splits_per_resample": max(1, round(10 * min(1.0, SCALE_UNITS / max(n_units, 1)))),
+    }
+    draws["scaled"] = n_units > SCALE_UNITS
+    out: dict[str, Any] = {"draws": draws}
     if judge_scores is not None:
         used = _metrics_to_use(frame, judge_scores, metrics)
         out["absolute"] = absolute_agreement(
             frame,
             judge_scores,
             used,
-            n_bootstrap=n_bootstrap,
+            n_bootstrap=draws["n_bootstrap"],
             confidence=confidence,
             seed=seed,
         )
@@ -1106,11 +1141,13 @@ def judge_agreement(
                 m,
                 rows=rows,
                 top_fraction=top_fraction,
-                n_splits=n_splits,
-                n_bootstrap=n_bootstrap,
-                n_permutations=n_permutations,
+                n_splits=draws["n_splits"],
+                n_bootstrap=draws["n_bootstrap"],
+                n_permutations=draws["n_permutations"],
+                splits_per_resample=draws["splits_per_resample"],
                 confidence=confidence,
                 seed=seed,
+                ceiling_cache=ceiling_cache,
             )
             for m in used
         }

@@ -828,6 +828,7 @@ def build_agreement(
     out["ceiling"] = ceiling
 
     results: list[tuple[JudgeData, dict[str, Any]]] = []
+    ceilings: dict[Any, Any] = {}  # the human ceiling, once per metric for all judges
     for j in judges:
         scores = j.judge_scores
         if scores is not None:
@@ -866,6 +867,7 @@ def build_agreement(
                 n_bootstrap=o.agreement_bootstrap,
                 n_permutations=o.agreement_permutations,
                 seed=o.seed,
+                ceiling_cache=ceilings,
             )
         except ValueError as exc:
             entry.update(available=False, reason=str(exc))

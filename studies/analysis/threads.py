@@ -4,7 +4,7 @@ Dense factorisations in the mixed models are small (hundreds to a few thousand r
 on a machine whose cores are busy with other work, BLAS threads spin and wait for each
 other: one thread is then several times faster than the default of one per core.  The
 report and the worker wrap each job in :func:`blas_threads`, with the number from the
-``IDEAREVIEW_BLAS_THREADS`` setting (see docs/analysis-plan.md for the measurement).
+``ANALYSIS_BLAS_THREADS`` setting (env ``IDEAREVIEW_BLAS_THREADS``; docs/threads.md).
 
 Pure module: no Django imports.
 """

@@ -500,8 +500,42 @@ def test_one_call_gives_every_statistic_of_a_judge_run_as_json(si2024_frame):
         n_permutations=20,
     )
     json.dumps(res, allow_nan=False)
-    assert set(res) == {"absolute", "consistency", "top_k", "pairwise", "diagnostics"}
+    assert set(res) == {"draws", "absolute", "consistency", "top_k", "pairwise", "diagnostics"}
+    # a study this size keeps the draws it asked for
+    assert res["draws"]["scaled"] is False and res["draws"]["n_bootstrap"] == 20
     assert set(res["consistency"]) == {"overall", "novelty"}
     assert res["pairwise"]["by_dimension"]["overall"]["vs_human_means"]["n"] == 10
     assert res["diagnostics"]["pairwise"]["position_consistency"]["consistency"] == 1.0
     assert res["diagnostics"]["pairwise"]["longer_text_win_rate"]["reason"] == ag.NO_LENGTHS
+
+
+def test_draws_shrink_in_proportion_past_1500_idea_units_but_not_below_100():
+    assert ag.scaled_draws(200, 300) == 200
+    assert ag.scaled_draws(1000, 3000) == 500
+    assert ag.scaled_draws(200, 10_000) == 100
+    assert ag.scaled_draws(50, 10_000) == 50
+
+
+def test_judges_of_one_report_share_one_human_ceiling_per_metric(si2024_frame):
+    cache: dict = {}
+    results = [
+        ag.judge_agreement(
+            si2024_frame,
+            judge_scores=_noisy_judge(si2024_frame, sd, seed=6),
+            metrics=["overall", "novelty"],
+            n_splits=30,
+            n_bootstrap=10,
+            n_permutations=10,
+            ceiling_cache=cache,
+        )
+        for sd in (0.5, 2.0)
+    ]
+    assert len(cache) == 2  # one ceiling per metric, not per judge and metric
+    for m in ("overall", "novelty"):
+        first, second = (r["consistency"][m]["ceiling"] for r in results)
+        assert first is second
+        alone = ag.judge_consistency(
+            si2024_frame, _noisy_judge(si2024_frame, 2.0, seed=6), m,
+            n_splits=30, n_bootstrap=10, n_permutations=10,
+        )["ceiling"]  # fmt: skip
+        assert alone == first
