@@ -456,3 +456,16 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
         **CELERY_BROKER_TRANSPORT_OPTIONS,
         "visibility_timeout": env_int("IDEAREVIEW_BROKER_VISIBILITY_TIMEOUT", 3600),
     }
+
+# LLM endpoints that study owners configure (judging/endpoints.py). Judges read their API
+# key only from an environment variable named here; owners pick a name and never see a
+# value. Owners' endpoints must resolve to public addresses unless the host (a name,
+# "*.domain", an address or a network) is on the host allow-list; with
+# IDEAREVIEW_LLM_ONLY_LISTED_HOSTS only listed hosts are allowed. With DEBUG on, loopback
+# is allowed too. OPENAI_BASE_URL, the administrator's own endpoint, is always trusted.
+LLM_KEY_ENV_ALLOWLIST = env_list(
+    "IDEAREVIEW_LLM_KEY_ENV_ALLOWLIST",
+    ["OPENAI_API_KEY", "IDEAREVIEW_DEMO_KEY", "IDEAREVIEW_TESTSERVER_KEY"],
+)
+LLM_HOST_ALLOWLIST = env_list("IDEAREVIEW_LLM_HOST_ALLOWLIST", [])
+LLM_ONLY_LISTED_HOSTS = env_bool("IDEAREVIEW_LLM_ONLY_LISTED_HOSTS", False)

@@ -39,10 +39,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+import httpcore2
+import httpx2
 import openai
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 
+from .endpoints import EndpointRefused, endpoint_check, key_env_problem
 from .methods.prompts import METHOD_HEADER
 from .models import JudgeConfig, JudgeRun, LLMCall
 
@@ -114,6 +117,9 @@ class Prepared:
     method_key: str = ""
     """Sent as the METHOD_HEADER so a scripted server can answer by it; not in the cache
     key (the messages already determine what is asked)."""
+    addresses: tuple[str, ...] = ()
+    """The checked addresses of an owner's endpoint: connections go to these only. Empty
+    for the administrator's own OPENAI_BASE_URL."""
 
     @property
     def request(self) -> dict[str, Any]:
@@ -164,6 +170,13 @@ def prepare(
             f"judge {config.name!r} has no endpoint or model; set base_url and model on the "
             "config, or OPENAI_BASE_URL and OPENAI_MODEL"
         )
+    problem = key_env_problem(config.api_key_env)
+    if problem:
+        raise JudgeNotConfigured(f"judge {config.name!r}: {problem}")
+    try:
+        endpoint = endpoint_check(base_url)
+    except EndpointRefused as exc:
+        raise JudgeNotConfigured(f"judge {config.name!r}: {exc}") from exc
     params = {**(config.parameters or {}), **(parameters or {})}
     msgs = [dict(m) for m in messages]
     return Prepared(
@@ -183,6 +196,7 @@ def prepare(
         price_in=Decimal(config.price_input_per_million),
         price_out=Decimal(config.price_output_per_million),
         method_key=prompt_version.partition("@")[0] if method_key is None else method_key,
+        addresses=endpoint.addresses,
     )
 
 
@@ -201,12 +215,39 @@ _HIT_SQL = "SELECT id FROM {table} WHERE cache_key = %s AND error = ''"
 # --- HTTP, thread-safe ---------------------------------------------------------------
 
 _lock = threading.Lock()
-_clients: dict[tuple[str, str, float], openai.OpenAI] = {}
+_clients: dict[tuple[str, str, float, tuple[str, ...]], openai.OpenAI] = {}
 _semaphores: dict[str, tuple[int, threading.BoundedSemaphore]] = {}
 
 
+class _PinnedBackend(httpcore2.SyncBackend):
+    """Opens every connection to the endpoint's checked addresses, never to a fresh DNS
+    answer (TLS still verifies the certificate against the endpoint's name)."""
+
+    def __init__(self, addresses: tuple[str, ...]):
+        self.addresses = addresses
+
+    def connect_tcp(self, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        error: Exception | None = None
+        for address in self.addresses:
+            try:
+                return super().connect_tcp(address, port, *args, **kwargs)
+            except httpcore2.ConnectError as exc:
+                error = exc
+        raise error or httpcore2.ConnectError(f"no checked address for {host}")
+
+
+def _pinned_http_client(prepared: Prepared) -> httpx2.Client:
+    # No proxy from the environment (it would do its own lookup) and no redirects (a
+    # redirect could name any address).
+    transport = httpx2.HTTPTransport(trust_env=False)
+    transport._pool._network_backend = _PinnedBackend(prepared.addresses)  # type: ignore[union-attr]
+    return httpx2.Client(
+        transport=transport, trust_env=False, follow_redirects=False, timeout=prepared.timeout
+    )
+
+
 def _client(prepared: Prepared) -> openai.OpenAI:
-    key = (prepared.base_url, prepared.api_key, prepared.timeout)
+    key = (prepared.base_url, prepared.api_key, prepared.timeout, prepared.addresses)
     with _lock:
         client = _clients.get(key)
         if client is None:
@@ -216,6 +257,7 @@ def _client(prepared: Prepared) -> openai.OpenAI:
                 api_key=prepared.api_key,
                 timeout=prepared.timeout,
                 max_retries=0,
+                http_client=_pinned_http_client(prepared) if prepared.addresses else None,
             )
             _clients[key] = client
         return client

@@ -11,6 +11,7 @@ from django.http import QueryDict
 
 from studies.protocol import jsonsafe
 
+from .endpoints import endpoint_problem, key_env_choices_text, key_env_problem
 from .models import JudgeConfig, JudgeRun
 
 _ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]{0,99}\Z")
@@ -71,12 +72,19 @@ class JudgeConfigForm(forms.Form):
             raise forms.ValidationError("A judge with this name exists already.")
         return name
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.fields["api_key_env"].help_text += " " + key_env_choices_text()
+
     def clean_base_url(self) -> str:
         url = self.cleaned_data["base_url"].strip()
         if url and not re.match(r"\Ahttps?://[^\s/]+", url):
             raise forms.ValidationError("Give an http:// or https:// address, or leave it empty.")
         if re.search(r"//[^/@\s]+:[^/@\s]+@", url):
             raise forms.ValidationError("Put credentials in the environment, not in the address.")
+        problem = endpoint_problem(url) if url else ""
+        if problem:
+            raise forms.ValidationError(f"This endpoint cannot be used: {problem}.")
         return url
 
     def clean_api_key_env(self) -> str:
@@ -95,6 +103,9 @@ class JudgeConfigForm(forms.Form):
             raise forms.ValidationError(
                 "An environment variable name: letters, digits and underscores."
             )
+        problem = key_env_problem(value)
+        if problem:
+            raise forms.ValidationError(problem[0].upper() + problem[1:] + ".")
         return value
 
     def clean_parameters(self) -> dict[str, Any]:

@@ -72,7 +72,10 @@ class JudgeConfig(models.Model):
     def api_key(self) -> str:
         # Local servers (vLLM, Ollama, llama.cpp, our test server) accept any key, but the
         # openai client refuses an empty one.
-        key = os.environ.get(self.api_key_env or "", "")
+        # Only variables on the administrator's allow-list are ever read (an owner could
+        # otherwise name DJANGO_SECRET_KEY and have it sent as a bearer token).
+        allowed = self.api_key_env in settings.LLM_KEY_ENV_ALLOWLIST
+        key = os.environ.get(self.api_key_env, "") if allowed else ""
         if not key and self.api_key_env == "OPENAI_API_KEY":
             key = settings.OPENAI_API_KEY
         return key or "not-needed"

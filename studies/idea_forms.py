@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 
+from judging.endpoints import endpoint_problem, key_env_choices_text, key_env_problem
 from judging.models import JudgeConfig
 
 from .models import Condition, Study
@@ -145,10 +146,28 @@ class ConfigCreateForm(forms.Form):
     concurrency = forms.IntegerField(min_value=1, max_value=64, initial=4)
     timeout_seconds = forms.FloatField(min_value=1, initial=120)
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.fields["api_key_env"].help_text += " " + key_env_choices_text()
+
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
         if JudgeConfig.objects.filter(name=name).exists():
             raise forms.ValidationError("a judge config with this name exists; choose it above")
+        return name
+
+    def clean_base_url(self) -> str:
+        url = self.cleaned_data["base_url"].strip()
+        problem = endpoint_problem(url) if url else ""
+        if problem:
+            raise forms.ValidationError(f"this endpoint cannot be used: {problem}")
+        return url
+
+    def clean_api_key_env(self) -> str:
+        name = self.cleaned_data["api_key_env"].strip()
+        problem = key_env_problem(name)
+        if problem:
+            raise forms.ValidationError(problem)
         return name
 
 
