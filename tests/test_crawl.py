@@ -372,18 +372,18 @@ def import_reviews_in(world: World) -> None:
 # study reaches the study list only.
 Plan = list[tuple[str, Callable[..., None], int, int]]
 INTAKE: Plan = [
-    ("created", intake_created, 15, 2),
-    ("ideas in", intake_ideas_in, 32, 2),
-    ("normalizing", intake_normalizing, 32, 2),
-    ("open", intake_open, 38, 2),
-    ("reviewing", intake_reviewing, 38, 6),
-    ("closed", intake_closed, 38, 6),
-    ("reported", reported, 44, 6),
+    ("created", intake_created, 28, 2),
+    ("ideas in", intake_ideas_in, 45, 2),
+    ("normalizing", intake_normalizing, 45, 2),
+    ("open", intake_open, 50, 2),
+    ("reviewing", intake_reviewing, 50, 6),
+    ("closed", intake_closed, 50, 6),
+    ("reported", reported, 55, 6),
 ]
 IMPORTED: Plan = [
-    ("created", import_created, 15, 2),
-    ("reviews in", import_reviews_in, 32, 2),
-    ("reported", reported, 38, 2),
+    ("created", import_created, 28, 2),
+    ("reviews in", import_reviews_in, 45, 2),
+    ("reported", reported, 50, 2),
 ]
 
 
