@@ -155,9 +155,6 @@ class Study(models.Model):
     def __str__(self) -> str:
         return self.title
 
-    def is_owned_by(self, user: Any) -> bool:
-        return bool(user.is_authenticated and user.pk == self.owner_id)
-
     def role_of(self, user: Any) -> str:
         """The user's role in this study ("owner", "editor", "viewer"), "" for none."""
         if not getattr(user, "is_authenticated", False):
