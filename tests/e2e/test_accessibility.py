@@ -76,6 +76,8 @@ def owner_pages(slug: str) -> list[str]:
         "pair_tasks",
         "duplicates",
         "leakage",
+        "study_form",
+        "study_import",
         "ideas_list",
         "ideas_import",
         "normalization",
