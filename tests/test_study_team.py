@@ -63,3 +63,15 @@ def test_a_rationale_minimum_on_the_study_overrides_the_forms(study):
     assert study.rationale_minimum() == study.form_definition().min_rationale_words
     study.rationale_min_words = 40
     assert study.rationale_minimum() == 40
+
+
+@pytest.mark.django_db
+def test_the_study_list_shows_each_member_their_own_role_once(client, study, owner):
+    viewer = get_user_model().objects.create_user("viewer", password="x-pass-123")
+    StudyMember.objects.create(study=study, user=viewer, role="viewer")
+    client.force_login(viewer)
+    page = client.get(reverse("studies:study_list")).content.decode()
+    assert page.count("Team study") == 1 and "<td>Viewer</td>" in page
+    client.force_login(owner)
+    page = client.get(reverse("studies:study_list")).content.decode()
+    assert page.count("Team study") == 1 and "<td>Owner</td>" in page
