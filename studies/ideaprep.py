@@ -1,4 +1,4 @@
-"""Preparing a study's ideas before any reviewer sees them (issue 4).
+"""Preparing a study's ideas before any reviewer sees them.
 
 Intake (files, folders, a paste) into the seven-section template, topic matching across
 conditions, near-duplicate detection, style normalization by an LLM with automatic
@@ -692,9 +692,9 @@ def normalization_run(
     width = max(1, int(config.concurrency))
     queue = list(ideas)
     in_flight: dict[Future[Attempt], _Item] = {}
-    # The automatic checks embed the original and the rewrite: ~0.2 s of CPU per idea on
-    # a small machine. Run on this thread, they kept it from refilling the HTTP slots, and
-    # the job took 2.5× its latency bound (bench/normalization.py). They run on their own
+    # The automatic checks embed the original and the rewrite, which costs real CPU per
+    # idea. Run on this thread, they kept it from refilling the HTTP slots and the job ran
+    # far past its latency bound (bench/normalization.py; docs/measurements.md). They run on their own
     # threads instead (pure functions, no ORM), overlapping the requests on the wire.
     checking: dict[Future[list[CheckResult]], tuple[_Item, LLMCall]] = {}
 

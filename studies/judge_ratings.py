@@ -1,6 +1,6 @@
 """The judge ratings the report needs, through an interface studies defines.
 
-Studies never imports judging's runs or methods (DESIGN.md, dependencies run one way).
+Studies never imports judging's runs or methods (docs/architecture.md, "Interfaces studies defines").
 The report asks the registered provider for every finished judge run of a study as
 agreement inputs (`JudgeData`), and for whether each no-LLM baseline could run on the
 study. The judging app registers its provider when it starts (`AppConfig.ready`); with

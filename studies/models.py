@@ -1,4 +1,4 @@
-"""The study domain (DESIGN.md, "Domain model").
+"""The study domain (docs/architecture.md, "Apps and layers").
 
 Rules about one object live here as methods; workflows over several objects are in
 `services.py`. Nothing here reveals an idea's condition or author to a reviewer: the
@@ -825,7 +825,7 @@ class AuditEvent(models.Model):
         return f"{self.verb} at {self.at:%Y-%m-%d %H:%M}"
 
 
-# --- Idea preparation (issue 4): intake, topic matching, duplicates, normalization ------
+# --- Idea preparation: intake, topic matching, duplicates, normalization ------
 
 
 class IdeaUpload(models.Model):

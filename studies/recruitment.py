@@ -1,6 +1,6 @@
 """The human half of a study: invitations, sign-up, screening, assignment, reviews, pairs.
 
-Keyword-only workflows named `<entity>_<action>` (DESIGN.md rule 3). They take model
+Keyword-only workflows named `<entity>_<action>` (docs/architecture.md). They take model
 instances and plain values, never a request; links in mails are built by the caller
 (`link_for`) because only the caller knows the site's address.
 

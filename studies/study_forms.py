@@ -1,6 +1,6 @@
 """Forms for creating a study, its settings page and its team page. They validate
 (ranges, choices, the lock table's refusals are the service's); the services in
-`study_setup.py` and `services.py` save (DESIGN.md rule 4)."""
+`study_setup.py` and `services.py` save: forms validate, services assign and save."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Setting a study up: who may create studies, the study's parameters and when each is
-locked, and the study's team. Keyword-only `<entity>_<action>` workflows (DESIGN.md
-rule 3); views and commands call these.
+locked, and the study's team. Keyword-only `<entity>_<action>` workflows;
+views and commands call these.
 
 The lock table is written down in docs/study-settings.md; `study_locks` is its code.
 """

@@ -1,4 +1,4 @@
-"""Shared fixtures: the personas of DESIGN.md and the si2024 files."""
+"""Shared fixtures: the personas (owner, other researcher, reviewers) and the si2024 files."""
 
 from __future__ import annotations
 

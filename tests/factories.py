@@ -1,24 +1,33 @@
-"""Test builders (DESIGN.md rule 15). Plain functions that write rows directly, so a test
+"""Test builders: every test module takes its rows from here. Plain functions that write rows directly, so a test
 or a benchmark gets a study in review without running the recruitment pipeline."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.utils import timezone
 
+from judging.models import IdeaRating, JudgeConfig, JudgeRun, Judgment, LLMCall, PairwiseOutcome
+from studies.analysis.report import ReportOptions
 from studies.models import (
     Assignment,
     Condition,
     Idea,
     IdeaCondition,
+    PairJudgment,
+    PairTask,
+    Review,
     Reviewer,
+    ReviewScore,
     Study,
     Topic,
 )
+from studies.protocol.template import render_sections
 from studies.recruitment import assignment_commit, assignment_preview
 from studies.services import study_create
 
@@ -276,3 +285,243 @@ def make_review_study(owner, *, slug: str = "blind", n_reviewers: int = 6, commi
     secrets += list(IdeaCondition.objects.filter(study=study).values_list("external_id", flat=True))
     secrets += [i.title for i in ideas]
     return SeededStudy(study, owner, reviewers, users, ideas, secrets=secrets)
+
+
+# Style normalization: three proposals, one naming a model and one a number.
+
+
+def proposal(title: str, method: str) -> str:
+    return render_sections(
+        {
+            "title": title,
+            "problem_statement": "Language models state false facts with confidence.",
+            "motivation": "Retrieval helps, but it is slow and often off topic.",
+            "proposed_method": method,
+            "experiment_plan": "Evaluate on TruthfulQA and report accuracy per category.",
+            "test_cases": "Input: who wrote Hamlet? The baseline says Marlowe; ours says "
+            "Shakespeare.",
+            "fallback_plan": "Analyse where verification fails and why.",
+        }
+    )
+
+
+TEXTS = {
+    "gpt": proposal("Verify with a stronger model", "Ask GPT-4 to check every claim twice."),
+    "number": proposal("Vote over samples", "Sample 42 answers and keep the majority claim."),
+    "clean": proposal("Cite as you go", "Make the model cite a passage for each claim."),
+}
+
+
+def make_prep_study(owner, texts: dict[str, str] = TEXTS, slug: str = "norm"):
+    study = study_create(owner=owner, slug=slug, title="Normalization study")
+    topic = Topic.objects.create(study=study, name="Factuality")
+    human = Condition.objects.create(study=study, key="Human", kind=Condition.Kind.HUMAN)
+    ai = Condition.objects.create(study=study, key="AI", kind=Condition.Kind.AI)
+    ideas = {}
+    for n, (key, text) in enumerate(texts.items()):
+        idea = Idea.objects.create(
+            study=study, topic=topic, title=key, raw_text=text, sections={"title": key}
+        )
+        IdeaCondition.objects.create(
+            idea=idea, condition=human if n % 2 else ai, study=study, external_id=key
+        )
+        ideas[key] = idea
+    return study, ideas
+
+
+# The report's agreement section: a seeded study with two finished judge runs.
+
+FAST = ReportOptions(
+    consistency_splits=100,
+    consistency_bootstrap=100,
+    consistency_permutations=100,
+    mixed_starts=1,
+    mixed_engine="sparse",
+    agreement_splits=100,
+    agreement_bootstrap=100,
+    agreement_permutations=100,
+)
+SECRET_NAMES = ["Alice Quartermain", "Bob Zebulon", "Carla Nightingale", "Dev Okonkwo"]
+SECRET_INSTITUTIONS = ["Grand Fenwick Institute", "Ruritania University"]
+
+
+@dataclass
+class Seeded:
+    study: Study
+    ideas: list[Idea]
+    quality: dict[int, float]
+    direct: JudgeRun
+    pairwise: JudgeRun
+
+
+def make_agreement_study(owner, slug: str = "agree", n_per_cell: int = 8) -> Seeded:
+    """Two topics x two conditions x `n_per_cell` ideas, 8 named reviewers from named
+    institutions, 4 reviews per idea, pair ratings, and two finished judge runs."""
+    from studies.services import study_create
+
+    rng = random.Random(7)
+    study = study_create(
+        owner=owner, slug=slug, title="Agreement study", baseline_condition="Human"
+    )
+    metrics = study.form_definition().metric_keys
+    conds = {
+        key: Condition.objects.create(study=study, key=key, kind=kind)
+        for key, kind in (("Human", "human"), ("AI", "ai"))
+    }
+    topics = [Topic.objects.create(study=study, name=n) for n in ("Bias", "Factuality")]
+    reviewers = [
+        Reviewer.objects.create(
+            study=study,
+            pseudonym=f"R{i + 1:03d}",
+            name=SECRET_NAMES[i % 4] + f" {i}",
+            email=f"rev{i}@example.org",
+            institution=SECRET_INSTITUTIONS[i % 2],
+            external_id=f"orcid-0000-{i:04d}",
+        )
+        for i in range(8)
+    ]
+    ideas: list[Idea] = []
+    quality: dict[int, float] = {}
+    for topic in topics:
+        for cond_key, cond in conds.items():
+            for k in range(n_per_cell):
+                q = rng.gauss(5.5 if cond_key == "AI" else 5.0, 1.6)
+                words = " ".join(["method"] * rng.randint(80, 400))
+                idea = Idea.objects.create(
+                    study=study,
+                    topic=topic,
+                    title=f"Idea {topic.name} {k}",
+                    raw_text=f"By {SECRET_NAMES[k % 4]}. {words}",
+                    normalized_text=f"Title: idea. {words}",
+                    normalization_status=Idea.NormalizationStatus.APPROVED,
+                    author_institution=SECRET_INSTITUTIONS[k % 2],
+                )
+                IdeaCondition.objects.create(
+                    idea=idea,
+                    condition=cond,
+                    study=study,
+                    external_id=f"{topic.name}_{k}_{cond_key}",
+                )
+                ideas.append(idea)
+                quality[idea.pk] = q
+    for idea in ideas:
+        for reviewer in rng.sample(reviewers, 4):
+            review = Review.objects.create(
+                study=study,
+                idea=idea,
+                reviewer=reviewer,
+                familiarity=rng.randint(1, 5),
+                confidence=rng.randint(1, 5),
+                minutes=rng.choice([20.0, 30.0, 45.0]),
+            )
+            ReviewScore.objects.bulk_create(
+                [
+                    ReviewScore(
+                        review=review,
+                        metric=m,
+                        score=float(min(10, max(1, round(quality[idea.pk] + rng.gauss(0, 1.2))))),
+                        rationale="clear enough",
+                    )
+                    for m in metrics
+                ]
+            )
+    # Reviewer pair ratings: pairs within a topic, each rated by two reviewers.
+    by_topic: dict[int, list[Idea]] = {}
+    for idea in ideas:
+        by_topic.setdefault(idea.topic_id, []).append(idea)
+    rated = []
+    for members in by_topic.values():
+        for _ in range(8):
+            a, b = rng.sample(members, 2)
+            if (a.pk, b.pk) in rated or (b.pk, a.pk) in rated:
+                continue
+            rated.append((a.pk, b.pk))
+            for reviewer in rng.sample(reviewers, 2):
+                left = rng.random() < 0.5
+                task = PairTask.objects.create(
+                    study=study,
+                    reviewer=reviewer,
+                    idea_a=a,
+                    idea_b=b,
+                    a_on_left=left,
+                    dimensions=["overall"],
+                    status=PairTask.Status.SUBMITTED,
+                )
+                diff = quality[a.pk] - quality[b.pk] + rng.gauss(0, 1.0)
+                winner = "tie" if abs(diff) < 0.3 else ("a" if diff > 0 else "b")
+                choice = (
+                    "tie" if winner == "tie" else ("first" if (winner == "a") == left else "second")
+                )
+                PairJudgment.objects.create(
+                    task=task, dimension="overall", choice=choice, winner=winner
+                )
+
+    config = JudgeConfig.objects.create(
+        name="scorer-llm",
+        base_url="http://127.0.0.1:9/v1",
+        model="test-scorer-1",
+        parameters={"temperature": 0.0},
+        price_input_per_million=Decimal("1.0"),
+    )
+    direct = JudgeRun.objects.create(
+        study=study,
+        config=config,
+        method=JudgeRun.Method.DIRECT,
+        status=JudgeRun.Status.DONE,
+        params={"samples": 1, "text": "normalized"},
+        cost=Decimal("0.048"),
+    )
+    for idea in ideas:
+        call = LLMCall.objects.create(
+            cache_key=f"direct-{idea.pk}",
+            config=config,
+            run=direct,
+            base_url=config.base_url,
+            model=config.model,
+            request={"model": config.model, "messages": [{"role": "user", "content": "score"}]},
+            response_text='{"overall": 5}',
+            prompt_version="direct_scoring@1",
+            prompt_hash="0" * 64,
+            input_tokens=1000,
+            output_tokens=50,
+            cost=Decimal("0.0015"),
+        )
+        for m in metrics:
+            Judgment.objects.create(
+                run=direct,
+                idea=idea,
+                metric=m,
+                call=call,
+                score=float(min(10, max(1, round(quality[idea.pk] + rng.gauss(0, 0.8))))),
+            )
+    pair_cfg = JudgeConfig.objects.create(
+        name="pair-llm", base_url="http://127.0.0.1:9/v1", model="test-pair-1"
+    )
+    pairwise = JudgeRun.objects.create(
+        study=study,
+        config=pair_cfg,
+        method=JudgeRun.Method.PAIRWISE,
+        status=JudgeRun.Status.DONE,
+        params={"text": "normalized"},
+    )
+    sums: dict[int, int] = {i.pk: 0 for i in ideas}
+    for members in by_topic.values():
+        for i, a in enumerate(members):
+            for b in members[i + 1 :]:
+                for first in (a, b):
+                    diff = quality[a.pk] - quality[b.pk] + rng.gauss(0, 1.0)
+                    verdict = "A" if diff > 0 else "B"
+                    if rng.random() < 0.1:  # a position bias
+                        verdict = "A" if first == a else "B"
+                    PairwiseOutcome.objects.create(
+                        run=pairwise, idea_a=a, idea_b=b, first_shown=first, verdict=verdict
+                    )
+                    sums[a.pk] += 1 if verdict == "A" else -1
+                    sums[b.pk] += 1 if verdict == "B" else -1
+    IdeaRating.objects.bulk_create(
+        [
+            IdeaRating(run=pairwise, idea_id=pk, dimension="pairwise", score=float(s))
+            for pk, s in sums.items()
+        ]
+    )
+    return Seeded(study, ideas, quality, direct, pairwise)

@@ -1,4 +1,4 @@
-"""The whole study end to end (issue 6, item 4): `manage.py demo_study` at a small size."""
+"""The whole study end to end: `manage.py demo_study` at a small size."""
 
 from __future__ import annotations
 

@@ -17,58 +17,15 @@ from studies import ideaprep
 from studies.models import (
     Assignment,
     AuditEvent,
-    Condition,
     Idea,
-    IdeaCondition,
     IdeaRevision,
     JobRun,
     NormalizationResult,
     Reviewer,
-    Topic,
 )
 from studies.protocol.normalization import NORMALIZATION_PROMPT_VERSION, prompt_sha256
-from studies.protocol.template import render_sections
-from studies.services import study_create
 from studies.tasks import normalize_ideas
-
-
-def proposal(title: str, method: str) -> str:
-    return render_sections(
-        {
-            "title": title,
-            "problem_statement": "Language models state false facts with confidence.",
-            "motivation": "Retrieval helps, but it is slow and often off topic.",
-            "proposed_method": method,
-            "experiment_plan": "Evaluate on TruthfulQA and report accuracy per category.",
-            "test_cases": "Input: who wrote Hamlet? The baseline says Marlowe; ours says "
-            "Shakespeare.",
-            "fallback_plan": "Analyse where verification fails and why.",
-        }
-    )
-
-
-TEXTS = {
-    "gpt": proposal("Verify with a stronger model", "Ask GPT-4 to check every claim twice."),
-    "number": proposal("Vote over samples", "Sample 42 answers and keep the majority claim."),
-    "clean": proposal("Cite as you go", "Make the model cite a passage for each claim."),
-}
-
-
-def make_prep_study(owner, texts: dict[str, str] = TEXTS, slug: str = "norm"):
-    study = study_create(owner=owner, slug=slug, title="Normalization study")
-    topic = Topic.objects.create(study=study, name="Factuality")
-    human = Condition.objects.create(study=study, key="Human", kind=Condition.Kind.HUMAN)
-    ai = Condition.objects.create(study=study, key="AI", kind=Condition.Kind.AI)
-    ideas = {}
-    for n, (key, text) in enumerate(texts.items()):
-        idea = Idea.objects.create(
-            study=study, topic=topic, title=key, raw_text=text, sections={"title": key}
-        )
-        IdeaCondition.objects.create(
-            idea=idea, condition=human if n % 2 else ai, study=study, external_id=key
-        )
-        ideas[key] = idea
-    return study, ideas
+from tests.factories import TEXTS, make_prep_study
 
 
 @pytest.fixture

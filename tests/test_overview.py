@@ -1,4 +1,4 @@
-"""The owner's step list from draft to closed (issue 6, item 5)."""
+"""The owner's step list from draft to closed."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from studies.models import Study
 from studies.package import package_build
 from studies.reporting import pdf_available, pdf_page_count, report_build
 from studies.selectors import review_frame
-from tests.test_report_agreement import (
+from tests.factories import (
     FAST,
     SECRET_INSTITUTIONS,
     SECRET_NAMES,

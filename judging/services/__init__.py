@@ -1,6 +1,6 @@
 """Judge runs: create, execute (resumably), cancel, resume.
 
-Public API (keyword-only, DESIGN.md style 3):
+Public API (keyword-only `<entity>_<action>` functions):
 
 - `judge_config_create(name=..., base_url=..., model=..., ...)` → JudgeConfig
 - `judge_run_create(study=, method=, config=None, params=None, budget_calls=None,

@@ -35,8 +35,8 @@ log = logging.getLogger("judging.services")
 PROGRESS_EVERY = 0.5
 """Seconds between progress writes to the run row (and heartbeats)."""
 COMMIT_EVERY = 0.25
-"""Seconds of work grouped into one transaction. A commit costs ~20 ms on an SQLite file
-that is fsynced, more than a whole call's bookkeeping; a hard kill loses at most this
+"""Seconds of work grouped into one transaction. A commit on an fsynced SQLite file costs
+more than a whole call's bookkeeping; a hard kill loses at most this
 much work (calls included, which resuming then makes again)."""
 
 

@@ -73,7 +73,8 @@ def welch(x: np.ndarray, y: np.ndarray, *, confidence: float = CONFIDENCE) -> di
 
     The same statistic as `scipy.stats.ttest_ind(x, y, equal_var=False)` (the released
     scripts' call; the tests check they agree), written out with scipy.special because
-    the stats wrapper costs ~1 ms a call, which dominates power simulations.
+    the stats wrapper's per-call overhead dominates power simulations
+    (docs/measurements.md).
     """
     x = np.asarray(x, float)
     y = np.asarray(y, float)

@@ -925,7 +925,7 @@ def fit_lmm(
     finite-difference Hessian of the unprofiled deviance, as lmerTest does.  That takes
     about ``2 (k+1)^2`` extra evaluations, but only those that move a large factor's
     ``theta`` need a new factorisation (the states are cached by the outer ``theta``): 8
-    more for topic, reviewer and idea (97 s in all against 81 s at 100,000 reviews).
+    more for topic, reviewer and idea (their cost is in docs/mixed-models.md).
     """
     t_start = time.perf_counter()
     y = np.asarray(y, dtype=float).ravel()

@@ -322,9 +322,8 @@ def fit_mixed(
     engines; see :func:`prepare_mixed_data` for what is refused.
 
     ``engine``: ``"sparse"`` (our lme4-style profiled fit), ``"statsmodels"`` (MixedLM,
-    the reference path) or ``"auto"``, which is the sparse engine: on this 2-core machine
-    it fits si2024 in about 0.1 s per start against about 1 s for statsmodels, and the
-    tests hold both to lme4.  ``n_starts`` optimiser starts are run and the best
+    the reference path) or ``"auto"``, which is the sparse engine: it fits several times
+    faster than statsmodels (docs/mixed-models.md), and the tests hold both to lme4.  ``n_starts`` optimiser starts are run and the best
     log-likelihood kept; ``starts`` lists every start's log-likelihood.
     ``satterthwaite=False`` skips the sparse engine's Satterthwaite df (they add about a
     third to the fit's time at 30,000 reviews and a sixth at 100,000).

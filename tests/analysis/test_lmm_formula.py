@@ -10,8 +10,7 @@ import pytest
 
 from studies.analysis.lmm_formula import fit_formula, parse_formula
 from studies.analysis.lmm_sparse import design_matrix, fit_lmm
-
-from .test_lmm_sparse import simulate_crossed
+from tests.analysis.simulations import simulate_crossed
 
 GROUPS = "(1 | topic) + (1|reviewer_id) + (1 | idea_id)"
 

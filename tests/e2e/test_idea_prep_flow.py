@@ -16,7 +16,7 @@ from judging.models import JudgeConfig
 from judging.testserver import Rules, TestServer
 from studies.models import Condition, Idea, JobRun, Topic
 from studies.services import study_create
-from tests.e2e.test_review_flow import new_page, owner_login
+from tests.e2e.pages import new_page, owner_login
 
 pytestmark = pytest.mark.e2e
 

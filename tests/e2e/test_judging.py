@@ -11,7 +11,7 @@ from celery.contrib.testing.worker import start_worker
 from ideareview.celery import app
 from judging.models import JudgeConfig, JudgeRun
 from judging.testserver import Rules, TestServer
-from tests.e2e.test_review_flow import new_page, owner_login
+from tests.e2e.pages import new_page, owner_login
 from tests.judging.conftest import make_study
 
 pytestmark = pytest.mark.e2e

@@ -8,8 +8,8 @@ import zipfile
 import pytest
 
 from studies.reporting import report_build
-from tests.e2e.test_review_flow import new_page, owner_login
-from tests.test_report_agreement import FAST, make_agreement_study
+from tests.e2e.pages import new_page, owner_login
+from tests.factories import FAST, make_agreement_study
 
 pytestmark = pytest.mark.e2e
 

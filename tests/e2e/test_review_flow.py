@@ -8,25 +8,10 @@ import pytest
 from django.core import mail
 
 from studies.models import Assignment, PairTask, Review, Reviewer
+from tests.e2e.pages import new_page, owner_login
 from tests.factories import make_review_study, rationale
 
 pytestmark = pytest.mark.e2e
-
-TIMEOUT = 15_000
-
-
-def new_page(browser, base: str, width: int = 1280, height: int = 900):
-    context = browser.new_context(base_url=base, viewport={"width": width, "height": height})
-    context.set_default_timeout(TIMEOUT)
-    return context, context.new_page()
-
-
-def owner_login(page, username: str = "owner", password: str = "owner-pass-123") -> None:
-    page.goto("/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(re.compile(r"/studies/$"))
 
 
 def fill_metric(page, key: str, score: int, words: int = 30) -> None:

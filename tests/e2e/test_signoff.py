@@ -12,8 +12,8 @@ from judging.testserver import Rules, TestServer
 from studies import ideaprep
 from studies.models import Idea
 from studies.tasks import normalize_ideas
-from tests.e2e.test_review_flow import new_page, owner_login
-from tests.test_normalization_flow import make_prep_study
+from tests.e2e.pages import new_page, owner_login
+from tests.factories import make_prep_study
 
 pytestmark = pytest.mark.e2e
 

@@ -1,0 +1,118 @@
+"""House rules the code base keeps: test modules share builders through `tests/factories.py`
+and fixtures through `conftest.py`, never by importing one another; code comments and
+docstrings cite nothing outside the repository and no issue numbers."""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+CODE_PACKAGES = ("ideareview", "studies", "judging")
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def _imported_modules(source: str, module: str) -> list[tuple[int, str]]:
+    """Every module `module` imports, relative imports resolved against its package."""
+    package = module.rsplit(".", 1)[0]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            found.append((node.lineno, base))
+            # `from tests.e2e import test_review_flow` imports a module by name.
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return found
+
+
+def _is_test_module(dotted: str) -> bool:
+    parts = dotted.split(".")
+    return parts[0] == "tests" and parts[-1].startswith("test_")
+
+
+def test_no_test_module_imports_another_test_module():
+    offenders = []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        module = _module_name(path)
+        for line, name in _imported_modules(path.read_text(encoding="utf-8"), module):
+            if _is_test_module(name) and name != module:
+                offenders.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert not offenders, "move shared builders to tests/factories.py:\n" + "\n".join(offenders)
+
+
+def test_the_import_check_resolves_relative_and_module_imports():
+    """The check above must not pass by failing to resolve an import."""
+    source = (
+        "from .test_lmm_sparse import simulate\n"
+        "from tests.e2e import test_review_flow\n"
+        "from tests.factories import make_review_study\n"
+    )
+    names = {name for _, name in _imported_modules(source, "tests.analysis.test_example")}
+    assert "tests.analysis.test_lmm_sparse" in names
+    assert "tests.e2e.test_review_flow" in names
+    assert _is_test_module("tests.analysis.test_lmm_sparse")
+    assert not _is_test_module("tests.factories")
+    assert not _is_test_module("tests.e2e.conftest")
+
+
+FORBIDDEN_IN_CODE = [
+    (re.compile(r"DESIGN\.md"), "cites a design file outside the repository"),
+    (re.compile(r"\bissues? #?\d+", re.IGNORECASE), "cites an issue number"),
+    (re.compile(r"(?<![\w&])#\d+\b(?!\w)"), "cites an issue number"),
+    (re.compile(r"shared/seeds|\b\d{3}_[0-9a-f]{16}\.txt"), "cites a seed file by name"),
+]
+
+
+def _comments_and_docstrings(source: str) -> list[tuple[int, str]]:
+    """Each comment and each docstring of a module, with its first line number."""
+    texts = [
+        (tok.start[0], tok.string)
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        docstring = ast.get_docstring(node, clean=False)
+        if docstring is not None:
+            texts.append((node.body[0].lineno, docstring))
+    return texts
+
+
+def test_code_cites_no_design_file_issue_number_or_seed_file():
+    offenders = []
+    for package in CODE_PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            for line, text in _comments_and_docstrings(path.read_text(encoding="utf-8")):
+                for pattern, why in FORBIDDEN_IN_CODE:
+                    if pattern.search(text):
+                        offenders.append(f"{path.relative_to(ROOT)}:{line} {why}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_code_scan_catches_each_forbidden_citation():
+    samples = [
+        "See DESIGN.md, style 3.",
+        "Added for issue 7.",
+        "fixes #12",
+        "as in shared/seeds/003_e8d1a5549747f8f5.txt",
+    ]
+    for sample in samples:
+        assert any(p.search(sample) for p, _ in FORBIDDEN_IN_CODE), sample
+    for fine in ["colour #fff", "row 12 of the file", "&#8212;", "the 7-section template"]:
+        assert not any(p.search(fine) for p, _ in FORBIDDEN_IN_CODE), fine
