@@ -53,8 +53,10 @@ lint: install
 typecheck: install
 	$(BIN)/mypy ideareview studies judging
 
+# lint-imports checks the layer contracts in .importlinter (docs/architecture.md).
 check: lint typecheck
 	$(BIN)/python manage.py makemigrations --check --dry-run
+	$(BIN)/lint-imports
 
 bench: install
 	$(BIN)/python bench/analysis.py
