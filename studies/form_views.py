@@ -51,9 +51,10 @@ def form_preview(definition: FormDefinition) -> dict[str, Any]:
 
 def _editable_copy(study: Any, definition: FormDefinition) -> str:
     """The current form as JSON under the study's own key and the next free version."""
-    key = definition.key if definition.key.startswith(study.slug) else f"{study.slug}-form"
-    data = definition.to_dict() | {"key": key[:64], "version": review_form_next_version(key)}
-    if not definition.key.startswith(study.slug):
+    own = definition.key.startswith(study.slug)
+    key = (definition.key if own else f"{study.slug.lower()}-form")[:64]
+    data = definition.to_dict() | {"key": key, "version": review_form_next_version(key)}
+    if not own:
         data["title"] = f"{definition.title} (edited for {study.title})"[:200]
     return FormDefinition.from_dict(data).to_json()
 

@@ -519,7 +519,7 @@ def parse_rows(
                     name,
                     i,
                     mapping.columns["familiarity"],
-                    f"familiarity {fam_raw!r} is outside 1–5",
+                    f"familiarity {fam_raw!r} is outside the form's range {form.familiarity.range_text()}",
                 )
             )
             row_ok = False
@@ -533,7 +533,7 @@ def parse_rows(
                     name,
                     i,
                     mapping.columns["confidence"],
-                    f"confidence {conf_raw!r} is outside 1–5",
+                    f"confidence {conf_raw!r} is outside the form's range {form.confidence.range_text()}",
                 )
             )
             row_ok = False

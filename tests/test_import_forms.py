@@ -253,3 +253,19 @@ def test_the_web_import_refuses_a_mapping_the_form_lacks_naming_it(client, owner
             {"format": "generic", "reviews": fh, "mapping": '{"code_quality": "code"}'},
         )
     assert r.status_code == 200 and study.reviews.count() == len(execution_rows())
+
+
+def test_a_form_with_its_own_confidence_scale_checks_imports_against_it(analyst, tmp_path):
+    form = EXECUTION_FORM.to_dict() | {"key": "short-confidence"}
+    form["confidence"] = {"label": "Confidence", "minimum": 1, "maximum": 3, "rationale": "none"}
+    (tmp_path / "form.json").write_text(json.dumps(form))
+    rows = execution_rows()
+    rows[1]["confidence"] = 4
+    path = write_csv(tmp_path / "exec.csv", rows)
+    with pytest.raises(
+        CommandError,
+        match="row 2, field 'confidence': confidence '4' is outside the form's range 1–3",
+    ):
+        import_generic(
+            path, "--study", "c3", "--form", str(tmp_path / "form.json"), "--owner", "analyst-x"
+        )
