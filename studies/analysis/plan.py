@@ -109,6 +109,7 @@ class AnalysisPlan:
     secondary_metrics: tuple[str, ...] = ()
     tests: tuple[str, ...] = ("by_review", "by_idea", "by_reviewer")
     covariates: tuple[str, ...] = ()
+    topic: str = "random"  # the mixed model's topic term: "random" intercept or "fixed" effect
     hypotheses: tuple[Hypothesis, ...] = ()
     method: str = "bonferroni"
     # "per_comparison": one family per test and per condition, over the plan's metrics
@@ -239,7 +240,7 @@ def parse_plan(source: str | bytes | Mapping[str, Any] | None) -> AnalysisPlan:
     if "tests" in data:
         kwargs["tests"] = _choices(data["tests"], "tests", TESTS)
     if "mixed_model" in data:
-        kwargs["covariates"] = _mixed_model(data["mixed_model"])
+        kwargs["covariates"], kwargs["topic"] = _mixed_model(data["mixed_model"])
     if "hypotheses" in data:
         kwargs["hypotheses"] = _hypotheses(data["hypotheses"])
     if "multiple_testing" in data:
@@ -287,11 +288,18 @@ def _object(value: Any, where: str, allowed: set[str]) -> dict[str, Any]:
     return value
 
 
-def _mixed_model(value: Any) -> tuple[str, ...]:
+def _mixed_model(value: Any) -> tuple[tuple[str, ...], str]:
     obj = _object(value, "mixed_model", {"covariates", "topic"})
-    if obj.get("topic", "random") != "random":
-        raise PlanError("mixed_model.topic: only 'random' (a random intercept) is supported")
-    return _names(obj.get("covariates", []), "mixed_model.covariates")
+    topic = obj.get("topic", "random")
+    if topic not in ("random", "fixed"):
+        raise PlanError(
+            f"mixed_model.topic: 'random' (a random intercept) or 'fixed' (one fixed effect "
+            f"per topic), got {topic!r}"
+        )
+    covariates = _names(obj.get("covariates", []), "mixed_model.covariates")
+    if any(c.startswith("topic[") for c in covariates):
+        raise PlanError("mixed_model.covariates: names starting 'topic[' are reserved")
+    return covariates, topic
 
 
 def _hypotheses(value: Any) -> tuple[Hypothesis, ...]:
@@ -385,7 +393,7 @@ def plan_document(plan: AnalysisPlan) -> dict[str, Any]:
         "primary_metrics": list(plan.primary_metrics),
         "secondary_metrics": list(plan.secondary_metrics),
         "tests": list(plan.tests),
-        "mixed_model": {"covariates": list(plan.covariates), "topic": "random"},
+        "mixed_model": {"covariates": list(plan.covariates), "topic": plan.topic},
         "hypotheses": [
             {"direction": h.direction or "two-sided", "metric": h.metric, "test": h.test}
             for h in plan.hypotheses

@@ -190,18 +190,20 @@ def build_report(
     shared_ideas = per_condition and df["source_idea_id"].nunique() != df["idea_id"].nunique()
     mixed["sensitivity"] = {}
 
+    data, covariates, topic_groups = mixed_design(df, plan)
+
     def fit(metric: str, idea_col: str, n_starts: int) -> dict[str, Any]:
         try:
             return fit_mixed(
-                df,
+                data,
                 metric,
                 baseline=baseline,
-                groups=("topic", "reviewer_id", idea_col),
+                groups=(*topic_groups, "reviewer_id", idea_col),
                 reml=options.mixed_reml,
                 engine=options.mixed_engine,
                 n_starts=n_starts,
                 seed=options.seed,
-                covariates=plan.covariates,
+                covariates=covariates,
             ).to_dict()
         except ValueError as exc:
             return {"metric": metric, "error": str(exc)}
@@ -218,9 +220,14 @@ def build_report(
             df, mixed["fits"], baseline=baseline, idea_unit=idea_unit, reml=options.mixed_reml
         )
     mixed["idea_unit"] = idea_unit
+    fixed_terms = "".join(f" + {c}" for c in plan.covariates) + (
+        " + topic (fixed)" if plan.topic == "fixed" else ""
+    )
     mixed["model"] = (
-        f"score ~ condition ({baseline} baseline) + crossed random intercepts for the "
-        "grouping factors the data identify (topic, reviewer, idea"
+        f"score ~ condition ({baseline} baseline){fixed_terms} + crossed random intercepts "
+        "for the grouping factors the data identify ("
+        + ("topic, " if plan.topic == "random" else "")
+        + "reviewer, idea"
         + (" within condition" if per_condition else "")
         + "); "
         + ("REML" if options.mixed_reml else "ML")
@@ -392,6 +399,22 @@ def build_report(
         "progress_total": steps,
     }
     return report
+
+
+def mixed_design(
+    df: pd.DataFrame, plan: AnalysisPlan
+) -> tuple[pd.DataFrame, list[str], tuple[str, ...]]:
+    """The frame, covariates and topic grouping the plan's mixed model uses.
+
+    With ``topic: fixed`` each topic but the first (sorted) gets a 0/1 column
+    ``topic[<name>]`` entered as a fixed effect, and topic is no random intercept.
+    """
+    covariates = list(plan.covariates)
+    if plan.topic != "fixed":
+        return df, covariates, ("topic",)
+    levels = sorted(df["topic"].dropna().astype(str).unique())
+    dummies = {f"topic[{lv}]": (df["topic"].astype(str) == lv).astype(float) for lv in levels[1:]}
+    return df.assign(**dummies), covariates + list(dummies), ()
 
 
 def planned_tests(

@@ -178,3 +178,24 @@ def test_plan_documents_round_trip_and_hash_by_content() -> None:
     assert plan_hash(plan) != plan_hash(AnalysisPlan())
     assert plan.option_overrides() == {"consistency_splits": 500, "seed": 7}
     assert AnalysisPlan().option_overrides() == {}
+
+
+def test_a_plan_with_topic_fixed_fits_topic_effects_instead_of_a_topic_variance() -> None:
+    from studies.analysis.mixed import fit_mixed
+    from studies.analysis.report import mixed_design
+    from studies.analysis.simulate import simulate_study
+
+    df = simulate_study(n_reviewers=40, n_ideas_per_condition=20, n_topics=3, seed=2)
+    plan = parse_plan({"mixed_model": {"topic": "fixed"}})
+    data, covariates, topic_groups = mixed_design(df, plan)
+    topics = sorted(df["topic"].unique())
+    assert topic_groups == () and covariates == [f"topic[{t}]" for t in topics[1:]]
+    assert data[f"topic[{topics[1]}]"].sum() == (df["topic"] == topics[1]).sum()
+    fit = fit_mixed(
+        data, "overall", baseline="Human", groups=("reviewer_id", "idea_id"),
+        covariates=covariates, n_starts=1,
+    )  # fmt: skip
+    assert {r["term"] for r in fit.fixed} >= set(covariates)
+    assert "topic" not in fit.variance
+    with pytest.raises(PlanError, match="mixed_model.topic"):
+        parse_plan({"mixed_model": {"topic": "nested"}})
