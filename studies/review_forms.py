@@ -1,5 +1,5 @@
 """Forms for reviewers and for the owner's recruitment pages. They validate; services
-save (forms validate; services assign and save). Error messages name form fields only, never an idea.
+save. Error messages name form fields only, never an idea.
 
 `review_form_resolve` turns a built-in form name, a stored form's key or a form file
 (docs/forms.md) into the definition a study is created with.

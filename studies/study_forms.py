@@ -1,6 +1,6 @@
 """Forms for creating a study, its settings page and its team page. They validate
 (ranges, choices, the lock table's refusals are the service's); the services in
-`study_setup.py` and `services.py` save: forms validate, services assign and save."""
+`study_setup.py` and `services.py` save."""
 
 from __future__ import annotations
 
