@@ -389,3 +389,16 @@ def test_a_double_click_on_submit_is_not_taken_for_a_stale_tab(client, seeded):
     assert client.post(submit, data).status_code == 302
     assert client.post(submit, data).status_code == 302
     assert Review.objects.get(assignment=a).revisions.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_reviewers_menu_leads_to_their_reviews_and_a_researchers_to_the_studies(seeded, client):
+    client.force_login(seeded.users[0])
+    page = client.get(reverse("studies:reviewer_home")).content.decode()
+    menu = page.split("<main>")[0]
+    assert reverse("studies:reviewer_home") in menu
+    assert f'href="{reverse("studies:study_list")}"' not in menu
+    client.force_login(seeded.study.owner)
+    menu = client.get(reverse("studies:study_list")).content.decode().split("<main>")[0]
+    assert f'href="{reverse("studies:study_list")}"' in menu
+    assert reverse("studies:reviewer_home") not in menu
