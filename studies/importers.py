@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .protocol import jsonsafe
-from .protocol.forms import FormDefinition
+from .protocol.forms import FormDefinition, Scale
 
 MAX_REPORTED_ERRORS = 50
 
@@ -385,8 +385,45 @@ def parse_rows(
     condition_kind_guess: bool = True,
 ) -> ParsedImport:
     """Validate and clean rows of the generic shape into a ParsedImport (or ImportFailed)."""
-    form = target.form
-    metrics = form.metric_keys
+    metrics = target.form.metric_keys
+    _check_header(rows, name=name, mapping=mapping, metrics=metrics)
+    reader = _RowReader(name, target, mapping, condition_kind_guess)
+    for i, row in enumerate(rows, start=1):
+        reader.read(i, row)
+    if reader.problems:
+        raise ImportFailed(reader.problems)
+    grouped = _group_ideas(reader, titles or {})
+    problems = [
+        Problem(
+            name,
+            reader.reviews[key].row,
+            "review_id",
+            f"one review is attached to ideas {', '.join(keys_ideas)} that do not share all their reviews",
+        )
+        for key, keys_ideas in _reviews_spanning_ideas(reader.review_rows, grouped.by_set).items()
+    ]
+    if problems:
+        raise ImportFailed(problems)
+    seen_review_idea: dict[str, str] = {}
+    for key, idea in reader.review_rows:
+        seen_review_idea.setdefault(key, idea)
+    return ParsedImport(
+        source=name,
+        sha256=sha256,
+        metrics=list(metrics),
+        conditions=reader.conditions,
+        topics=sorted(reader.topic_counts),
+        ideas=grouped.ideas,
+        reviews=list(reader.reviews.values()),
+        review_ideas=seen_review_idea,
+        summary=_summary(reader, grouped, rows=len(rows), sha256=sha256),
+    )
+
+
+def _check_header(
+    rows: list[dict[str, Any]], *, name: str, mapping: Mapping_, metrics: Sequence[str]
+) -> None:
+    """Refuse a file that lacks a required column or a column the mapping names."""
     problems: list[Problem] = []
     header = set().union(*(r.keys() for r in rows))
     for f in (*REQUIRED_FIELDS, *metrics):
@@ -404,259 +441,296 @@ def parse_rows(
     if problems:
         raise ImportFailed(problems)
 
-    cleaned: Counter[str] = Counter()
-    flagged: Counter[str] = Counter()
-    cond_counts: Counter[str] = Counter()
-    topic_counts: Counter[str] = Counter()
-    conditions: dict[str, str] = {}
-    idea_topic: dict[str, str] = {}
-    idea_condition: dict[str, str] = {}
-    idea_inst: dict[str, str] = {}
-    idea_title: dict[str, str] = {}
-    reviews: dict[str, ParsedReview] = {}
-    review_rows: list[tuple[str, str]] = []
-    minutes_unparsed = 0
 
-    for i, row in enumerate(rows, start=1):
-        g = lambda k, row=row: mapping.get(row, k)  # noqa: E731
-        raw_idea = g("idea_id")
-        idea = clean_id(raw_idea)
-        if not idea:
-            problems.append(Problem(name, i, "idea_id", "empty idea id"))
-            continue
-        if str(raw_idea) != idea:
-            cleaned["idea_id: spaces removed"] += 1
-        cond = str(g("condition") or "").strip()
+@dataclass
+class _Answers:
+    """One row's answers to the form, cleaned, with their raw text."""
+
+    scores: dict[str, float]
+    rationales: dict[str, str]
+    familiarity: int | None
+    familiarity_raw: Any
+    confidence: int | None
+    confidence_raw: Any
+    minutes: float | None
+    minutes_raw: Any
+
+
+@dataclass
+class _RowReader:
+    """The generic parser's state while it reads rows: what each idea id was given, the
+    reviews found so far, every problem, and the counts the summary reports."""
+
+    name: str
+    target: RowInput
+    mapping: Mapping_
+    condition_kind_guess: bool
+    problems: list[Problem] = field(default_factory=list)
+    cleaned: Counter[str] = field(default_factory=Counter)
+    flagged: Counter[str] = field(default_factory=Counter)
+    cond_counts: Counter[str] = field(default_factory=Counter)
+    topic_counts: Counter[str] = field(default_factory=Counter)
+    conditions: dict[str, str] = field(default_factory=dict)  # key -> kind
+    idea_topic: dict[str, str] = field(default_factory=dict)
+    idea_condition: dict[str, str] = field(default_factory=dict)
+    idea_inst: dict[str, str] = field(default_factory=dict)
+    idea_title: dict[str, str] = field(default_factory=dict)
+    reviews: dict[str, ParsedReview] = field(default_factory=dict)
+    review_rows: list[tuple[str, str]] = field(default_factory=list)  # (review key, idea id)
+    minutes_unparsed: int = 0
+
+    def read(self, i: int, row: Mapping[str, Any]) -> None:
+        placed = self._idea(i, row)
+        if placed is None:
+            return
+        answers = self._answers(i, row)
+        if answers is not None:
+            self._store(i, row, *placed, answers)
+
+    def _problem(self, i: int, field_: str, message: str) -> None:
+        self.problems.append(Problem(self.name, i, field_, message))
+
+    def _condition(self, i: int, cond: str) -> bool:
+        """Record the row's condition and its kind; False (with a problem) if unknown."""
+        known = self.target.known_conditions
         if not cond:
-            problems.append(Problem(name, i, "condition", "empty condition"))
-            continue
-        if target.known_conditions is not None and cond not in target.known_conditions:
-            known = ", ".join(sorted(target.known_conditions))
-            problems.append(
-                Problem(
-                    name, i, "condition", f"unknown condition {cond!r} (this study has: {known})"
-                )
-            )
-            continue
-        if cond not in conditions:
-            if target.known_conditions is not None:
-                conditions[cond] = target.known_conditions[cond]
-            elif cond in target.condition_kinds:
-                conditions[cond] = target.condition_kinds[cond]
-            elif condition_kind_guess:
-                conditions[cond] = "human" if "human" in cond.lower() else "ai"
+            self._problem(i, "condition", "empty condition")
+            return False
+        if known is not None and cond not in known:
+            have = ", ".join(sorted(known))
+            self._problem(i, "condition", f"unknown condition {cond!r} (this study has: {have})")
+            return False
+        if cond not in self.conditions:
+            if known is not None:
+                self.conditions[cond] = known[cond]
+            elif cond in self.target.condition_kinds:
+                self.conditions[cond] = self.target.condition_kinds[cond]
+            elif self.condition_kind_guess:
+                self.conditions[cond] = "human" if "human" in cond.lower() else "ai"
             else:
                 # The caller named the human conditions; every other one is AI.
-                conditions[cond] = "ai"
-        topic = str(g("topic") or "").strip()
-        if not topic:
-            problems.append(Problem(name, i, "topic", "empty topic"))
-            continue
-        if target.known_topics is not None and topic not in target.known_topics:
-            problems.append(Problem(name, i, "topic", f"unknown topic {topic!r}"))
-            continue
-        if idea in idea_topic and idea_topic[idea] != topic:
-            problems.append(
-                Problem(
-                    name,
-                    i,
-                    "topic",
-                    f"idea {idea!r} was given topic {idea_topic[idea]!r} earlier, now {topic!r}",
-                )
-            )
-            continue
-        if idea in idea_condition and idea_condition[idea] != cond:
-            problems.append(
-                Problem(
-                    name,
-                    i,
-                    "condition",
-                    f"idea id {idea!r} appears under {idea_condition[idea]!r} and {cond!r}; "
-                    "give each condition its own id (or the same review_id to share reviews)",
-                )
-            )
-            continue
-        idea_topic[idea] = topic
-        idea_condition[idea] = cond
-        inst = str(g("institution") or "").strip()
-        if inst:
-            idea_inst[idea] = inst
-        title = str(g("title") or "").strip()
-        if title:
-            idea_title[idea] = title
+                self.conditions[cond] = "ai"
+        return True
 
+    def _idea(self, i: int, row: Mapping[str, Any]) -> tuple[str, str, str] | None:
+        """(idea id, condition, topic) of the row, checked against earlier rows."""
+        g = self.mapping.get
+        raw_idea = g(row, "idea_id")
+        idea = clean_id(raw_idea)
+        if not idea:
+            self._problem(i, "idea_id", "empty idea id")
+            return None
+        if str(raw_idea) != idea:
+            self.cleaned["idea_id: spaces removed"] += 1
+        cond = str(g(row, "condition") or "").strip()
+        if not self._condition(i, cond):
+            return None
+        topic = str(g(row, "topic") or "").strip()
+        if not topic:
+            self._problem(i, "topic", "empty topic")
+            return None
+        if self.target.known_topics is not None and topic not in self.target.known_topics:
+            self._problem(i, "topic", f"unknown topic {topic!r}")
+            return None
+        earlier_topic = self.idea_topic.get(idea, topic)
+        if earlier_topic != topic:
+            self._problem(
+                i,
+                "topic",
+                f"idea {idea!r} was given topic {earlier_topic!r} earlier, now {topic!r}",
+            )
+            return None
+        earlier_cond = self.idea_condition.get(idea, cond)
+        if earlier_cond != cond:
+            self._problem(
+                i,
+                "condition",
+                f"idea id {idea!r} appears under {earlier_cond!r} and {cond!r}; "
+                "give each condition its own id (or the same review_id to share reviews)",
+            )
+            return None
+        self.idea_topic[idea] = topic
+        self.idea_condition[idea] = cond
+        inst = str(g(row, "institution") or "").strip()
+        if inst:
+            self.idea_inst[idea] = inst
+        title = str(g(row, "title") or "").strip()
+        if title:
+            self.idea_title[idea] = title
+        return idea, cond, topic
+
+    def _scores(self, i: int, row: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
+        """Each metric's score inside its scale, and its rationale; problems for the rest."""
         scores: dict[str, float] = {}
         rationales: dict[str, str] = {}
-        row_ok = True
-        for m in metrics:
-            scale = form.metric(m)
-            raw = g(m)
+        for scale in self.target.form.metrics:
+            m = scale.key
+            raw = self.mapping.get(row, m)
             value = _number(raw)
+            column = self.mapping.columns.get(m, m)
             if value is None:
-                problems.append(
-                    Problem(name, i, mapping.columns.get(m, m), f"score {raw!r} is not a number")
-                )
-                row_ok = False
+                self._problem(i, column, f"score {raw!r} is not a number")
                 continue
             if not scale.contains(value):
-                problems.append(
-                    Problem(
-                        name,
-                        i,
-                        mapping.columns.get(m, m),
-                        f"score {raw!r} is outside the form's range {scale.minimum}–{scale.maximum}",
-                    )
+                self._problem(
+                    i,
+                    column,
+                    f"score {raw!r} is outside the form's range {scale.minimum}–{scale.maximum}",
                 )
-                row_ok = False
                 continue
             scores[m] = value
-            rationales[m] = str(g(f"{m}_rationale") or "")
-        fam_raw = g("familiarity")
-        fam = parse_level(fam_raw)
-        if fam_raw not in (None, "") and fam is not None and not form.familiarity.contains(fam):
-            problems.append(
-                Problem(
-                    name,
-                    i,
-                    mapping.columns["familiarity"],
-                    f"familiarity {fam_raw!r} is outside the form's range {form.familiarity.range_text()}",
-                )
+            rationales[m] = str(self.mapping.get(row, f"{m}_rationale") or "")
+        return scores, rationales
+
+    def _level(
+        self, i: int, row: Mapping[str, Any], question: Scale
+    ) -> tuple[int | None, Any, bool]:
+        """A familiarity or confidence answer: (level, raw, inside the form's scale)."""
+        raw = self.mapping.get(row, question.key)
+        level = parse_level(raw)
+        ok = raw in (None, "") or level is None or question.contains(level)
+        if not ok:
+            self._problem(
+                i,
+                self.mapping.columns[question.key],
+                f"{question.key} {raw!r} is outside the form's range {question.range_text()}",
             )
-            row_ok = False
-        if fam is not None and str(fam_raw).strip() != str(fam):
-            cleaned["familiarity: level read from text"] += 1
-        conf_raw = g("confidence")
-        conf = parse_level(conf_raw)
-        if conf_raw not in (None, "") and conf is not None and not form.confidence.contains(conf):
-            problems.append(
-                Problem(
-                    name,
-                    i,
-                    mapping.columns["confidence"],
-                    f"confidence {conf_raw!r} is outside the form's range {form.confidence.range_text()}",
-                )
-            )
-            row_ok = False
-        if conf is not None and str(conf_raw).strip() != str(conf):
-            cleaned["confidence: level read from text"] += 1
-        min_raw = g("minutes")
+        if level is not None and str(raw).strip() != str(level):
+            self.cleaned[f"{question.key}: level read from text"] += 1
+        return level, raw, ok
+
+    def _answers(self, i: int, row: Mapping[str, Any]) -> _Answers | None:
+        before = len(self.problems)
+        scores, rationales = self._scores(i, row)
+        fam, fam_raw, _ = self._level(i, row, self.target.form.familiarity)
+        conf, conf_raw, _ = self._level(i, row, self.target.form.confidence)
+        min_raw = self.mapping.get(row, "minutes")
         minutes = parse_minutes(min_raw)
         if min_raw not in (None, "") and minutes is None:
-            minutes_unparsed += 1
+            self.minutes_unparsed += 1
         elif minutes is not None and str(min_raw).strip() != _fmt(minutes):
-            cleaned["minutes: number read from text"] += 1
-        if not row_ok:
-            continue
+            self.cleaned["minutes: number read from text"] += 1
+        if len(self.problems) > before:
+            return None
+        return _Answers(scores, rationales, fam, fam_raw, conf, conf_raw, minutes, min_raw)
 
+    def _flags(self, consent_raw: str, pledge_raw: str) -> list[str]:
         flags: list[str] = []
-        consent_raw = "" if g("consent") is None else str(g("consent"))
-        pledge_raw = "" if g("honor_code") is None else str(g("honor_code"))
-        if "consent" in mapping.columns and parse_yes_no(consent_raw) is not True:
+        if "consent" in self.mapping.columns and parse_yes_no(consent_raw) is not True:
             flags.append("no_consent" if parse_yes_no(consent_raw) is False else "consent_unclear")
-        if "honor_code" in mapping.columns and parse_yes_no(pledge_raw) is not True:
+        if "honor_code" in self.mapping.columns and parse_yes_no(pledge_raw) is not True:
             flags.append(
                 "ai_pledge_declined" if parse_yes_no(pledge_raw) is False else "ai_pledge_unclear"
             )
-        for f_ in flags:
-            flagged[f_] += 1
+        self.flagged.update(flags)
+        return flags
 
+    def _store(
+        self, i: int, row: Mapping[str, Any], idea: str, cond: str, topic: str, a: _Answers
+    ) -> None:
+        """Keep the row's review (once per review key) and which idea it belongs to."""
+        g = self.mapping.get
+        metrics = self.target.form.metric_keys
+        consent_raw = "" if g(row, "consent") is None else str(g(row, "consent"))
+        pledge_raw = "" if g(row, "honor_code") is None else str(g(row, "honor_code"))
+        flags = self._flags(consent_raw, pledge_raw)
         extra = {
             c: row[c]
             for c in row
-            if c not in mapping.columns.values() and not isinstance(row[c], dict | list)
+            if c not in self.mapping.columns.values() and not isinstance(row[c], dict | list)
         }
-        ts = g("timestamp")
+        ts = g(row, "timestamp")
         if ts not in (None, ""):
             extra["timestamp"] = ts
-        rid = g("review_id")
+        rid = g(row, "review_id")
         content = [
-            g("reviewer_id"),
+            g(row, "reviewer_id"),
             ts,
-            [scores[m] for m in metrics],
-            [rationales[m] for m in metrics],
-            str(fam_raw),
-            str(conf_raw),
-            str(min_raw),
+            [a.scores[m] for m in metrics],
+            [a.rationales[m] for m in metrics],
+            str(a.familiarity_raw),
+            str(a.confidence_raw),
+            str(a.minutes_raw),
             consent_raw,
             pledge_raw,
         ]
         key = review_key(["id", str(rid)]) if rid not in (None, "") else review_key(content)
-        if key in reviews:
-            prev = reviews[key]
-            if prev.scores != scores:
-                problems.append(
-                    Problem(
-                        name, i, "review_id", f"review {rid!r} appears twice with different scores"
-                    )
-                )
-                continue
+        if key in self.reviews:
+            if self.reviews[key].scores != a.scores:
+                self._problem(i, "review_id", f"review {rid!r} appears twice with different scores")
+                return
         else:
-            reviewer = g("reviewer_id")
-            reviews[key] = ParsedReview(
+            reviewer = g(row, "reviewer_id")
+            self.reviews[key] = ParsedReview(
                 key=key,
                 row=i,
                 idea_ref=idea,
                 reviewer_ref=str(reviewer).strip() if reviewer not in (None, "") else None,
-                scores=scores,
-                rationales=rationales,
-                familiarity=fam,
-                familiarity_raw="" if fam_raw is None else str(fam_raw),
-                confidence=conf,
-                confidence_raw="" if conf_raw is None else str(conf_raw),
-                minutes=minutes,
-                minutes_raw="" if min_raw is None else str(min_raw),
+                scores=a.scores,
+                rationales=a.rationales,
+                familiarity=a.familiarity,
+                familiarity_raw="" if a.familiarity_raw is None else str(a.familiarity_raw),
+                confidence=a.confidence,
+                confidence_raw="" if a.confidence_raw is None else str(a.confidence_raw),
+                minutes=a.minutes,
+                minutes_raw="" if a.minutes_raw is None else str(a.minutes_raw),
                 consent_raw=consent_raw,
                 honor_code_raw=pledge_raw,
                 flags=flags,
                 extra=extra,
             )
-        review_rows.append((key, idea))
-        cond_counts[cond] += 1
-        topic_counts[topic] += 1
-    if problems:
-        raise ImportFailed(problems)
+        self.review_rows.append((key, idea))
+        self.cond_counts[cond] += 1
+        self.topic_counts[topic] += 1
 
-    # Ideas that carry exactly the same reviews under different ids are one idea in
-    # several conditions (Si et al.: AI ideas also selected into AI_Rerank).
-    reviews_of: dict[str, frozenset[str]] = {}
-    tmp: dict[str, set[str]] = defaultdict(set)
-    for key, idea in review_rows:
-        tmp[idea].add(key)
-    reviews_of = {k: frozenset(v) for k, v in tmp.items()}
+
+@dataclass
+class _Grouped:
+    ideas: list[ParsedIdea]
+    by_set: dict[frozenset[str], list[str]]  # review keys -> the idea ids carrying them
+    merged: int
+    partial_shares: list[str]
+
+
+def _group_ideas(reader: _RowReader, titles: Mapping[str, str]) -> _Grouped:
+    """Ideas that carry exactly the same reviews under different ids are one idea in
+    several conditions (Si et al.: AI ideas also selected into AI_Rerank)."""
+    keys_of: dict[str, set[str]] = defaultdict(set)
+    for key, idea in reader.review_rows:
+        keys_of[idea].add(key)
     by_set: dict[frozenset[str], list[str]] = defaultdict(list)
-    for idea, keys in reviews_of.items():
-        by_set[keys].append(idea)
+    for idea, keys in keys_of.items():
+        by_set[frozenset(keys)].append(idea)
+    cond_of, topic_of = reader.idea_condition, reader.idea_topic
     ideas: list[ParsedIdea] = []
     merged = 0
     partial_shares: list[str] = []
-    seen_review_idea: dict[str, str] = {}
     for idea_ids in by_set.values():
-        conds = [idea_condition[x] for x in idea_ids]
+        conds = [cond_of[x] for x in idea_ids]
         if len(idea_ids) > 1 and len(set(conds)) == len(conds):
             merged += len(idea_ids) - 1
         elif len(idea_ids) > 1:
             # Same reviews under two ids of one condition: keep them apart, report it.
             partial_shares.append(", ".join(sorted(idea_ids)))
-            for x in idea_ids:
-                ideas.append(
-                    ParsedIdea(
-                        {idea_condition[x]: x},
-                        idea_topic[x],
-                        idea_title.get(x, ""),
-                        idea_inst.get(x, ""),
-                    )
+            ideas += [
+                ParsedIdea(
+                    {cond_of[x]: x},
+                    topic_of[x],
+                    reader.idea_title.get(x, ""),
+                    reader.idea_inst.get(x, ""),
                 )
+                for x in idea_ids
+            ]
             continue
         ordered = sorted(
-            idea_ids, key=lambda x: (conditions[idea_condition[x]] != "human", idea_condition[x], x)
+            idea_ids, key=lambda x: (reader.conditions[cond_of[x]] != "human", cond_of[x], x)
         )
-        ext = {idea_condition[x]: x for x in ordered}
-        topics = {idea_topic[x] for x in ordered}
+        topics = {topic_of[x] for x in ordered}
         if len(topics) > 1:
             raise ImportFailed(
                 [
                     Problem(
-                        name,
+                        reader.name,
                         None,
                         "topic",
                         f"ideas {', '.join(ordered)} share reviews but not a topic",
@@ -665,63 +739,44 @@ def parse_rows(
             )
         title = next(
             (
-                idea_title.get(x) or (titles or {}).get(x, "")
+                reader.idea_title.get(x) or titles.get(x, "")
                 for x in ordered
-                if idea_title.get(x) or (titles or {}).get(x)
+                if reader.idea_title.get(x) or titles.get(x)
             ),
             "",
         )
-        inst = next((idea_inst[x] for x in ordered if x in idea_inst), "")
-        ideas.append(ParsedIdea(ext, topics.pop(), title, inst))
-    for key, idea in review_rows:
-        seen_review_idea.setdefault(key, idea)
-    for key, keys_ideas in _reviews_spanning_ideas(review_rows, by_set).items():
-        problems.append(
-            Problem(
-                name,
-                reviews[key].row,
-                "review_id",
-                f"one review is attached to ideas {', '.join(keys_ideas)} that do not share all their reviews",
-            )
-        )
-    if problems:
-        raise ImportFailed(problems)
+        inst = next((reader.idea_inst[x] for x in ordered if x in reader.idea_inst), "")
+        ideas.append(ParsedIdea({cond_of[x]: x for x in ordered}, topics.pop(), title, inst))
+    return _Grouped(ideas, by_set, merged, partial_shares)
 
+
+def _summary(reader: _RowReader, grouped: _Grouped, *, rows: int, sha256: str) -> dict[str, Any]:
+    """The data-quality summary of a parsed file (see format_quality_summary)."""
+    reviews, ideas = reader.reviews, grouped.ideas
     n_titles = sum(1 for i_ in ideas if i_.title)
-    summary = {
-        "source": name,
+    return {
+        "source": reader.name,
         "sha256": sha256,
-        "rows": len(rows),
+        "rows": rows,
         "unique_reviews": len(reviews),
         "ideas": len(ideas),
-        "idea_ids": len(idea_topic),
+        "idea_ids": len(reader.idea_topic),
         "ideas_in_several_conditions": sum(1 for i_ in ideas if len(i_.external_ids) > 1),
-        "conditions": dict(sorted(cond_counts.items())),
-        "condition_kinds": dict(sorted(conditions.items())),
-        "topics": dict(topic_counts.most_common()),
+        "conditions": dict(sorted(reader.cond_counts.items())),
+        "condition_kinds": dict(sorted(reader.conditions.items())),
+        "topics": dict(reader.topic_counts.most_common()),
         "reviewers": len({r.reviewer_ref for r in reviews.values() if r.reviewer_ref}),
-        "values_cleaned": dict(cleaned),
-        "values_cleaned_total": sum(cleaned.values()),
-        "minutes_unparsed": minutes_unparsed,
-        "rows_flagged": sum(1 for k, _ in review_rows if reviews[k].flags),
+        "values_cleaned": dict(reader.cleaned),
+        "values_cleaned_total": sum(reader.cleaned.values()),
+        "minutes_unparsed": reader.minutes_unparsed,
+        "rows_flagged": sum(1 for k, _ in reader.review_rows if reviews[k].flags),
         "reviews_flagged": sum(1 for r in reviews.values() if r.flags),
-        "flags": dict(flagged),
+        "flags": dict(reader.flagged),
         "ideas_with_title": n_titles,
         "ideas_without_title": len(ideas) - n_titles,
-        "ids_sharing_reviews_within_a_condition": partial_shares,
-        "merged_idea_ids": merged,
+        "ids_sharing_reviews_within_a_condition": grouped.partial_shares,
+        "merged_idea_ids": grouped.merged,
     }
-    return ParsedImport(
-        source=name,
-        sha256=sha256,
-        metrics=list(metrics),
-        conditions=conditions,
-        topics=sorted(topic_counts),
-        ideas=ideas,
-        reviews=list(reviews.values()),
-        review_ideas=seen_review_idea,
-        summary=summary,
-    )
 
 
 def _reviews_spanning_ideas(
