@@ -3,6 +3,7 @@ locks, and the team page."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -449,3 +450,12 @@ def test_the_settings_page_shows_every_parameter_once():
 
     names = [n for _, group in StudySettingsForm.GROUPS for n in group]
     assert sorted(names) == sorted([*SETTINGS_FIELDS, "conditions", "topics", "review_form"])
+
+
+@pytest.mark.django_db
+def test_the_demo_researcher_may_create_studies(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    call_command("load_demo", "--no-report", stdout=io.StringIO())
+    demo = User.objects.get(username="demo")
+    assert is_researcher(demo)
+    assert Study.objects.get(slug="si2024").role_of(demo) == "owner"
