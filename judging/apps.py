@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.apps import AppConfig
 
 
@@ -14,3 +16,49 @@ class JudgingConfig(AppConfig):
         from .services.ratings import RUN_RATINGS
 
         register_provider(RUN_RATINGS)
+        _register_transfer()
+
+
+def _register_transfer() -> None:
+    """Judging's part of a study file (studies.transfer defines the sections): its runs,
+    their calls and outcomes, and the configs and corpora they used, by name."""
+    from django.db.models import Q
+
+    from studies.models import NormalizationResult
+    from studies.transfer import transfer_section_register, transfer_shared_register
+
+    from . import models as j
+
+    def shared_fields(model: Any, *key: str) -> tuple[str, ...]:
+        return tuple(
+            f.name for f in model._meta.concrete_fields if not f.primary_key and f.name not in key
+        )
+
+    transfer_shared_register(
+        j.JudgeConfig, key=("name",), fields=shared_fields(j.JudgeConfig, "name")
+    )
+    transfer_shared_register(
+        j.ReferenceCorpus, key=("name",), fields=shared_fields(j.ReferenceCorpus, "name")
+    )
+    transfer_section_register(j.JudgeRun, lambda s: j.JudgeRun.objects.filter(study=s))
+    transfer_section_register(
+        j.LLMCall,
+        lambda s: j.LLMCall.objects.filter(
+            Q(run__study=s)
+            | Q(pk__in=NormalizationResult.objects.filter(idea__study=s).values("call"))
+        ),
+    )
+    for model in (j.Judgment, j.PairwiseOutcome, j.IdeaRating, j.Formalisation):
+        transfer_section_register(model, lambda s, model=model: model.objects.filter(run__study=s))
+    transfer_section_register(
+        j.ReferencePaper,
+        lambda s: j.ReferencePaper.objects.filter(
+            Q(pk__in=j.ReferenceComparison.objects.filter(run__study=s).values("reference"))
+            | Q(
+                pk__in=j.ReferenceComparison.objects.filter(run__study=s).values("target_reference")
+            )
+        ),
+    )
+    transfer_section_register(
+        j.ReferenceComparison, lambda s: j.ReferenceComparison.objects.filter(run__study=s)
+    )
