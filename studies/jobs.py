@@ -231,12 +231,15 @@ def job_claim(*, job_id: int, kind: str) -> JobRun | None:
     return job
 
 
-class _Heartbeat(threading.Thread):
-    """Writes the job's heartbeat while the worker's main thread does the work."""
+class RowHeartbeat(threading.Thread):
+    """Writes `heartbeat_at` on the rows `rows()` selects every JOB_HEARTBEAT_SECONDS,
+    from its own thread (and database connection), while the worker's main thread does
+    the work. When no row is left to update (cancelled, taken over), `lost_lease` is set
+    and the thread ends."""
 
-    def __init__(self, job: JobRun):
-        super().__init__(name=f"job-{job.pk}-heartbeat", daemon=True)
-        self.job_id, self.lease = job.pk, job.lease
+    def __init__(self, name: str, rows: Callable[[], Any]):
+        super().__init__(name=name, daemon=True)
+        self.rows = rows
         self.halt = threading.Event()
         self.lost_lease = threading.Event()
 
@@ -244,11 +247,9 @@ class _Heartbeat(threading.Thread):
         try:
             while not self.halt.wait(settings.JOB_HEARTBEAT_SECONDS):
                 try:
-                    kept = JobRun.objects.filter(
-                        pk=self.job_id, lease=self.lease, status=JobRun.Status.RUNNING
-                    ).update(heartbeat_at=timezone.now())
+                    kept = self.rows().update(heartbeat_at=timezone.now())
                 except Exception:  # a busy database must not end the heartbeat
-                    log.exception("heartbeat of job %s not written", self.job_id)
+                    log.exception("heartbeat of %s not written", self.name)
                     close_old_connections()
                     continue
                 if not kept:
@@ -256,6 +257,22 @@ class _Heartbeat(threading.Thread):
                     return
         finally:
             connection.close()
+
+    def __enter__(self) -> RowHeartbeat:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.halt.set()
+        self.join()
+
+
+def _job_heartbeat(job: JobRun) -> RowHeartbeat:
+    job_id, lease = job.pk, job.lease
+    return RowHeartbeat(
+        f"job-{job_id}-heartbeat",
+        lambda: JobRun.objects.filter(pk=job_id, lease=lease, status=JobRun.Status.RUNNING),
+    )
 
 
 def job_run(*, job_id: int, kind: str, work: Callable[[JobRun], Any]) -> JobRun | None:
@@ -266,10 +283,9 @@ def job_run(*, job_id: int, kind: str, work: Callable[[JobRun], Any]) -> JobRun 
     job = job_claim(job_id=job_id, kind=kind)
     if job is None:
         return None
-    beat = _Heartbeat(job)
-    beat.start()
     try:
-        work(job)
+        with _job_heartbeat(job):
+            work(job)
     except JobStopped:
         log.info("%s job %s stopped: no longer this worker's", job.kind, job.pk)
         return job
@@ -277,9 +293,6 @@ def job_run(*, job_id: int, kind: str, work: Callable[[JobRun], Any]) -> JobRun 
         log.exception("%s job %s failed", job.kind, job.pk)
         job_finish(job=job, error=f"{type(exc).__name__}: {exc}")
         raise
-    finally:
-        beat.halt.set()
-        beat.join()
     job_finish(job=job)
     return job
 

@@ -236,3 +236,72 @@ def test_on_redis_a_killed_workers_job_is_delivered_again_and_resumed_by_another
     # heartbeat stale and the second worker takes the job over under a new lease
     wait_until(lambda: status_of(job) == "done", seconds=VISIBILITY + 60, what="resumed")
     assert job.attempts == 2 and len(starts(tmp_path)) == 2
+
+
+def small_judged_study(owner):
+    from studies.models import Condition, Idea, IdeaCondition, Topic
+    from studies.services import study_create
+
+    study = study_create(owner=owner, slug="judged", title="Judged")
+    topic = Topic.objects.create(study=study, name="T")
+    kinds = [Condition.objects.create(study=study, key=k, kind=k.lower()) for k in ("Human", "AI")]
+    for n in range(8):
+        text = f"Idea {n}: ask the model to check its own answer. " * (n + 1)
+        idea = Idea.objects.create(
+            study=study,
+            topic=topic,
+            title=f"Idea {n}",
+            raw_text=text,
+            normalized_text=text,
+            normalization_status=Idea.NormalizationStatus.APPROVED,
+        )
+        IdeaCondition.objects.create(
+            idea=idea, condition=kinds[n % 2], study=study, external_id=f"x{n}"
+        )
+    return study
+
+
+def test_a_judge_run_whose_worker_is_killed_can_be_cancelled_and_resumed_by_another_worker(
+    owner, workers, monkeypatch
+):
+    from judging.models import JudgeConfig, JudgeRun
+    from judging.services import STALE_AFTER, judge_run_cancel, judge_run_create, judge_run_resume
+    from judging.tasks import judge_run_enqueue
+    from judging.testserver import Rules, TestServer
+
+    monkeypatch.setattr(
+        "judging.services.runs.STALE_AFTER", STALE_AFTER.__class__(seconds=LOST_AFTER)
+    )
+    study = small_judged_study(owner)
+    with TestServer(Rules(latency=0.4)) as server:
+        config = JudgeConfig.objects.create(
+            name="slow",
+            base_url=server.base_url,
+            model="scripted-1",
+            api_key_env="IDEAREVIEW_TESTSERVER_KEY",
+            concurrency=1,
+            max_attempts=1,
+        )
+        run = judge_run_create(study=study, method="direct", config=config)
+        judge_run_enqueue(run=run)
+        first = workers.start()
+        wait_until(lambda: JudgeRun.objects.get(pk=run.pk).done_calls >= 2, what="calls made")
+        workers.kill(first)
+        killed_at = JudgeRun.objects.get(pk=run.pk)
+        assert killed_at.status == "running" and killed_at.done_calls < killed_at.total_calls
+
+        # cancel works with the dead worker once its heartbeat is stale
+        time.sleep(LOST_AFTER + 1)
+        assert judge_run_cancel(run=killed_at).status == "cancelled"
+        # resumed by a fresh worker: the calls already made are not made again
+        calls_before = server.requests
+        done_before = killed_at.done_calls
+        judge_run_resume(run=killed_at, enqueue=False)
+        judge_run_enqueue(run=killed_at)
+        workers.start()
+        wait_until(
+            lambda: JudgeRun.objects.get(pk=run.pk).status == "done", seconds=120, what="resumed"
+        )
+        final = JudgeRun.objects.get(pk=run.pk)
+        assert final.done_calls == final.total_calls
+        assert server.requests - calls_before <= final.total_calls - done_before + 1

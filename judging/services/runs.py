@@ -28,10 +28,12 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from studies.jobs import RowHeartbeat
 from studies.models import Idea, Study
 from studies.selectors import idea_text
 
@@ -46,8 +48,10 @@ log = logging.getLogger("judging.services")
 Method = JudgeRun.Method
 Status = JudgeRun.Status
 
-STALE_AFTER = timedelta(seconds=90)
-"""A running run whose heartbeat is older than this is taken to have lost its worker."""
+STALE_AFTER = timedelta(seconds=settings.JOB_LOST_AFTER_SECONDS)
+"""A running run whose heartbeat is older than this has lost its worker (the same rule
+as every study job: studies.jobs); the worker's heartbeat thread writes one every
+JOB_HEARTBEAT_SECONDS whatever the run is doing."""
 
 
 def make_driver(
@@ -208,13 +212,15 @@ def judge_run_create(
 
 
 def judge_run_cancel(*, run: JudgeRun) -> JudgeRun:
-    """A queued run is cancelled now; a running one stops after the calls in flight."""
+    """A queued run, or a running one whose worker is gone (no heartbeat for STALE_AFTER),
+    is cancelled now; a live one stops after the calls in flight."""
     now = timezone.now()
-    if JudgeRun.objects.filter(pk=run.pk, status=Status.QUEUED).update(
+    dead = Q(status=Status.RUNNING) & (
+        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=now - STALE_AFTER)
+    )
+    if not JudgeRun.objects.filter(Q(status=Status.QUEUED) | dead, pk=run.pk).update(
         status=Status.CANCELLED, cancel_requested=True, finished_at=now, message="cancelled"
     ):
-        pass
-    else:
         JudgeRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(cancel_requested=True)
     run.refresh_from_db()
     return run
@@ -293,7 +299,11 @@ def judge_run_execute(*, run: JudgeRun) -> JudgeRun:
         driver = make_driver(run.method, run=run, ideas=ideas, params=run.params, study=run.study)
         engine = Engine(run, driver)
         started = time.perf_counter()
-        engine.execute()
+        with RowHeartbeat(
+            f"judge-run-{run.pk}-heartbeat",
+            lambda: JudgeRun.objects.filter(pk=run.pk, status=Status.RUNNING),
+        ):
+            engine.execute()
         wall = time.perf_counter() - started
         summary = driver.finish()
     except (JudgeRunRefused, JudgeNotConfigured) as exc:
