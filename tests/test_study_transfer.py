@@ -87,3 +87,19 @@ def test_the_demo_study_round_trips_through_an_empty_database_unchanged(demo, tm
     # importing the same file again is refused before anything is written
     with pytest.raises(CommandError, match="exists here already"):
         call_command("study_import", str(first), stdout=io.StringIO())
+
+
+def test_every_model_of_studies_and_judging_is_in_the_study_file():
+    # A new model that a study's rows hang on must be registered, or exports lose it.
+    from django.apps import apps
+
+    from studies.transfer import SHARED_MODELS, STUDY_SECTIONS
+
+    covered = {s.model for s in STUDY_SECTIONS} | {s.model for s in SHARED_MODELS.values()}
+    missing = [
+        model._meta.label
+        for app in ("studies", "judging")
+        for model in apps.get_app_config(app).get_models()
+        if model not in covered
+    ]
+    assert missing == []
