@@ -438,7 +438,8 @@ def judge_consistency(
     unit_ideas = (
         wide.index.get_level_values("idea_id") if rows == "all" else wide.index
     ).to_numpy()
-    has_judge = np.isin(unit_ideas, judge.index.to_numpy())
+    # A hash lookup: np.isin sorts object arrays, seconds at 10,000 ideas.
+    has_judge = pd.Index(unit_ideas).isin(judge.index)
     wide, unit_ideas = wide[has_judge], unit_ideas[has_judge]
     P = wide.to_numpy(float)
     # Drop slots that are empty for every remaining unit.
