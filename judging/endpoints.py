@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
+import time
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -138,9 +141,43 @@ def _resolve(host: str, port: int) -> list[IPAddress]:
     return found
 
 
+CHECK_SECONDS = 60.0
+"""How long a checked endpoint's addresses are reused: a run's thousands of calls need
+one lookup a minute, not one each. The connection goes to these addresses all the while,
+so a DNS answer that changes in between is never used."""
+
+_checked: dict[tuple[Any, ...], tuple[float, CheckedEndpoint]] = {}
+_checked_lock = threading.Lock()
+
+
 def endpoint_check(url: str) -> CheckedEndpoint:
-    """Check an endpoint URL and resolve it once; EndpointRefused says why it may not be
-    used."""
+    """Check an endpoint URL and resolve it once (reused for CHECK_SECONDS);
+    EndpointRefused says why it may not be used."""
+    key = (
+        url.strip(),
+        settings.DEBUG,
+        tuple(settings.LLM_HOST_ALLOWLIST),
+        settings.LLM_ONLY_LISTED_HOSTS,
+        settings.OPENAI_BASE_URL,
+    )
+    now = time.monotonic()
+    with _checked_lock:
+        hit = _checked.get(key)
+    if hit is not None and hit[0] > now:
+        return hit[1]
+    checked = _endpoint_check(url)
+    with _checked_lock:
+        _checked[key] = (now + CHECK_SECONDS, checked)
+    return checked
+
+
+def endpoint_checks_forget() -> None:
+    """Forget every checked endpoint (the next call of each looks its host up again)."""
+    with _checked_lock:
+        _checked.clear()
+
+
+def _endpoint_check(url: str) -> CheckedEndpoint:
     url = url.strip()
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:

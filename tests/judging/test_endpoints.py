@@ -60,7 +60,9 @@ def net(monkeypatch, settings):
     settings.LLM_HOST_ALLOWLIST = []
     settings.LLM_ONLY_LISTED_HOSTS = False
     settings.OPENAI_BASE_URL = ""
-    return Net(monkeypatch)
+    endpoints.endpoint_checks_forget()
+    yield Net(monkeypatch)
+    endpoints.endpoint_checks_forget()
 
 
 INTERNAL = [
@@ -115,6 +117,10 @@ def test_the_connection_goes_to_the_checked_address_not_a_rebound_one(net, db):
     call = complete(config, MESSAGES)
     assert "connection error" in call.error
     assert net.connects and {host for host, _ in net.connects} == {PUBLIC}
+    assert net.lookups.count("rebind.example.org") == 1
+    # a second call within the check's lifetime reuses the checked address, unasked
+    complete(config, pairwise_messages("Another idea.", "And one more idea here."))
+    assert {host for host, _ in net.connects} == {PUBLIC}
     assert net.lookups.count("rebind.example.org") == 1
 
 
