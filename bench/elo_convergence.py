@@ -28,12 +28,16 @@ fixed`). Two protocols are run:
   (`--selection paper`, the default), and the "nearest" option (`adaptive`), which meets
   the reference nearest the current score, up to its own T_max.
 
-The service's initial score is an LLM call that reads the `calibration` most related
-references with their scores. The simulator models that call with the same judge: it
-compares the idea with each example (right with the judge's accuracy, on its own
-draws) and places the idea between the examples' sorted scores by how many it beat
-(0 and 5 close the ends), so an 80 % judge's initial score is as good as three 80 %
-comparisons can make it and no better. Its Kendall τ is printed beside the chains'.
+The service's initial score is an LLM call that reads `calibration` related references
+with their scores, chosen as the service chooses them
+(`judging.methods.ligbench.calibration_examples`: by default spread evenly over the
+related set's scores; "related": the most related). The simulator models that call with
+the same judge: it compares the idea with each example (right with the judge's accuracy,
+or the gap model's, on its own draws) and places the idea between the examples' sorted
+scores by how many it beat (0 and 5 close the ends), so an 80 % judge's initial score is
+as good as `calibration` independent 80 % comparisons can make it and no better (a real
+judge reading ten examples in one call may do worse). Its Kendall τ is printed beside the
+chains'.
 
 Per judge accuracy it prints the MAE of the final scores against the true scores, their
 Spearman and Kendall rank correlations (mean ± standard deviation over seeded
@@ -75,7 +79,11 @@ from judging.methods.elo import (  # noqa: E402
     EloChain,
     run_elo,
 )
-from judging.methods.ligbench import Schedule, next_reference  # noqa: E402
+from judging.methods.ligbench import (  # noqa: E402
+    Schedule,
+    calibration_examples,
+    next_reference,
+)
 from judging.methods.registry import (  # noqa: E402
     ADAPTIVE_MAX_STEPS,
     LIGBENCH_EPSILON,
@@ -101,6 +109,7 @@ SERVICE_REFERENCES = int(_LIGBENCH["references"])
 """The LigBench service's defaults (judging/methods/registry.py): related references a
 chain may meet, scored examples its initial-scoring call reads."""
 SERVICE_CALIBRATION = int(_LIGBENCH["calibration"])
+SERVICE_CHOICE = str(_LIGBENCH["calibration_choice"])
 TARGET = (0.78, 0.95, 25.0)
 """Issue targets at an 80 % judge for the service defaults: Kendall τ-b, convergence,
 mean comparisons."""
@@ -120,6 +129,8 @@ class World:
     start: str = "refs"
     """"refs": mean true score of the first `calibration` references; "fixed": 2.5."""
     calibration: int = SERVICE_CALIBRATION
+    calibration_choice: str = SERVICE_CHOICE
+    """Which related references the initial-scoring call shows ("spread" or "related")."""
     mean: float = 2.75
     """PAIR-IQ's debiased means are 2.56–2.83 (seed Table 1); the spread is not given."""
     sd: float = 0.8
@@ -434,7 +445,10 @@ def simulate_service(accuracy: float, world: World, schedule: Schedule, seed: in
     starts, finals, used = [], [], []
     stopped: Counter = Counter()
     for t in range(world.targets):
-        examples = [corpus[r] for r in pools[t][: max(1, world.calibration)]]
+        shown = calibration_examples(
+            pools[t], {r: corpus[r] for r in pools[t]}, world.calibration, world.calibration_choice
+        )
+        examples = [corpus[cast(int, r)] for r in shown]
         verdicts = [right(init_rng.random(), truth[t] - x) for x in examples]
         s0 = _placement(truth[t], examples, verdicts)
         position = {ref: j for j, ref in enumerate(pools[t])}
@@ -484,7 +498,7 @@ def start_kendall(summary: Summary) -> float:
 def print_service(title: str, summaries: Sequence[Summary], schedule: Schedule) -> None:
     print(
         f"\n{title}: selection {schedule.selection}, ε {schedule.epsilon:g}, "
-        f"T_max {schedule.max_steps}, initial scoring from {SERVICE_CALIBRATION} examples "
+        f"T_max {schedule.max_steps}, initial scoring from {SERVICE_CALIBRATION} {SERVICE_CHOICE} examples "
         "(one call, not counted below)"
     )
     print(
@@ -501,16 +515,28 @@ def print_service(title: str, summaries: Sequence[Summary], schedule: Schedule) 
 
 
 def print_frontier(
-    title: str, world: World, schedules: Sequence[Schedule], reps: int, seed: int
+    title: str, rows: Sequence[tuple[World, Schedule]], reps: int, seed: int
 ) -> None:
-    """Kendall τ against mean comparisons at an 80 % judge, one row per schedule."""
-    print(f"\n{title} (80 % judge, noise {world.noise}): Kendall τ against mean comparisons")
-    for schedule in schedules:
+    """Kendall τ against mean comparisons at an 80 % judge, one row per setting."""
+    print(f"\n{title} (80 % judge): Kendall τ against mean comparisons")
+    for world, schedule in rows:
         s = service_summary(0.8, world, schedule, reps, seed)
         print(
-            f"  ε {schedule.epsilon:<6g} T_max {schedule.max_steps:>3}  kendall "
-            f"{s.kendall[0]:.3f}  comparisons {s.comparisons:5.1f}  conv {s.converged:6.1%}"
+            f"  noise {world.noise:<4} examples {world.calibration:>2} {world.calibration_choice:<7}"
+            f" {schedule.selection:<7} ε {schedule.epsilon:<6g} T_max {schedule.max_steps:>3}  "
+            f"kendall {s.kendall[0]:.3f}  τ initial {start_kendall(s):.3f}  "
+            f"comparisons {s.comparisons:5.1f}  conv {s.converged:6.1%}"
         )
+
+
+def frontier_rows(world: World) -> list[tuple[World, Schedule]]:
+    """The settings tried for the service defaults (paper rule) and for "nearest"."""
+    rows = [(world, replace(PAPER_RULE, epsilon=e)) for e in (0.02, 0.01, 0.006, 0.005, 0.002)]
+    for n, choice in ((3, "related"), (3, "spread"), (20, "spread")):
+        shown = replace(world, calibration=n, calibration_choice=choice)
+        rows += [(shown, replace(PAPER_RULE, epsilon=e)) for e in (0.01, 0.006, 0.005)]
+    rows += [(world, replace(ADAPTIVE, max_steps=n)) for n in (6, 8, 10, 12, 16)]
+    return rows
 
 
 def _line(label: str, s: Summary) -> str:
@@ -588,20 +614,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 (s for s in summaries if s.accuracy == 0.8), None
             )
         if args.frontier:
-            print_frontier(
-                "paper rule frontier",
-                world,
-                [replace(PAPER_RULE, epsilon=e) for e in (0.02, 0.01, 0.005, 0.002)],
-                args.reps,
-                args.seed,
-            )
-            print_frontier(
-                "adaptive frontier",
-                world,
-                [replace(ADAPTIVE, max_steps=n) for n in (6, 8, 10, 12, 16, 20)],
-                args.reps,
-                args.seed,
-            )
+            print_frontier(f"frontier, noise {noise}", frontier_rows(world), args.reps, args.seed)
     print(
         f"\npaper Table 10: {PAPER_ITERATIONS} iterations to converge at these K_max, γ. "
         "Table 11's unnamed rank correlation sits nearer our Kendall τ than our Spearman ρ."
@@ -611,26 +624,23 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _closing(finals: dict[str, dict[str, Summary | None]]) -> None:
-    """The two closing lines (flat noise: every comparison right with probability 0.8)."""
-    service = finals.get("service defaults", {}).get("flat")
-    adaptive = finals.get("adaptive", {}).get("flat")
-    if service is None or adaptive is None:
-        return
+    """The closing lines: each protocol against its target under each noise model."""
     tau, conv, comps = TARGET
-    met = service.kendall[0] >= tau and service.converged >= conv and service.comparisons <= comps
-    print(
-        f"targets: service defaults kendall >= {tau} conv >= {conv:.0%} comparisons <= {comps:g}"
-        f" -> {'met' if met else 'NOT met'}; adaptive kendall >= {ADAPTIVE_TARGET[0]} "
-        f"comparisons <= {ADAPTIVE_TARGET[1]:g} -> "
-        + (
-            "met"
-            if adaptive.kendall[0] >= ADAPTIVE_TARGET[0]
-            and adaptive.comparisons <= ADAPTIVE_TARGET[1]
-            else "NOT met"
-        )
-    )
-    print(_line("service defaults", service))
-    print(_line("adaptive", adaptive))
+    for label, noise_runs in finals.items():
+        for noise, s in noise_runs.items():
+            if s is None:
+                continue
+            if label == "service defaults":
+                met = s.kendall[0] >= tau and s.converged >= conv and s.comparisons <= comps
+                goal = f"kendall >= {tau} conv >= {conv:.0%} comparisons <= {comps:g}"
+            else:
+                met = s.kendall[0] >= ADAPTIVE_TARGET[0] and s.comparisons <= ADAPTIVE_TARGET[1]
+                goal = f"kendall >= {ADAPTIVE_TARGET[0]} comparisons <= {ADAPTIVE_TARGET[1]:g}"
+            print(
+                f"{_line(label, s)} τ initial {start_kendall(s):.3f} (noise {noise}; "
+                f"{SERVICE_CALIBRATION} {SERVICE_CHOICE} examples) -> target {goal}: "
+                f"{'met' if met else 'NOT met'}"
+            )
 
 
 if __name__ == "__main__":

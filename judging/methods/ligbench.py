@@ -1,4 +1,5 @@
-"""LigBench's comparison schedule: which reference an idea meets next, and when it stops.
+"""LigBench's comparison schedule: which reference an idea meets next, and when it stops;
+and which scored related references its initial-scoring call shows.
 
 The paper's Algorithm 1 compares the idea with one reference at a time, sampled from the
 related references, updating the score by the Elo rule (`judging.methods.elo`) until a
@@ -30,9 +31,39 @@ from dataclasses import dataclass
 
 from judging.methods.elo import GAMMA, K_MAX, MAX_STEPS, D, EloChain
 
-__all__ = ["SELECTIONS", "Schedule", "finish", "next_reference", "paper_order", "replay"]
+__all__ = [
+    "EXAMPLE_CHOICES",
+    "SELECTIONS",
+    "Schedule",
+    "calibration_examples",
+    "finish",
+    "next_reference",
+    "paper_order",
+    "replay",
+]
 
 SELECTIONS = ("paper", "nearest")
+EXAMPLE_CHOICES = ("spread", "related")
+
+
+def calibration_examples(
+    related: Sequence[Hashable], scores: Mapping[Hashable, float], n: int, choice: str = "spread"
+) -> list[Hashable]:
+    """The scored examples the initial-scoring call shows, drawn from the related set.
+
+    `related` is in retrieval order. `"related"`: its first `n`. `"spread"` (the
+    default): `n` of them evenly spaced over their score range (the midpoints of `n`
+    equal slices of the set sorted by score, ties in retrieval order), lowest first, so
+    the judge can place the idea between neighbours on the scale wherever it falls.
+    """
+    if choice not in EXAMPLE_CHOICES:
+        raise ValueError(f"calibration choice must be one of {', '.join(EXAMPLE_CHOICES)}")
+    n = max(1, min(n, len(related)))
+    if choice == "related":
+        return list(related[:n])
+    ranked = sorted(related, key=lambda ref: scores[ref])  # stable: ties keep retrieval order
+    m = len(ranked)
+    return [ranked[min(m - 1, int((i + 0.5) * m / n))] for i in range(n)]
 
 
 @dataclass(frozen=True)

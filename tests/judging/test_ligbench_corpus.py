@@ -9,6 +9,7 @@ import pytest
 from judging.corpus import reference_corpus_import
 from judging.methods.elo import expected_score, k_factor, soft_clamp
 from judging.methods.novelty import novelty_score
+from judging.methods.prompts import LIGBENCH_DIMENSIONS
 from judging.models import (
     Formalisation,
     IdeaRating,
@@ -50,9 +51,17 @@ def test_ligbench_uses_the_corpus_with_debiased_scores_calibration_and_novelty(
     for rating in IdeaRating.objects.filter(run=r, dimension="elo_rating"):
         steps, last = rating.history[:-1], rating.history[-1]
         assert last["stopped"] in {"converged", "exhausted", "max_steps"}
+        # The initial-scoring call shows `calibration` (10) related references spread
+        # over their scores, lowest first: here all 4 related ones, sorted by score.
         examples = last["calibration_examples"]
-        assert len(examples) == 3
-        # The judge's own initial score, given after reading the three scored examples.
+        related = {s["reference"] for s in steps} | set(examples)
+        assert len(examples) == len(related) == 4
+        means = [
+            sum(papers[pk].debiased(d) for d in LIGBENCH_DIMENSIONS) / len(LIGBENCH_DIMENSIONS)
+            for pk in examples
+        ]
+        assert means == sorted(means)
+        # The judge's own initial score, given after reading the scored examples.
         asked = Judgment.objects.get(run=r, idea=rating.idea, metric="ligbench_initial_rating")
         assert last["initial_source"] == "judge" and last["initial"] == asked.score
         # Every step is against a corpus paper's venue-debiased score, not its raw one,

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from judging.methods.elo import EloChain, run_elo
-from judging.methods.ligbench import Schedule, next_reference, paper_order, replay
+from judging.methods.ligbench import (
+    Schedule,
+    calibration_examples,
+    next_reference,
+    paper_order,
+    replay,
+)
 from judging.methods.parsing import (
     InitialScores,
     Unparseable,
@@ -51,6 +57,21 @@ def test_the_nearest_rule_picks_the_reference_closest_to_the_current_score():
     tied = {"rating": EloChain.start(2.5)}
     picks = {next_reference(tied, POOL, [], Schedule("nearest", seed=s), 1) for s in range(20)}
     assert picks == {"d", "e"}
+
+
+def test_spread_examples_are_the_midpoints_of_equal_score_slices_lowest_first():
+    related = list("hgfedcba")  # retrieval order: most related first, best score first
+    scores = {r: POOL[r]["rating"] for r in related}
+    # Eight references sorted by score, four slices of two: positions 1, 3, 5, 7.
+    assert calibration_examples(related, scores, 4) == ["b", "d", "f", "h"]
+    assert calibration_examples(related, scores, 3) == ["b", "e", "g"]
+    assert calibration_examples(related, scores, 3, "related") == ["h", "g", "f"]
+    # More examples than references shows them all; equal scores keep retrieval order.
+    assert calibration_examples(related, scores, 20) == list("abcdefgh")
+    assert calibration_examples(["x", "y"], {"x": 2.0, "y": 2.0}, 1) == ["y"]
+    assert calibration_examples(["x", "y"], {"x": 2.0, "y": 2.0}, 2) == ["x", "y"]
+    with pytest.raises(ValueError, match="calibration choice"):
+        calibration_examples(related, scores, 3, "best")
 
 
 def test_a_verdict_counts_only_as_the_last_line_after_the_reasons():

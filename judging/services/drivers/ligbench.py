@@ -12,7 +12,13 @@ import numpy as np
 
 from ...methods import prompts
 from ...methods.elo import MAX_STEPS
-from ...methods.ligbench import Schedule, next_reference, replay
+from ...methods.ligbench import (
+    EXAMPLE_CHOICES,
+    Schedule,
+    calibration_examples,
+    next_reference,
+    replay,
+)
 from ...methods.ligbench import finish as finish_chains
 from ...methods.novelty import (
     MU,
@@ -109,8 +115,8 @@ class LigBenchCorpusDriver(Driver):
     formalised idea gets its `references` most related papers (BM25 and MiniLM cosine
     over the four parts), and then, one call at a time:
 
-    1. initial scoring: the judge reads the `calibration` most related papers with their
-       venue-debiased scores and scores the idea on every dimension (and its own novelty
+    1. initial scoring: the judge reads `calibration` related papers (spread over their
+       score range by default) with their venue-debiased scores and scores the idea on every dimension (and its own novelty
        estimate s_LLM), reasons first;
     2. comparisons: the schedule (`judging.methods.ligbench`) names the next reference
        (the paper's seeded random order, or the one nearest the current score), the judge
@@ -135,6 +141,10 @@ class LigBenchCorpusDriver(Driver):
             )
         self.k = min(max(1, int(p["references"])), n_refs)
         self.schedule = schedule_from(p)
+        if p.get("calibration_choice", "related") not in EXAMPLE_CHOICES:
+            raise JudgeRunRefused(
+                f"ligbench: calibration_choice must be one of {', '.join(EXAMPLE_CHOICES)}"
+            )
         self.novelty = bool(p["novelty"])
         self.asks_initial = p["initial"] == AUTO or self.novelty
         self.total = len(self.ideas) * (
@@ -216,8 +226,18 @@ class LigBenchCorpusDriver(Driver):
         }
 
     def _examples(self, target: int) -> list[ReferencePaper]:
-        n = max(1, int(self.params["calibration"]))
-        return [self.papers[h.id] for h in self.hits[target][:n]]
+        """The scored related references the initial-scoring call shows (spread over
+        their mean debiased score on the run's dimensions, or the most related)."""
+        pool = self._pool(target)
+        mean = {ref: sum(s.values()) / len(s) for ref, s in pool.items()}
+        chosen = calibration_examples(
+            [h.id for h in self.hits[target]],
+            mean,
+            int(self.params["calibration"]),
+            # Runs created before the choice existed showed the most related references.
+            str(self.params.get("calibration_choice", "related")),
+        )
+        return [self.papers[cast(int, ref)] for ref in chosen]
 
     def _start(self, target: int) -> tuple[dict[str, float], str]:
         """The chains' initial scores and where they came from."""
