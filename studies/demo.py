@@ -290,18 +290,68 @@ def _build(
     options: ReportOptions | None,
     say: Callable[[str], None],
 ) -> DemoResult:
+    """The study's stages in the order a researcher meets them; one random stream, drawn
+    from in this order, so a seed gives the same study."""
     rng = random.Random(seed)
     owner = _owner()
+    load = min(7, max(2, math.ceil(3 * 2 * per_condition / n_reviewers)))
+    study = _demo_study(slug=slug, owner=owner, load=load)
+    truth = _demo_ideas(study=study, owner=owner, per_condition=per_condition, rng=rng)
+    say(f"imported {len(truth)} ideas")
+    config = _config(base_url, slug, owner)
+    say(f"normalised and approved: {_demo_normalize(study=study, owner=owner, config=config)}")
+    biases = _demo_reviewers(
+        study=study, owner=owner, slug=slug, n_reviewers=n_reviewers, load=load, rng=rng
+    )
+    screened = recruitment.reviewers_screen_by_rule(study=study, actor=owner)
+    say(f"{screened} reviewers screened in")
+    preview, result, _ = recruitment.assignment_preview(study=study, seed=seed, actor=owner)
+    if not result.feasible:
+        raise DemoError("no feasible assignment: " + result.explanation())
+    recruitment.assignment_commit(study=study, job=preview, actor=owner)
+    study.refresh_from_db()
+    client = Client()
+    submitted = _demo_reviews(study=study, client=client, truth=truth, biases=biases, rng=rng)
+    recruitment.pair_tasks_create(
+        study=study, per_reviewer=2, condition_a=HUMAN, condition_b=AI, seed=seed, actor=owner
+    )
+    rated = _demo_pair_ratings(study=study, client=client, truth=truth, rng=rng)
+    client.logout()
+    say(f"{submitted} reviews and {rated} pair ratings entered over HTTP")
+    runs = _demo_judges(study=study, owner=owner, config=config, say=say)
+    snapshot = report_build(
+        study=study, out_dir=out_dir, options=options or _demo_report_options(seed), echo=None
+    )
+    directory = Path(snapshot.directory)
+    say(f"report built in {snapshot.data.get('timing_seconds')} s")
+    counts = {
+        "ideas": len(truth),
+        "reviewers": Reviewer.objects.filter(study=study).count(),
+        "reviews": submitted,
+        "pair ratings": rated,
+    }
+    demo = DemoResult(
+        study=study, report=snapshot, directory=directory, counts=counts, judge_runs=runs
+    )
+    demo.checks = demo_checks(directory, runs)
+    return demo
+
+
+def _demo_study(*, slug: str, owner: Any, load: int) -> Study:
     study = study_create(
         owner=owner, slug=slug, title="Demo study (synthetic)", baseline_condition=HUMAN
     )
-    n_ideas = 2 * per_condition
-    load = min(7, max(2, math.ceil(3 * n_ideas / n_reviewers)))
     study.min_reviews_per_idea, study.max_reviews_per_idea = 2, 4
     study.min_load, study.max_load = 2, max(load, 2)
     study.save()
+    return study
 
-    # Ideas: topics and conditions, then one pasted proposal at a time.
+
+def _demo_ideas(
+    *, study: Study, owner: Any, per_condition: int, rng: random.Random
+) -> dict[int, _SynthIdea]:
+    """Topics and conditions, then one pasted proposal at a time; each stored idea's
+    synthetic truth, by idea id."""
     for name in TOPICS:
         ideaprep.topic_add(study=study, name=name, actor=owner)
     ideaprep.condition_add(study=study, key=HUMAN, kind="human", actor=owner)
@@ -322,10 +372,12 @@ def _build(
     truth: dict[int, _SynthIdea] = {}
     for idea in Idea.objects.filter(study=study).prefetch_related("memberships"):
         truth[idea.pk] = by_external[idea.memberships.all()[0].external_id]
-    say(f"imported {len(truth)} ideas")
+    return truth
 
-    # Normalization over HTTP, then the owner's sign-off of every rewrite.
-    config = _config(base_url, slug, owner)
+
+def _demo_normalize(*, study: Study, owner: Any, config: JudgeConfig) -> str:
+    """Normalization over HTTP, then the owner's sign-off of every rewrite; the job's
+    closing message."""
     ideaprep.normalization_config_choose(study=study, config=config, actor=owner)
     job = ideaprep.normalization_enqueue(study=study, actor=owner)
     job.refresh_from_db()
@@ -339,9 +391,13 @@ def _build(
         raise DemoError(f"normalization failed: {job.message} {job.error}".strip())
     for idea_id in ideaprep.signoff_queue(study):
         ideaprep.normalization_approve(idea=Idea.objects.get(pk=idea_id), actor=owner)
-    say(f"normalised and approved: {job.message}")
+    return job.message
 
-    # Reviewers: invited, accepted, consented, profiled, screened by the rule.
+
+def _demo_reviewers(
+    *, study: Study, owner: Any, slug: str, n_reviewers: int, load: int, rng: random.Random
+) -> dict[int, float]:
+    """Reviewers invited, accepted, consented and profiled; each one's bias, by id."""
     User = get_user_model()
     biases: dict[int, float] = {}
     for j in range(n_reviewers):
@@ -368,18 +424,19 @@ def _build(
             },
         )
         biases[reviewer.pk] = rng.gauss(0, REVIEWER_SD)
-    screened = recruitment.reviewers_screen_by_rule(study=study, actor=owner)
-    say(f"{screened} reviewers screened in")
+    return biases
 
-    preview, result, _ = recruitment.assignment_preview(study=study, seed=seed, actor=owner)
-    if not result.feasible:
-        raise DemoError("no feasible assignment: " + result.explanation())
-    recruitment.assignment_commit(study=study, job=preview, actor=owner)
-    study.refresh_from_db()
 
-    # Reviews and pair ratings through the reviewer views.
+def _demo_reviews(
+    *,
+    study: Study,
+    client: Client,
+    truth: dict[int, _SynthIdea],
+    biases: dict[int, float],
+    rng: random.Random,
+) -> int:
+    """Every assignment reviewed through the reviewer's own pages; how many."""
     metrics = study.form_definition().metric_keys
-    client = Client()
     submitted = 0
     assignments = Assignment.objects.filter(study=study).select_related("reviewer__user")
     for a in assignments.order_by("reviewer_id", "pk"):
@@ -396,9 +453,13 @@ def _build(
         if response.status_code != 302:
             raise DemoError(f"review submit for assignment {a.pk}: HTTP {response.status_code}")
         submitted += 1
-    recruitment.pair_tasks_create(
-        study=study, per_reviewer=2, condition_a=HUMAN, condition_b=AI, seed=seed, actor=owner
-    )
+    return submitted
+
+
+def _demo_pair_ratings(
+    *, study: Study, client: Client, truth: dict[int, _SynthIdea], rng: random.Random
+) -> int:
+    """Every pair task rated through the reviewer's pages, following the true scores."""
     rated = 0
     tasks = PairTask.objects.filter(study=study).select_related(
         "reviewer__user", "idea_a", "idea_b"
@@ -415,17 +476,23 @@ def _build(
         if response.status_code != 302:
             raise DemoError(f"pair submit for task {task.pk}: HTTP {response.status_code}")
         rated += 1
-    client.logout()
-    say(f"{submitted} reviews and {rated} pair ratings entered over HTTP")
+    return rated
 
-    # Judges: direct and pairwise over HTTP, and the random baseline.
+
+def _demo_judges(
+    *, study: Study, owner: Any, config: JudgeConfig, say: Callable[[str], None]
+) -> list[JudgeRun]:
+    """Direct and pairwise judges over HTTP, and the random baseline."""
     runs = []
     for method, cfg in (("direct", config), ("pairwise", config), ("baseline_random", None)):
         run = judge_run_create(study=study, method=method, config=cfg, actor=owner)
         runs.append(judge_run_execute(run=run))
         say(f"judge {method}: {runs[-1].status}")
+    return runs
 
-    options = options or ReportOptions(
+
+def _demo_report_options(seed: int) -> ReportOptions:
+    return ReportOptions(
         consistency_splits=200,
         consistency_bootstrap=200,
         consistency_permutations=200,
@@ -435,20 +502,6 @@ def _build(
         agreement_bootstrap=100,
         agreement_permutations=100,
     )
-    snapshot = report_build(study=study, out_dir=out_dir, options=options, echo=None)
-    directory = Path(snapshot.directory)
-    say(f"report built in {snapshot.data.get('timing_seconds')} s")
-    counts = {
-        "ideas": len(truth),
-        "reviewers": Reviewer.objects.filter(study=study).count(),
-        "reviews": submitted,
-        "pair ratings": rated,
-    }
-    demo = DemoResult(
-        study=study, report=snapshot, directory=directory, counts=counts, judge_runs=runs
-    )
-    demo.checks = demo_checks(directory, runs)
-    return demo
 
 
 PAIRWISE_RHO_MIN = 0.3
