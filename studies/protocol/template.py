@@ -293,100 +293,13 @@ def _classify(line: str) -> _Heading | None:
 def parse_sections(text: str) -> ParsedProposal:
     """Split a proposal into template sections; never raises on odd input."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-
-    # First pass: which lines are headings (outside code fences).
-    headings: dict[int, _Heading] = {}
-    in_fence = False
-    for i, line in enumerate(lines):
-        if _FENCE.match(line):
-            in_fence = not in_fence
-            continue
-        if in_fence:
-            continue
-        h = _classify(line)
-        if h is not None:
-            headings[i] = h
-
+    headings = _heading_lines(lines)
     known_levels = [h.level for h in headings.values() if h.key and h.level is not None]
     # Deeper Markdown headings than the sections' own are sub-headings: plain text.
     section_level = min(known_levels) if known_levels else 2
-
-    bodies: dict[str, list[str]] = {}
-    first_line: dict[str, int] = {}
-    duplicates: list[str] = []
-    unknown: list[str] = []
-    problems: list[TemplateProblem] = []
-    preamble: list[str] = []
-    current: str | None = None
-
-    for i, line in enumerate(lines):
-        h = headings.get(i)
-        # A weak name pointing back (or at a section already seen) is prose.
-        if (
-            h is not None
-            and h.key is not None
-            and h.weak
-            and current is not None
-            and (h.key in bodies or _ORDER[h.key] <= _ORDER[current])
-        ):
-            h = None
-        if h is not None and h.key is None:
-            if h.level is not None and h.level <= section_level and current is not None:
-                unknown.append(h.raw)
-                problems.append(
-                    TemplateProblem(
-                        "unknown_heading",
-                        f"line {i + 1}: unknown heading '{h.raw}', kept under "
-                        f"{_BY_KEY[current].heading}",
-                        section=current,
-                        line=i + 1,
-                    )
-                )
-            h = None
-        if h is None:
-            (bodies[current] if current is not None else preamble).append(line)
-            continue
-        key = h.key
-        assert key is not None
-        if key in bodies:
-            duplicates.append(key)
-            problems.append(
-                TemplateProblem(
-                    "duplicate",
-                    f"line {i + 1}: {_BY_KEY[key].heading} appears again (first at line "
-                    f"{first_line[key]}); its text was added to the first",
-                    section=key,
-                    line=i + 1,
-                )
-            )
-            bodies[key].append("")
-        else:
-            bodies[key] = []
-            first_line[key] = i + 1
-        if h.inline:
-            bodies[key].append(h.inline)
-        current = key
-
-    pre = _strip_markup("\n".join(preamble)).strip()
-    pre_lines = [ln for ln in pre.split("\n") if ln.strip()]
-    preamble_text = ""
-    if pre:
-        short = word_count(pre) <= TITLE_MAX_WORDS and len(pre_lines) <= TITLE_MAX_LINES
-        if short and "title" not in bodies:
-            bodies["title"] = [" ".join(ln.strip() for ln in pre_lines)]
-            first_line["title"] = 1
-        else:
-            preamble_text = "\n".join(preamble).strip()
-            why = "is too long for a title" if not short else "comes before the Title"
-            problems.append(
-                TemplateProblem(
-                    "preamble",
-                    f"text before the first section ({word_count(pre)} words) {why}; "
-                    "move it into a section",
-                    line=1,
-                )
-            )
-
+    split = _split_bodies(lines, headings, section_level)
+    preamble_text = _title_from_preamble(split)
+    bodies, first_line, problems = split.bodies, split.first_line, split.problems
     sections = {k: "\n".join(bodies[k]).strip() for k in SECTION_KEYS if k in bodies}
     missing = tuple(k for k in SECTION_KEYS if k not in sections)
     empty = tuple(k for k, v in sections.items() if not v)
@@ -410,12 +323,119 @@ def parse_sections(text: str) -> ParsedProposal:
         found=tuple(sections),
         missing=missing,
         empty=empty,
-        duplicates=tuple(dict.fromkeys(duplicates)),
-        unknown_headings=tuple(unknown),
+        duplicates=tuple(dict.fromkeys(split.duplicates)),
+        unknown_headings=tuple(split.unknown),
         preamble=preamble_text,
         word_counts={k: word_count(v) for k, v in sections.items()},
         problems=tuple(problems),
     )
+
+
+def _heading_lines(lines: list[str]) -> dict[int, _Heading]:
+    """Which lines are headings (outside code fences), by line index."""
+    headings: dict[int, _Heading] = {}
+    in_fence = False
+    for i, line in enumerate(lines):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        h = _classify(line)
+        if h is not None:
+            headings[i] = h
+    return headings
+
+
+@dataclass
+class _Split:
+    """The lines of each section, in file order, and what went wrong on the way."""
+
+    bodies: dict[str, list[str]] = field(default_factory=dict)
+    first_line: dict[str, int] = field(default_factory=dict)
+    duplicates: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    problems: list[TemplateProblem] = field(default_factory=list)
+    preamble: list[str] = field(default_factory=list)
+
+
+def _split_bodies(lines: list[str], headings: dict[int, _Heading], section_level: int) -> _Split:
+    """Every line under the section heading above it (before any: the preamble)."""
+    split = _Split()
+    bodies = split.bodies
+    current: str | None = None
+    for i, line in enumerate(lines):
+        h = headings.get(i)
+        # A weak name pointing back (or at a section already seen) is prose.
+        if (
+            h is not None
+            and h.key is not None
+            and h.weak
+            and current is not None
+            and (h.key in bodies or _ORDER[h.key] <= _ORDER[current])
+        ):
+            h = None
+        if h is not None and h.key is None:
+            if h.level is not None and h.level <= section_level and current is not None:
+                split.unknown.append(h.raw)
+                split.problems.append(
+                    TemplateProblem(
+                        "unknown_heading",
+                        f"line {i + 1}: unknown heading '{h.raw}', kept under "
+                        f"{_BY_KEY[current].heading}",
+                        section=current,
+                        line=i + 1,
+                    )
+                )
+            h = None
+        if h is None:
+            (bodies[current] if current is not None else split.preamble).append(line)
+            continue
+        key = h.key
+        assert key is not None
+        if key in bodies:
+            split.duplicates.append(key)
+            split.problems.append(
+                TemplateProblem(
+                    "duplicate",
+                    f"line {i + 1}: {_BY_KEY[key].heading} appears again (first at line "
+                    f"{split.first_line[key]}); its text was added to the first",
+                    section=key,
+                    line=i + 1,
+                )
+            )
+            bodies[key].append("")
+        else:
+            bodies[key] = []
+            split.first_line[key] = i + 1
+        if h.inline:
+            bodies[key].append(h.inline)
+        current = key
+    return split
+
+
+def _title_from_preamble(split: _Split) -> str:
+    """A short text before the first section is the title (when there is none); a longer
+    one is reported and returned as the preamble."""
+    pre = _strip_markup("\n".join(split.preamble)).strip()
+    if not pre:
+        return ""
+    pre_lines = [ln for ln in pre.split("\n") if ln.strip()]
+    short = word_count(pre) <= TITLE_MAX_WORDS and len(pre_lines) <= TITLE_MAX_LINES
+    if short and "title" not in split.bodies:
+        split.bodies["title"] = [" ".join(ln.strip() for ln in pre_lines)]
+        split.first_line["title"] = 1
+        return ""
+    why = "is too long for a title" if not short else "comes before the Title"
+    split.problems.append(
+        TemplateProblem(
+            "preamble",
+            f"text before the first section ({word_count(pre)} words) {why}; "
+            "move it into a section",
+            line=1,
+        )
+    )
+    return "\n".join(split.preamble).strip()
 
 
 def _strip_markup(text: str) -> str:
