@@ -22,6 +22,7 @@ with the line
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import os
 import random
@@ -73,8 +74,9 @@ class Session:
     request that fails on a reused connection before any answer arrives is sent again
     once on a new connection (the server may close an idle connection at any moment)."""
 
-    def __init__(self, port: int):
+    def __init__(self, port: int, timeout: float = 300):
         self.port = port
+        self.timeout = timeout
         self.cookies: dict[str, str] = {}
         self.conn: http.client.HTTPConnection | None = None
         self.used = False
@@ -82,7 +84,7 @@ class Session:
 
     def _connect(self) -> http.client.HTTPConnection:
         if self.conn is None:
-            self.conn = http.client.HTTPConnection(HOST, self.port, timeout=120)
+            self.conn = http.client.HTTPConnection(HOST, self.port, timeout=self.timeout)
             self.used = False
         return self.conn
 
@@ -202,7 +204,7 @@ class Plan:
 
 def reviewer(plan: Plan, args: argparse.Namespace, rec: Recorder, acked: dict) -> None:
     time.sleep(max(0.0, plan.start_at - time.monotonic()))
-    s = Session(args.port)
+    s = Session(args.port, args.timeout)
     page = rec.call("login page", 200, s, "GET", "/login/")
     token = CSRF_INPUT.search(page or "")
     if token is None:
@@ -332,6 +334,11 @@ def build_study(args: argparse.Namespace) -> list[Plan]:
 
 
 def start_server(env: dict[str, str], var: Path, port: int) -> subprocess.Popen:
+    import socket
+
+    with socket.socket() as probe:
+        if probe.connect_ex((HOST, port)) == 0:
+            raise SystemExit(f"port {port} is in use: another server would answer (--port)")
     log = (var / "server.log").open("w")
     server = subprocess.Popen(
         [str(Path(sys.executable).parent / "gunicorn"), "--config", "ideareview/gunicorn.conf.py",
@@ -347,6 +354,8 @@ def start_server(env: dict[str, str], var: Path, port: int) -> subprocess.Popen:
         except OSError:
             pass
         if server.poll() is not None or time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, 15)
             raise SystemExit(f"gunicorn did not start; see {var / 'server.log'}")
         time.sleep(0.3)
     s.close()
@@ -405,9 +414,34 @@ def trivial_during(rec: Recorder, kind: str) -> list[float]:
     return [ms for t, ms in rec.latencies.get(TRIVIAL, []) if lo <= t <= hi]
 
 
+def steady_state(rec: Recorder) -> None:
+    """Autosaves once every login has been answered: the cost of typing alone, without
+    the password hashing of the ramp."""
+    logins = rec.latencies.get("login", [])
+    if not logins:
+        return
+    after = max(t + ms / 1000 for t, ms in logins)
+    saves = [ms for t, ms in rec.latencies.get("autosave", []) if t > after]
+    base = [ms for t, ms in rec.latencies.get(TRIVIAL, []) if t > after]
+    if not saves or not base:
+        return
+    qs = [percentile(saves, q) for q in QS]
+    ratios = [v / percentile(base, q) for v, q in zip(qs, QS, strict=True)]
+    print(
+        f"{'autosave, after':<20}{len(saves):>6}{'':>5}"
+        + "".join(f"{v:>9.1f}" for v in qs)
+        + "".join(f"{r:>8.2f}" for r in ratios)
+        + f"{percentile(base, 0.95):>13.1f}"
+    )
+    print(
+        f"  (the last row: autosaves started after the last login was answered, {len(base)} "
+        "trivial requests in the same time)"
+    )
+
+
 def report(rec: Recorder, wall: float, args: argparse.Namespace, checks: tuple, retries: int):
     lost, duplicated, mismatched = checks
-    done = sum(len(v) for v in rec.latencies.values())
+    done = sum(len(v) for k, v in rec.latencies.items() if k != TRIVIAL)
     errors = sum(len(v) for v in rec.errors.values())
     print(
         f"\n{args.reviewers} reviewers x {args.assignments} assignment(s), logins over "
@@ -416,10 +450,17 @@ def report(rec: Recorder, wall: float, args: argparse.Namespace, checks: tuple, 
         f"{f', pool {args.pool}' if args.pool else ''}; {os.cpu_count()} CPUs, load average "
         f"{os.getloadavg()[0]:.1f} at the end"
     )
+    # What the reviewers' schedule asks for: login page, login, dashboard, then per
+    # assignment one open, the autosaves and a submit, within ramp + typing time.
+    planned = args.reviewers * (
+        3 + args.assignments * (2 + max(1, int(args.typing / args.autosave)))
+    )
+    planned_time = args.ramp + args.assignments * args.typing
     print(
-        f"wall {wall:.1f} s; offered {rec.attempted / wall:.1f} req/s, achieved "
-        f"{done / wall:.1f} req/s ({done} answered, {errors} errors, {retries} resent "
-        "after the server closed an idle connection)"
+        f"offered {planned / planned_time:.1f} req/s ({planned} requests in the "
+        f"{planned_time:g} s the schedule takes); achieved {done / wall:.1f} req/s "
+        f"({done} answered in {wall:.1f} s, {errors} errors, {retries} resent after the server "
+        "closed an idle connection)"
     )
     print(
         "ratios: each percentile over the same percentile of the trivial requests made "
@@ -440,6 +481,7 @@ def report(rec: Recorder, wall: float, args: argparse.Namespace, checks: tuple, 
             + "".join(f"{r:>8.2f}" for r in ratios)
             + f"{percentile(base, 0.95):>13.1f}"
         )
+    steady_state(rec)
     for kind, messages in rec.errors.items():
         print(f"  {kind}: {len(messages)} error(s), e.g. {messages[0]}")
     if mismatched:
@@ -468,6 +510,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--pool", type=int, default=0, help="DATABASE_POOL_MAX_SIZE (0: off)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--timeout", type=float, default=300, help="s a reviewer waits for an answer (a browser's)"
+    )
     args = parser.parse_args()
 
     var = Path(tempfile.mkdtemp(prefix="ideareview-load-"))

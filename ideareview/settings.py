@@ -375,6 +375,8 @@ elif CELERY_BROKER_URL.split("://", 1)[0] not in {
     raise ImproperlyConfigured(
         f"CELERY_BROKER_URL={CELERY_BROKER_URL!r}: use redis://, amqp:// or filesystem://"
     )
+# The worker logs through LOGGING above (secrets masked) instead of its own handlers.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Job state and progress live in rows (JobRun), so results are not kept by Celery.
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
@@ -431,7 +433,12 @@ if ANALYSIS_BLAS_THREADS < 0:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"redacted": {"()": "ideareview.redact.RedactingFormatter"}},
+    "formatters": {
+        "redacted": {
+            "()": "ideareview.redact.RedactingFormatter",
+            "format": "[%(asctime)s %(levelname)s %(name)s] %(message)s",
+        }
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "redacted"}},
     "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
     "loggers": {"django": {"handlers": ["console"], "level": "INFO", "propagate": False}},
