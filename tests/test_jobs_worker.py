@@ -305,3 +305,44 @@ def test_a_judge_run_whose_worker_is_killed_can_be_cancelled_and_resumed_by_anot
         final = JudgeRun.objects.get(pk=run.pk)
         assert final.done_calls == final.total_calls
         assert server.requests - calls_before <= final.total_calls - done_before + 1
+
+
+@pytest.fixture
+def broker_down(tmp_path):
+    """The app's producer points at a queue folder that does not exist until the returned
+    function is called."""
+    saved = (app.conf.broker_url, dict(app.conf.broker_transport_options or {}))
+
+    def point(url: str, options: dict) -> None:
+        app.conf.broker_url = url
+        app.conf.broker_transport_options = options
+        app._pool = None  # the producer pools are rebuilt from the new settings
+        app.amqp._producer_pool = None
+
+    missing = str(tmp_path / "no-such-queue")
+    point(saved[0], {**saved[1], "data_folder_in": missing, "data_folder_out": missing})
+    yield lambda: point(*saved)
+    point(*saved)
+
+
+@pytest.mark.skipif(
+    ON_REDIS,
+    reason="the test process's producer keeps its Redis connection pool; a Redis outage is "
+    "tested with kombu's OperationalError in tests/test_jobs.py",
+)
+def test_a_build_clicked_while_the_broker_is_down_fails_with_a_message_and_a_retry_finishes_it(
+    si2024_study, owner, client, workers, broker_down
+):
+    client.force_login(owner)
+    response = client.post(
+        reverse("studies:study_report_build", args=["si2024"]), HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 200
+    assert "could not be sent to the task queue" in response.text and "Retry" in response.text
+    job = JobRun.objects.get(study=si2024_study, kind="report")
+    assert job.status == "failed" and "CELERY_BROKER_URL" in job.error
+    broker_down()  # the broker is back
+    workers.start()
+    client.post(reverse("studies:job_retry", args=["si2024", job.pk]))
+    wait_until(lambda: status_of(job) == "done", seconds=300, what="report built after retry")
+    assert StudyReport.objects.filter(job=job).exists()
