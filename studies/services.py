@@ -164,8 +164,44 @@ def reviews_import(
     """Write a parsed import in one transaction; re-importing the same data changes nothing.
 
     Ideas are matched by external id, reviews by their content key. Returns the parser's
-    data-quality summary extended with what was created and what already existed.
+    data-quality summary extended with what was created and what already existed. The
+    stages: the form's metrics, conditions, topics, ideas, reviews, then the batch record.
     """
+    _import_check_metrics(study=study, parsed=parsed)
+    with transaction.atomic():
+        conditions, new_conditions = _import_conditions(study=study, parsed=parsed)
+        topics = {t.name: t for t in study.topics.all()}
+        new_topics = 0
+        for name in parsed.topics:
+            if name not in topics:
+                topics[name] = Topic.objects.create(study=study, name=name)
+                new_topics += 1
+        idea_for_ref, new_ideas = _import_ideas(
+            study=study, parsed=parsed, conditions=conditions, topics=topics
+        )
+        reviewers = _reviewers_for(study, parsed)
+        new_reviews = _import_reviews(
+            study=study, parsed=parsed, idea_for_ref=idea_for_ref, reviewers=reviewers
+        )
+        summary = dict(parsed.summary)
+        summary.update(
+            created={
+                "conditions": new_conditions,
+                "topics": new_topics,
+                "ideas": new_ideas,
+                "reviews": new_reviews,
+                "reviewers": sum(1 for r in reviewers.values() if getattr(r, "_created", False)),
+            },
+            unchanged_reviews=len(parsed.reviews) - new_reviews,
+            changed_anything=bool(new_conditions or new_topics or new_ideas or new_reviews),
+        )
+        if summary["changed_anything"]:
+            _import_record(study=study, parsed=parsed, kind=kind, actor=actor, summary=summary)
+    return summary
+
+
+def _import_check_metrics(*, study: Study, parsed: ParsedImport) -> None:
+    """Every metric of the file is one of the study's form."""
     form = study.form_definition()
     missing = [m for m in parsed.metrics if m not in form.metric_keys]
     if missing:
@@ -180,150 +216,159 @@ def reviews_import(
                 for m in missing
             ]
         )
-    with transaction.atomic():
-        existing_conditions = {c.key: c for c in study.conditions.all()}
-        problems = [
-            Problem(
-                parsed.source,
-                None,
-                "condition",
-                f"condition {key!r} exists as {existing_conditions[key].kind}, the file says {kind_}",
-            )
-            for key, kind_ in parsed.conditions.items()
-            if key in existing_conditions and existing_conditions[key].kind != kind_
-        ]
-        if problems:
-            raise ImportFailed(problems)
-        conditions = dict(existing_conditions)
-        new_conditions = 0
-        for key, kind_ in parsed.conditions.items():
-            if key not in conditions:
-                conditions[key] = Condition.objects.create(
-                    study=study, key=key, label=key, kind=kind_
-                )
-                new_conditions += 1
-        topics = {t.name: t for t in study.topics.all()}
-        new_topics = 0
-        for name in parsed.topics:
-            if name not in topics:
-                topics[name] = Topic.objects.create(study=study, name=name)
-                new_topics += 1
 
-        by_external = {
-            m.external_id: m
-            for m in IdeaCondition.objects.filter(study=study).select_related("idea", "idea__topic")
-        }
-        idea_for_ref: dict[str, Idea] = {}
-        new_ideas = 0
-        for pi in parsed.ideas:
-            found = {by_external[e].idea for e in pi.external_ids.values() if e in by_external}
-            if len(found) > 1:
+
+def _import_conditions(*, study: Study, parsed: ParsedImport) -> tuple[dict[str, Condition], int]:
+    """The study's conditions with the file's new ones created; a known condition whose
+    kind differs in the file is refused."""
+    existing_conditions = {c.key: c for c in study.conditions.all()}
+    problems = [
+        Problem(
+            parsed.source,
+            None,
+            "condition",
+            f"condition {key!r} exists as {existing_conditions[key].kind}, the file says {kind_}",
+        )
+        for key, kind_ in parsed.conditions.items()
+        if key in existing_conditions and existing_conditions[key].kind != kind_
+    ]
+    if problems:
+        raise ImportFailed(problems)
+    conditions = dict(existing_conditions)
+    new_conditions = 0
+    for key, kind_ in parsed.conditions.items():
+        if key not in conditions:
+            conditions[key] = Condition.objects.create(study=study, key=key, label=key, kind=kind_)
+            new_conditions += 1
+    return conditions, new_conditions
+
+
+def _import_ideas(
+    *,
+    study: Study,
+    parsed: ParsedImport,
+    conditions: dict[str, Condition],
+    topics: dict[str, Topic],
+) -> tuple[dict[str, Idea], int]:
+    """Each parsed idea matched by its external ids or created, with its memberships;
+    the idea of every external id, and how many ideas were new."""
+    by_external = {
+        m.external_id: m
+        for m in IdeaCondition.objects.filter(study=study).select_related("idea", "idea__topic")
+    }
+    idea_for_ref: dict[str, Idea] = {}
+    new_ideas = 0
+    for pi in parsed.ideas:
+        found = {by_external[e].idea for e in pi.external_ids.values() if e in by_external}
+        if len(found) > 1:
+            raise ImportFailed(
+                [
+                    Problem(
+                        parsed.source,
+                        None,
+                        "idea_id",
+                        f"ids {sorted(pi.external_ids.values())} belong to different ideas already in the study",
+                    )
+                ]
+            )
+        if found:
+            idea = found.pop()
+            if idea.topic.name != pi.topic:
                 raise ImportFailed(
                     [
                         Problem(
                             parsed.source,
                             None,
-                            "idea_id",
-                            f"ids {sorted(pi.external_ids.values())} belong to different ideas already in the study",
+                            "topic",
+                            f"idea {next(iter(pi.external_ids.values()))!r} has topic {idea.topic.name!r} in the study, {pi.topic!r} in the file",
                         )
                     ]
                 )
-            if found:
-                idea = found.pop()
-                if idea.topic.name != pi.topic:
-                    raise ImportFailed(
-                        [
-                            Problem(
-                                parsed.source,
-                                None,
-                                "topic",
-                                f"idea {next(iter(pi.external_ids.values()))!r} has topic {idea.topic.name!r} in the study, {pi.topic!r} in the file",
-                            )
-                        ]
-                    )
-            else:
-                idea = Idea.objects.create(
-                    study=study,
-                    topic=topics[pi.topic],
-                    title=pi.title,
-                    author_institution=pi.author_institution,
+        else:
+            idea = Idea.objects.create(
+                study=study,
+                topic=topics[pi.topic],
+                title=pi.title,
+                author_institution=pi.author_institution,
+            )
+            new_ideas += 1
+        for cond_key, ext in pi.external_ids.items():
+            if ext not in by_external:
+                by_external[ext] = IdeaCondition.objects.create(
+                    idea=idea, condition=conditions[cond_key], study=study, external_id=ext
                 )
-                new_ideas += 1
-            for cond_key, ext in pi.external_ids.items():
-                if ext not in by_external:
-                    by_external[ext] = IdeaCondition.objects.create(
-                        idea=idea, condition=conditions[cond_key], study=study, external_id=ext
-                    )
-                idea_for_ref[ext] = idea
+            idea_for_ref[ext] = idea
+    return idea_for_ref, new_ideas
 
-        known_keys = set(
-            Review.objects.filter(
-                study=study, source_key__in=[r.key for r in parsed.reviews]
-            ).values_list("source_key", flat=True)
+
+def _import_reviews(
+    *,
+    study: Study,
+    parsed: ParsedImport,
+    idea_for_ref: dict[str, Idea],
+    reviewers: dict[str, Any],
+) -> int:
+    """The reviews not already stored (by content key), with their scores; how many."""
+    known_keys = set(
+        Review.objects.filter(
+            study=study, source_key__in=[r.key for r in parsed.reviews]
+        ).values_list("source_key", flat=True)
+    )
+    new_reviews = 0
+    scores: list[ReviewScore] = []
+    now = timezone.now()
+    for pr in parsed.reviews:
+        if pr.key in known_keys:
+            continue
+        review = Review.objects.create(
+            study=study,
+            idea=idea_for_ref[parsed.review_ideas[pr.key]],
+            reviewer=reviewers.get(pr.reviewer_ref) if pr.reviewer_ref else None,
+            status=Review.Status.SUBMITTED,
+            familiarity=pr.familiarity,
+            familiarity_raw=pr.familiarity_raw,
+            confidence=pr.confidence,
+            confidence_raw=pr.confidence_raw,
+            minutes=pr.minutes,
+            minutes_raw=pr.minutes_raw,
+            consent_raw=pr.consent_raw,
+            honor_code_raw=pr.honor_code_raw,
+            flags=pr.flags,
+            extra={**pr.extra, "source_row": pr.row},
+            source_key=pr.key,
+            submitted_at=now,
         )
-        new_reviews = 0
-        scores: list[ReviewScore] = []
-        reviewers = _reviewers_for(study, parsed)
-        now = timezone.now()
-        for pr in parsed.reviews:
-            if pr.key in known_keys:
-                continue
-            review = Review.objects.create(
-                study=study,
-                idea=idea_for_ref[parsed.review_ideas[pr.key]],
-                reviewer=reviewers.get(pr.reviewer_ref) if pr.reviewer_ref else None,
-                status=Review.Status.SUBMITTED,
-                familiarity=pr.familiarity,
-                familiarity_raw=pr.familiarity_raw,
-                confidence=pr.confidence,
-                confidence_raw=pr.confidence_raw,
-                minutes=pr.minutes,
-                minutes_raw=pr.minutes_raw,
-                consent_raw=pr.consent_raw,
-                honor_code_raw=pr.honor_code_raw,
-                flags=pr.flags,
-                extra={**pr.extra, "source_row": pr.row},
-                source_key=pr.key,
-                submitted_at=now,
-            )
-            scores.extend(
-                ReviewScore(review=review, metric=m, score=v, rationale=pr.rationales.get(m, ""))
-                for m, v in pr.scores.items()
-            )
-            new_reviews += 1
-        ReviewScore.objects.bulk_create(scores)
-        summary = dict(parsed.summary)
-        summary.update(
-            created={
-                "conditions": new_conditions,
-                "topics": new_topics,
-                "ideas": new_ideas,
-                "reviews": new_reviews,
-                "reviewers": sum(1 for r in reviewers.values() if getattr(r, "_created", False)),
-            },
-            unchanged_reviews=len(parsed.reviews) - new_reviews,
-            changed_anything=bool(new_conditions or new_topics or new_ideas or new_reviews),
+        scores.extend(
+            ReviewScore(review=review, metric=m, score=v, rationale=pr.rationales.get(m, ""))
+            for m, v in pr.scores.items()
         )
-        if summary["changed_anything"]:
-            ImportBatch.objects.create(
-                study=study,
-                kind=kind,
-                filename=parsed.source,
-                sha256=parsed.sha256,
-                summary=summary,
-                created_by=actor if getattr(actor, "pk", None) else None,
-            )
-            if not study.baseline_condition:
-                study.baseline_condition = study.baseline()
-                study.save(update_fields=["baseline_condition", "updated_at"])
-            audit(
-                study=study,
-                actor=actor,
-                verb="reviews_imported",
-                source=parsed.source,
-                reviews=new_reviews,
-            )
-    return summary
+        new_reviews += 1
+    ReviewScore.objects.bulk_create(scores)
+    return new_reviews
+
+
+def _import_record(
+    *, study: Study, parsed: ParsedImport, kind: str, actor: Any, summary: dict[str, Any]
+) -> None:
+    """The import batch, the study's baseline when it had none, and the audit event."""
+    ImportBatch.objects.create(
+        study=study,
+        kind=kind,
+        filename=parsed.source,
+        sha256=parsed.sha256,
+        summary=summary,
+        created_by=actor if getattr(actor, "pk", None) else None,
+    )
+    if not study.baseline_condition:
+        study.baseline_condition = study.baseline()
+        study.save(update_fields=["baseline_condition", "updated_at"])
+    audit(
+        study=study,
+        actor=actor,
+        verb="reviews_imported",
+        source=parsed.source,
+        reviews=summary["created"]["reviews"],
+    )
 
 
 def _reviewers_for(study: Study, parsed: ParsedImport) -> dict[str, Any]:
