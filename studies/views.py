@@ -80,7 +80,7 @@ def get_study_for_member(request: HttpRequest, slug: str, *, role: str) -> Study
     return study
 
 
-# The minimal role a view needs (docs/architecture.md, "Views"): reading a study's pages needs
+# The minimal role a view needs (docs/architecture.md, "Apps and layers"): reading a study's pages needs
 # viewer, changing anything needs editor, and roles, closing and deleting need owner.
 VIEWER = StudyMember.Role.VIEWER
 EDITOR = StudyMember.Role.EDITOR
