@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import dj_database_url
@@ -166,7 +167,7 @@ def _database() -> dict:
             },
         }
     try:
-        config = dict(
+        config: dict[str, Any] = dict(
             dj_database_url.parse(
                 url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60), conn_health_checks=True
             )
@@ -176,7 +177,8 @@ def _database() -> dict:
     pool_size = env_int("DATABASE_POOL_MAX_SIZE", 0)
     if pool_size and config["ENGINE"] == "django.db.backends.postgresql":
         pool = _pool(pool_size)
-        config.update(pool, OPTIONS={**config.get("OPTIONS", {}), **pool["OPTIONS"]})
+        options: dict[str, Any] = dict(config.get("OPTIONS") or {})
+        config.update(pool, OPTIONS={**options, **pool["OPTIONS"]})
     return config
 
 

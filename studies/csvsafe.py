@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -54,10 +54,10 @@ class _SafeDictWriter(csv.DictWriter):
     def writeheader(self) -> Any:
         return self.writer.writerow(safe_row(self.fieldnames))
 
-    def writerow(self, rowdict: dict[str, Any]) -> Any:
+    def writerow(self, rowdict: Mapping[Any, Any]) -> Any:
         return super().writerow({k: safe_cell(v) for k, v in rowdict.items()})
 
-    def writerows(self, rowdicts: Iterable[dict[str, Any]]) -> None:
+    def writerows(self, rowdicts: Iterable[Mapping[Any, Any]]) -> None:
         # csv.DictWriter.writerows bypasses writerow
         for rowdict in rowdicts:
             self.writerow(rowdict)
