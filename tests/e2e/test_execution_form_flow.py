@@ -95,7 +95,8 @@ def test_a_researcher_runs_an_execution_study_from_the_browser(
 
     page.goto("/studies/exec-e2e/report/")
     page.click("nav.actions form button[type=submit]")
-    page.wait_for_selector("text=Last build finished", timeout=240_000)
+    # the job's progress partial says when the build has finished
+    page.wait_for_selector("#job >> text=/finished/", timeout=240_000)
     page.goto("/studies/exec-e2e/report/")
     report = page.locator("article.report")
     text = report.inner_text()
