@@ -836,13 +836,16 @@ def build_agreement(
         known = (consistency.get("by_metric") or {}).get(m, {}).get("all")
         if known is None or (known.get("ci_low") is None and m in judged):
             try:
+                # Draws shrink past 1,500 idea units, as for each judge (agreement.py).
+                units = int(df.groupby(["condition", "idea_id"]).ngroups)
                 known = cons.inter_reviewer_consistency(
                     df,
                     m,
                     rows="all",
-                    n_splits=o.consistency_splits,
-                    n_bootstrap=o.agreement_bootstrap,
+                    n_splits=ag.scaled_draws(o.consistency_splits, units),
+                    n_bootstrap=ag.scaled_draws(o.agreement_bootstrap, units),
                     n_permutations=0,
+                    splits_per_resample=max(1, round(10 * min(1.0, ag.SCALE_UNITS / units))),
                     seed=o.seed,
                 )
             except ValueError as exc:
