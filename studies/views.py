@@ -40,20 +40,16 @@ from .study_forms import StudyCreateForm
 from .study_setup import SetupError, is_researcher, study_delete
 from .tasks import report_enqueue
 
-REPORT_FILES = {
-    "report.html",
-    "report.json",
-    "by_review.csv",
-    "by_idea.csv",
-    "by_reviewer.csv",
-    "mixed_effects.csv",
-    "correlations.csv",
-    "summary.csv",
-    "per_topic.csv",
-    "agreement.csv",
-    "report.pdf",
-    "package.zip",
-}
+# The documents every report has; its tables are served by the names the report itself
+# lists under files.csv, so a table added to the report is downloadable without a second
+# list to keep in step.
+REPORT_DOCUMENTS = {"report.html", "report.json", "report.pdf", "package.zip"}
+
+
+def report_file_names(data: dict) -> set[str]:
+    """The file names a built report may serve: its documents and the CSVs it lists."""
+    files = data.get("files") or {}
+    return REPORT_DOCUMENTS | {str(name) for name in files.get("csv") or [] if "/" not in str(name)}
 
 
 def _user_id(request: HttpRequest) -> int:
@@ -362,7 +358,7 @@ def job_retry_view(request: HttpRequest, slug: str, job_id: int) -> HttpResponse
 def study_report_file(request: HttpRequest, slug: str, name: str) -> FileResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
     report = StudyReport.objects.filter(study=study).first()
-    if report is None or name not in REPORT_FILES:
+    if report is None or name not in report_file_names(report.data):
         raise Http404("no such report file")
     path = Path(report.directory) / name
     root = Path(settings.REPORTS_ROOT).resolve()

@@ -97,6 +97,27 @@ def test_report_files_outside_the_report_folder_are_never_served(
         assert response.status_code == 404, name
 
 
+@pytest.mark.django_db
+def test_every_table_a_report_lists_is_served_and_no_other(
+    client, si2024_study, owner, tmp_path, settings
+):
+    settings.REPORTS_ROOT = str(tmp_path)
+    folder = tmp_path / "si2024" / "build"
+    folder.mkdir(parents=True)
+    listed = ["by_review.csv", "multiplicity.csv", "ordinal.csv"]
+    for name in [*listed, "unlisted.csv", "report.json"]:
+        (folder / name).write_text("a,b\n1,2\n")
+    StudyReport.objects.create(
+        study=si2024_study, data={"files": {"csv": listed}}, directory=str(folder)
+    )
+    client.force_login(owner)
+    for name in [*listed, "report.json"]:
+        url = reverse("studies:study_report_file", args=["si2024", name])
+        assert client.get(url).status_code == 200, name
+    unlisted = reverse("studies:study_report_file", args=["si2024", "unlisted.csv"])
+    assert client.get(unlisted).status_code == 404
+
+
 def test_healthcheck_answers_with_the_database_vendor(client, db):
     response = client.get("/healthz")
     assert response.status_code == 200
