@@ -58,6 +58,20 @@ class JudgeConfig(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(concurrency__gte=1), name="judge_config_concurrency_positive"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(max_attempts__gte=1), name="judge_config_max_attempts_positive"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(timeout_seconds__gt=0), name="judge_config_timeout_positive"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(backoff_seconds__gte=0), name="judge_config_backoff_not_negative"
+            ),
+        ]
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -143,6 +157,29 @@ class JudgeRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(
+                    method__in=[
+                        "direct",
+                        "absolute",
+                        "pairwise",
+                        "swiss",
+                        "ligbench",
+                        "baseline_random",
+                        "baseline_longer",
+                        "validation",
+                    ]
+                ),
+                name="judge_run_method_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    status__in=["queued", "running", "done", "failed", "cancelled", "budget"]
+                ),
+                name="judge_run_status_valid",
+            ),
+        ]
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
@@ -280,7 +317,11 @@ class PairwiseOutcome(models.Model):
             models.UniqueConstraint(
                 fields=["run", "round", "dimension", "idea_a", "idea_b", "first_shown"],
                 name="unique_pairwise_outcome",
-            )
+            ),
+            models.CheckConstraint(
+                condition=models.Q(verdict__in=["A", "B", "tie", "unparseable"]),
+                name="pairwise_outcome_verdict_valid",
+            ),
         ]
         ordering = ["run", "round", "id"]
 
@@ -480,6 +521,10 @@ class ReferenceComparison(models.Model):
                 fields=["run", "target_reference", "reference", "target_first", "dimension"],
                 condition=models.Q(target_reference__isnull=False),
                 name="unique_reference_pair_outcome",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(verdict__in=["A", "B", "tie", "unparseable"]),
+                name="reference_comparison_verdict_valid",
             ),
         ]
         ordering = ["run", "id"]

@@ -150,6 +150,10 @@ class Study(models.Model):
                 condition=models.Q(topic_choice_use__in=[c[0] for c in TopicChoiceUse.choices]),
                 name="study_topic_choice_use_valid",
             ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=["draft", "preparing", "reviewing", "closed"]),
+                name="study_status_valid",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -259,7 +263,10 @@ class Condition(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["study", "key"], name="unique_condition_per_study")
+            models.UniqueConstraint(fields=["study", "key"], name="unique_condition_per_study"),
+            models.CheckConstraint(
+                condition=models.Q(kind__in=["human", "ai"]), name="condition_kind_valid"
+            ),
         ]
         ordering = ["key"]
 
@@ -296,6 +303,14 @@ class Idea(models.Model):
     normalization_flags = models.JSONField(default=list, blank=True)
 
     class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(
+                    normalization_status__in=["none", "proposed", "approved", "edited", "rejected"]
+                ),
+                name="idea_normalization_status_valid",
+            ),
+        ]
         ordering = ["id"]
 
     def __str__(self) -> str:
@@ -397,6 +412,10 @@ class Reviewer(models.Model):
                 condition=models.Q(user__isnull=False),
                 name="unique_reviewer_user_per_study",
             ),
+            models.CheckConstraint(
+                condition=models.Q(screening__in=["pending", "approved", "rejected"]),
+                name="reviewer_screening_valid",
+            ),
         ]
         ordering = ["pseudonym"]
 
@@ -493,7 +512,11 @@ class Assignment(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["reviewer", "idea"], name="unique_assignment")
+            models.UniqueConstraint(fields=["reviewer", "idea"], name="unique_assignment"),
+            models.CheckConstraint(
+                condition=models.Q(status__in=["pending", "draft", "submitted", "withdrawn"]),
+                name="assignment_status_valid",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -563,7 +586,10 @@ class Review(models.Model):
                 fields=["study", "source_key"],
                 condition=~models.Q(source_key=""),
                 name="unique_imported_review",
-            )
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=["draft", "submitted"]), name="review_status_valid"
+            ),
         ]
         ordering = ["id"]
 
@@ -671,6 +697,10 @@ class PairTask(models.Model):
             models.CheckConstraint(
                 condition=~models.Q(idea_a=models.F("idea_b")), name="pair_of_two_ideas"
             ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=["pending", "submitted", "withdrawn"]),
+                name="pair_task_status_valid",
+            ),
         ]
         ordering = ["id"]
 
@@ -705,7 +735,11 @@ class PairJudgment(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["task", "dimension"], name="unique_pair_judgment")
+            models.UniqueConstraint(fields=["task", "dimension"], name="unique_pair_judgment"),
+            models.CheckConstraint(
+                condition=models.Q(choice__in=["first", "tie", "second"]),
+                name="pair_judgment_choice_valid",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -763,6 +797,14 @@ class JobRun(models.Model):
     attempts = models.PositiveIntegerField(default=0)
 
     class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(
+                    status__in=["queued", "running", "done", "failed", "cancelled", "lost"]
+                ),
+                name="job_run_status_valid",
+            ),
+        ]
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
@@ -926,6 +968,21 @@ class NormalizationResult(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(
+                    status__in=[
+                        "proposed",
+                        "failed",
+                        "approved",
+                        "edited",
+                        "rejected",
+                        "superseded",
+                    ]
+                ),
+                name="normalization_result_status_valid",
+            ),
+        ]
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:

@@ -10,6 +10,8 @@ import re
 import tokenize
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 CODE_PACKAGES = ("ideareview", "studies", "judging")
@@ -116,3 +118,57 @@ def test_the_code_scan_catches_each_forbidden_citation():
         assert any(p.search(sample) for p, _ in FORBIDDEN_IN_CODE), sample
     for fine in ["colour #fff", "row 12 of the file", "&#8212;", "the 7-section template"]:
         assert not any(p.search(fine) for p, _ in FORBIDDEN_IN_CODE), fine
+
+
+def _choice_constraints(model) -> dict[str, set[str]]:
+    """field → the values a `field__in=[…]` CheckConstraint of the model allows."""
+    from django.db import models
+
+    found: dict[str, set[str]] = {}
+    for constraint in model._meta.constraints:
+        if not isinstance(constraint, models.CheckConstraint):
+            continue
+        for child in constraint.condition.children:
+            if isinstance(child, tuple) and child[0].endswith("__in"):
+                found[child[0].removesuffix("__in")] = set(child[1])
+    return found
+
+
+def test_every_choice_field_is_held_to_its_choices_by_the_database():
+    from django.apps import apps
+    from django.db import models
+
+    problems = []
+    for label in ("studies", "judging"):
+        for model in apps.get_app_config(label).get_models():
+            allowed = _choice_constraints(model)
+            for field in model._meta.fields:
+                if not (field.choices and isinstance(field, models.CharField)):
+                    continue
+                values = {str(value) for value, _ in field.flatchoices}
+                where = f"{model.__name__}.{field.name}"
+                if field.name not in allowed:
+                    problems.append(f"{where} has no CheckConstraint on its choices")
+                elif allowed[field.name] != values:
+                    problems.append(f"{where}: constraint {allowed[field.name]} != {values}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_database_refuses_inverted_ranges_and_a_judge_without_concurrency(db, owner):
+    from django.db import IntegrityError, transaction
+
+    from judging.models import JudgeConfig
+    from studies.models import Study
+    from studies.services import study_create
+
+    study = study_create(owner=owner, slug="ranges", title="Ranges")
+    for field, value in [
+        ("min_load", 8),
+        ("min_reviews_per_idea", 5),
+        ("status", "archived"),
+    ]:
+        with pytest.raises(IntegrityError), transaction.atomic():
+            Study.objects.filter(pk=study.pk).update(**{field: value})
+    for field, value in [("concurrency", 0), ("max_attempts", 0), ("timeout_seconds", 0)]:
+        with pytest.raises(IntegrityError), transaction.atomic():
+            JudgeConfig.objects.create(name=f"bad-{field}", **{field: value})
