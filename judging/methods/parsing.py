@@ -32,7 +32,7 @@ __all__ = [
     "AbsoluteScore",
     "DimensionVerdicts",
     "FormScores",
-    "Formalisation",
+    "FormalisedParts",
     "MetricScore",
     "PairwiseVerdict",
     "Unparseable",
@@ -83,8 +83,9 @@ class PairwiseVerdict:
 
 
 @dataclass(frozen=True)
-class Formalisation:
-    """The LigBench four-part representation of an idea."""
+class FormalisedParts:
+    """The LigBench four-part representation of an idea, as parsed from a reply (the
+    stored row is the `Formalisation` model)."""
 
     main_target: str
     core_breakthrough: str
@@ -288,7 +289,7 @@ def _part_text(value: Any) -> str | None:
     return None
 
 
-def parse_formalisation(raw: str) -> Formalisation | Unparseable:
+def parse_formalisation(raw: str) -> FormalisedParts | Unparseable:
     """Parse the four-part JSON object.
 
     Keys are compared after lower-casing and turning spaces/hyphens into underscores, so
@@ -316,7 +317,7 @@ def parse_formalisation(raw: str) -> Formalisation | Unparseable:
         if text is None:
             return Unparseable(f"{key} is empty or not text", raw)
         parts[key] = text
-    return Formalisation(**parts)
+    return FormalisedParts(**parts)
 
 
 _BARE_INT = re.compile(r"\A[+-]?\d+\Z")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from string import Template
 from typing import Any
 
-from judging.methods.parsing import FORMALISATION_KEYS, Formalisation
+from judging.methods.parsing import FORMALISATION_KEYS, FormalisedParts
 
 __all__ = [
     "ABSOLUTE",
@@ -367,8 +367,8 @@ _PART_LABELS = {
 }
 
 
-def _formalised(idea: Formalisation | Mapping[str, str]) -> str:
-    parts = idea.as_dict() if isinstance(idea, Formalisation) else idea
+def _formalised(idea: FormalisedParts | Mapping[str, str]) -> str:
+    parts = idea.as_dict() if isinstance(idea, FormalisedParts) else idea
     return "\n".join(f"- {_PART_LABELS[k]}: {parts[k]}" for k in FORMALISATION_KEYS)
 
 
@@ -380,8 +380,8 @@ def _dimension_block(dimensions: Mapping[str, str]) -> str:
 
 
 def ligbench_comparison_messages(
-    idea_a: Formalisation | Mapping[str, str],
-    idea_b: Formalisation | Mapping[str, str],
+    idea_a: FormalisedParts | Mapping[str, str],
+    idea_b: FormalisedParts | Mapping[str, str],
     dimensions: Mapping[str, str] = LIGBENCH_DIMENSIONS,
 ) -> Messages:
     return LIGBENCH_COMPARISON.render(
@@ -398,7 +398,7 @@ LIGBENCH_NOVELTY_DIMENSION = "novelty"
 
 
 def ligbench_initial_messages(
-    idea: Formalisation | Mapping[str, str],
+    idea: FormalisedParts | Mapping[str, str],
     examples: Sequence[tuple[Mapping[str, str], Mapping[str, float]]],
     dimensions: Mapping[str, str] = LIGBENCH_DIMENSIONS,
     novelty: bool = True,
@@ -425,7 +425,7 @@ def ligbench_initial_messages(
     )
 
 
-def ligbench_novelty_messages(idea: Formalisation | Mapping[str, str]) -> Messages:
+def ligbench_novelty_messages(idea: FormalisedParts | Mapping[str, str]) -> Messages:
     """The judge's own 0–5 novelty estimate s_LLM for the LigBench novelty fusion."""
     return absolute_messages(
         _formalised(idea),

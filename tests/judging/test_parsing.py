@@ -10,7 +10,7 @@ from judging.methods import prompts
 from judging.methods.parsing import (
     AbsoluteScore,
     DimensionVerdicts,
-    Formalisation,
+    FormalisedParts,
     FormScores,
     PairwiseVerdict,
     Unparseable,
@@ -157,14 +157,14 @@ PARTS = {
 
 def test_a_four_part_formalisation_parses_and_joins_listed_methods():
     result = parse_formalisation(json.dumps(PARTS))
-    assert isinstance(result, Formalisation)
+    assert isinstance(result, FormalisedParts)
     assert result.innovative_methods == "Contrastive pairs; Hard negatives"
     assert result.as_dict()["main_target"] == "Make retrieval robust."
 
 
 def test_formalisation_keys_written_as_titles_are_accepted():
     titled = {k.replace("_", " ").title(): v for k, v in PARTS.items()}
-    assert isinstance(parse_formalisation(json.dumps(titled)), Formalisation)
+    assert isinstance(parse_formalisation(json.dumps(titled)), FormalisedParts)
 
 
 @pytest.mark.parametrize(
