@@ -542,7 +542,7 @@ def assignment_plan(
         iid = idea_label(idea, rows)
         idea_by_id[iid] = idea
         solver_ideas.append(
-            solver.Idea(
+            solver.IdeaInput(
                 id=iid,
                 topic=idea.topic.name,
                 conditions=tuple(sorted({m.condition.key for m in rows})),
@@ -579,7 +579,7 @@ def assignment_plan(
             continue
         reviewer_by_id[rev.pseudonym] = rev
         solver_reviewers.append(
-            solver.Reviewer(
+            solver.ReviewerInput(
                 id=rev.pseudonym,
                 topics=tuple(rev.topic_preferences or ()),
                 load_min=lo,

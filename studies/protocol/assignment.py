@@ -57,7 +57,9 @@ TOPIC_CHOICES = ("first", "equal")
 
 
 @dataclass(frozen=True)
-class Idea:
+class IdeaInput:
+    """An idea as the solver sees it (the stored row is the `Idea` model)."""
+
     id: str
     topic: str
     conditions: tuple[str, ...]
@@ -74,7 +76,10 @@ class Idea:
 
 
 @dataclass(frozen=True)
-class Reviewer:
+class ReviewerInput:
+    """A reviewer's topics, load range and institution as the solver sees them (the
+    stored row is the `Reviewer` model)."""
+
     id: str
     # Ranked: first choice first.
     topics: tuple[str, ...]
@@ -138,10 +143,10 @@ class Parameters:
 
 @dataclass(frozen=True)
 class AssignmentInputs:
-    ideas: Sequence[Idea]
+    ideas: Sequence[IdeaInput]
     # Condition key -> kind ("human" or "ai").
     conditions: Mapping[str, str]
-    reviewers: Sequence[Reviewer]
+    reviewers: Sequence[ReviewerInput]
     # (reviewer id, idea id) pairs already submitted: they stay.
     fixed: Sequence[tuple[str, str]] = ()
     params: Parameters = field(default_factory=Parameters)
@@ -2043,7 +2048,7 @@ def synthetic_inputs(
     ]
     weights_inst = np.full(len(insts), 0.68 / (len(insts) - 1))
     weights_inst[0] = 0.32
-    ideas: list[Idea] = []
+    ideas: list[IdeaInput] = []
     per_topic_ideas: Counter[str] = Counter()
     k = 0
     for topic, n in SI_TOPICS.items():
@@ -2057,13 +2062,13 @@ def synthetic_inputs(
                 inst: tuple[str, ...] = ()
                 if cond == "Human":
                     inst = (insts[rng.choice(len(insts), p=weights_inst)],)
-                ideas.append(Idea(f"I{k}", topic, conds, inst))
+                ideas.append(IdeaInput(f"I{k}", topic, conds, inst))
                 per_topic_ideas[topic] += 1
         # Shared ideas belong to both AI conditions.
         ai_in_topic = [j for j, idea in enumerate(ideas) if idea.topic == topic]
         ai_in_topic = [j for j in ai_in_topic if ideas[j].conditions == ("AI",)][:shared]
         for j in ai_in_topic:
-            ideas[j] = Idea(ideas[j].id, topic, ("AI", "AI_Rerank"), ())
+            ideas[j] = IdeaInput(ideas[j].id, topic, ("AI", "AI_Rerank"), ())
     topic_w = np.array([per_topic_ideas[t] for t in topics], dtype=float)
     topic_w /= topic_w.sum()
     loads = np.array([2, 3, 4, 5, 6, 7])
@@ -2078,7 +2083,7 @@ def synthetic_inputs(
             chosen.append(topics[rng.choice(len(topics), p=w / w.sum())])
         load = int(rng.choice(loads, p=load_p))
         inst_name = insts[rng.choice(len(insts), p=weights_inst)]
-        reviewers.append(Reviewer(f"R{j + 1}", tuple(chosen), load, institution=inst_name))
+        reviewers.append(ReviewerInput(f"R{j + 1}", tuple(chosen), load, institution=inst_name))
     return AssignmentInputs(
         ideas=tuple(ideas),
         conditions=dict(SI_CONDITIONS),

@@ -6,9 +6,9 @@ import pytest
 
 from studies.protocol.assignment import (
     AssignmentInputs,
-    Idea,
+    IdeaInput,
     Parameters,
-    Reviewer,
+    ReviewerInput,
     check_rules,
     solve_assignment,
     synthetic_inputs,
@@ -23,7 +23,7 @@ def _ideas(topic, n_per_condition, institution="", prefix=None):
     for cond in CONDITIONS:
         for k in range(n_per_condition):
             inst = (institution,) if institution and cond == "Human" else ()
-            out.append(Idea(f"{prefix}-{cond}-{k}", topic, (cond,), inst))
+            out.append(IdeaInput(f"{prefix}-{cond}-{k}", topic, (cond,), inst))
     return out
 
 
@@ -54,7 +54,7 @@ def test_small_random_instances_with_load_ranges_satisfy_every_rule():
     for seed in (0,):
         base = synthetic_inputs(1.0, seed=seed)
         reviewers = tuple(
-            Reviewer(r.id, r.topics, max(2, r.load_min - 1), r.load_min + 1, r.institution)
+            ReviewerInput(r.id, r.topics, max(2, r.load_min - 1), r.load_min + 1, r.institution)
             for r in base.reviewers
         )
         inputs = _with(base, reviewers=reviewers)
@@ -101,13 +101,13 @@ def test_missing_seed_is_drawn_and_returned():
 
 def test_topic_without_enough_review_slots_is_explained():
     ideas = _ideas("Factuality", 4) + [
-        Idea("m-h1", "Math", ("Human",)),
-        Idea("m-h2", "Math", ("Human",)),
-        Idea("m-a1", "Math", ("AI",)),
-        Idea("m-a2", "Math", ("AI",)),
+        IdeaInput("m-h1", "Math", ("Human",)),
+        IdeaInput("m-h2", "Math", ("Human",)),
+        IdeaInput("m-a1", "Math", ("AI",)),
+        IdeaInput("m-a2", "Math", ("AI",)),
     ]
-    reviewers = [Reviewer(f"F{k}", ("Factuality",), 4) for k in range(8)]
-    reviewers += [Reviewer("M1", ("Math",), 3), Reviewer("M2", ("Math",), 3)]
+    reviewers = [ReviewerInput(f"F{k}", ("Factuality",), 4) for k in range(8)]
+    reviewers += [ReviewerInput("M1", ("Math",), 3), ReviewerInput("M2", ("Math",), 3)]
     result = solve_assignment(AssignmentInputs(ideas, CONDITIONS, reviewers))
     assert not result.feasible
     text = result.explanation()
@@ -118,10 +118,12 @@ def test_topic_without_enough_review_slots_is_explained():
 
 def test_reviewer_whose_topic_holds_only_their_own_institutions_ideas_is_explained():
     ideas = _ideas("Coding", 3) + [
-        Idea(f"s-{c}", "Safety", (c,), ("Stanford University",)) for c in CONDITIONS
+        IdeaInput(f"s-{c}", "Safety", (c,), ("Stanford University",)) for c in CONDITIONS
     ]
-    reviewers = [Reviewer(f"C{k}", ("Coding", "Safety"), 4, institution="MIT") for k in range(6)]
-    reviewers.append(Reviewer("R7", ("Safety",), 3, email="r7@cs.stanford.edu"))
+    reviewers = [
+        ReviewerInput(f"C{k}", ("Coding", "Safety"), 4, institution="MIT") for k in range(6)
+    ]
+    reviewers.append(ReviewerInput("R7", ("Safety",), 3, email="r7@cs.stanford.edu"))
     result = solve_assignment(AssignmentInputs(ideas, CONDITIONS, reviewers))
     assert not result.feasible
     assert (
@@ -131,9 +133,9 @@ def test_reviewer_whose_topic_holds_only_their_own_institutions_ideas_is_explain
 
 
 def test_reviewer_without_an_ai_idea_in_their_topics_is_explained():
-    ideas = _ideas("Coding", 3) + [Idea(f"b{k}", "Bias", ("Human",)) for k in range(3)]
-    reviewers = [Reviewer(f"C{k}", ("Coding",), 4) for k in range(5)]
-    reviewers.append(Reviewer("R3", ("Bias",), 2))
+    ideas = _ideas("Coding", 3) + [IdeaInput(f"b{k}", "Bias", ("Human",)) for k in range(3)]
+    reviewers = [ReviewerInput(f"C{k}", ("Coding",), 4) for k in range(5)]
+    reviewers.append(ReviewerInput("R3", ("Bias",), 2))
     result = solve_assignment(AssignmentInputs(ideas, CONDITIONS, reviewers))
     assert not result.feasible
     assert "no AI idea in reviewer R3's only topic Bias" in result.explanation()
@@ -141,8 +143,10 @@ def test_reviewer_without_an_ai_idea_in_their_topics_is_explained():
 
 def test_rules_that_clash_only_together_are_found_by_relaxation():
     # One human Math idea takes at most 4 reviews, yet six Math-only reviewers each need one.
-    ideas = [Idea("h", "Math", ("Human",))] + [Idea(f"a{k}", "Math", ("AI",)) for k in range(6)]
-    reviewers = [Reviewer(f"M{k}", ("Math",), 2) for k in range(6)]
+    ideas = [IdeaInput("h", "Math", ("Human",))] + [
+        IdeaInput(f"a{k}", "Math", ("AI",)) for k in range(6)
+    ]
+    reviewers = [ReviewerInput(f"M{k}", ("Math",), 2) for k in range(6)]
     result = solve_assignment(AssignmentInputs(ideas, CONDITIONS, reviewers))
     assert not result.feasible
     assert result.problems
@@ -151,11 +155,11 @@ def test_rules_that_clash_only_together_are_found_by_relaxation():
 
 
 def test_unbalanceable_reviewer_is_reported_or_relaxed_as_asked():
-    ideas = _ideas("Coding", 3) + [Idea("u-h", "Uncertainty", ("Human",))]
-    ideas += [Idea(f"u-a{k}", "Uncertainty", ("AI",)) for k in range(5)]
-    reviewers = [Reviewer(f"C{k}", ("Coding",), 4) for k in range(5)]
-    reviewers += [Reviewer(f"U{k}", ("Uncertainty",), 3) for k in range(3)]
-    reviewers.append(Reviewer("U9", ("Uncertainty",), 5))
+    ideas = _ideas("Coding", 3) + [IdeaInput("u-h", "Uncertainty", ("Human",))]
+    ideas += [IdeaInput(f"u-a{k}", "Uncertainty", ("AI",)) for k in range(5)]
+    reviewers = [ReviewerInput(f"C{k}", ("Coding",), 4) for k in range(5)]
+    reviewers += [ReviewerInput(f"U{k}", ("Uncertainty",), 3) for k in range(3)]
+    reviewers.append(ReviewerInput("U9", ("Uncertainty",), 5))
     inputs = AssignmentInputs(ideas, CONDITIONS, reviewers, params=Parameters(seed=1))
     best = solve_assignment(inputs)
     assert best.feasible, best.explanation()
