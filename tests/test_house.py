@@ -1,6 +1,7 @@
 """House rules the code base keeps: test modules share builders through `tests/factories.py`
 and fixtures through `conftest.py`, never by importing one another; code comments and
-docstrings cite nothing outside the repository and no issue numbers."""
+docstrings cite nothing outside the repository and no issue numbers; no class shares its
+name with a model."""
 
 from __future__ import annotations
 
@@ -172,3 +173,67 @@ def test_the_database_refuses_inverted_ranges_and_a_judge_without_concurrency(db
     for field, value in [("concurrency", 0), ("max_attempts", 0), ("timeout_seconds", 0)]:
         with pytest.raises(IntegrityError), transaction.atomic():
             JudgeConfig.objects.create(name=f"bad-{field}", **{field: value})
+
+
+_CLASS_FACTORIES = {"NamedTuple", "namedtuple", "make_dataclass", "TypedDict", "type"}
+
+
+def _classes_defined(source: str) -> list[tuple[int, str]]:
+    """Every class a module defines, with `class` or with a class factory call
+    (`X = NamedTuple("X", …)`), at any depth."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            found.append((node.lineno, node.name))
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called in _CLASS_FACTORIES:
+                found += [(node.lineno, t.id) for t in node.targets if isinstance(t, ast.Name)]
+    return found
+
+
+def _name_clashes(model_homes: dict[str, str], sources: dict[str, str]) -> list[str]:
+    """Classes named like a model but defined outside the model's own module."""
+    clashes = []
+    for module, source in sources.items():
+        for line, name in _classes_defined(source):
+            if name in model_homes and model_homes[name] != module:
+                clashes.append(f"{module}:{line} defines {name}, a model in {model_homes[name]}")
+    return clashes
+
+
+def test_no_class_shares_its_name_with_a_model():
+    """A model, a dataclass and a form never share a name: `Idea` is the row, what the
+    solver is given is `IdeaInput`, what a form validates is an `…Form`."""
+    from django.apps import apps
+
+    model_homes = {
+        model.__name__: model.__module__
+        for label in ("studies", "judging")
+        for model in apps.get_app_config(label).get_models(include_auto_created=False)
+    }
+    sources = {
+        _module_name(path): path.read_text(encoding="utf-8")
+        for package in CODE_PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if "migrations" not in path.parts
+    }
+    clashes = _name_clashes(model_homes, sources)
+    assert not clashes, "rename the non-model class:\n" + "\n".join(clashes)
+
+
+def test_the_name_check_catches_a_dataclass_a_form_and_a_named_tuple():
+    homes = {"Idea": "studies.models", "Review": "studies.models", "Topic": "studies.models"}
+    sources = {
+        "studies.models": "class Idea(models.Model): pass\nclass Review(models.Model): pass",
+        "studies.protocol.x": "@dataclass\nclass Idea:\n    id: str",
+        "studies.forms": "class Review(forms.Form): pass",
+        "studies.analysis.y": "def f():\n    Topic = typing.NamedTuple('Topic', [])",
+    }
+    clashes = _name_clashes(homes, sources)
+    assert [c.split(" ")[0] for c in clashes] == [
+        "studies.protocol.x:2",
+        "studies.forms:1",
+        "studies.analysis.y:2",
+    ]
