@@ -25,7 +25,7 @@ from studies.views import EDITOR, VIEWER, get_study_for_member, role_by_method
 from .corpus import CorpusImportError, reference_corpora_for, reference_corpus_import
 from .forms import CorpusUploadForm, JudgeConfigForm, JudgeRunForm
 from .models import JudgeRun
-from .reports import judge_run_report
+from .run_report import judge_run_report
 from .services import (
     DEFAULT_PARAMS,
     STALE_AFTER,
