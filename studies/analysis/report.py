@@ -935,10 +935,24 @@ def _kind(j: JudgeData) -> str:
 def _agreement_tables(
     out: dict[str, Any], results: Sequence[tuple[JudgeData, dict[str, Any]]], metrics: list[str]
 ) -> list[dict[str, Any]]:
-    tables: list[dict[str, Any]] = []
     cols = [{"key": m, "label": m} for m in metrics]
+    return [
+        _consistency_table(out, results, metrics, cols),
+        _correlation_table(results, cols),
+        _top_k_table(results, cols),
+        _pairwise_table(out, results),
+        _diagnostics_table(results),
+        _krippendorff_table(out, results, metrics, cols),
+    ]
 
-    # 1. Si et al. consistency: judge vs human ceiling.
+
+def _consistency_table(
+    out: dict[str, Any],
+    results: Sequence[tuple[JudgeData, dict[str, Any]]],
+    metrics: list[str],
+    cols: list[dict[str, str]],
+) -> dict[str, Any]:
+    """Si et al. consistency: each judge against the human–human ceiling."""
     rows = []
     cells = {}
     for m in metrics:
@@ -995,18 +1009,20 @@ def _agreement_tables(
                 ci=(c.get("ci_low"), c.get("ci_high")),
             )
         rows.append(_row(j.key, j.label, _kind(j), cells))
-    tables.append(
-        {
-            "id": "consistency",
-            "title": "Consistency with the reviewers (Si et al. metric), judge vs. human ceiling",
-            "caption": "Balanced accuracy of top/bottom 25 % picks against a random half of "
-            "the reviewers; 50 % is chance. The ceiling row is the reviewers' own agreement.",
-            "columns": cols,
-            "rows": rows,
-        }
-    )
+    return {
+        "id": "consistency",
+        "title": "Consistency with the reviewers (Si et al. metric), judge vs. human ceiling",
+        "caption": "Balanced accuracy of top/bottom 25 % picks against a random half of "
+        "the reviewers; 50 % is chance. The ceiling row is the reviewers' own agreement.",
+        "columns": cols,
+        "rows": rows,
+    }
 
-    # 2. Rank correlation with the human mean.
+
+def _correlation_table(
+    results: Sequence[tuple[JudgeData, dict[str, Any]]], cols: list[dict[str, str]]
+) -> dict[str, Any]:
+    """Rank correlation of each judge with the human mean per idea."""
     rows = []
     for j, res in results:
         if "absolute" not in res:
@@ -1035,18 +1051,20 @@ def _agreement_tables(
                 reason=s.get("reason"),
             )
         rows.append(_row(j.key, j.label, _kind(j), cells))
-    tables.append(
-        {
-            "id": "correlation",
-            "title": "Rank correlation with the human mean per idea (Spearman ρ)",
-            "caption": "Kendall τ-b and Pearson r with their CIs are in report.json and "
-            "agreement.csv. No human–human row: a split-half ρ is not the same quantity.",
-            "columns": cols,
-            "rows": rows,
-        }
-    )
+    return {
+        "id": "correlation",
+        "title": "Rank correlation with the human mean per idea (Spearman ρ)",
+        "caption": "Kendall τ-b and Pearson r with their CIs are in report.json and "
+        "agreement.csv. No human–human row: a split-half ρ is not the same quantity.",
+        "columns": cols,
+        "rows": rows,
+    }
 
-    # 3. Top-k overlap.
+
+def _top_k_table(
+    results: Sequence[tuple[JudgeData, dict[str, Any]]], cols: list[dict[str, str]]
+) -> dict[str, Any]:
+    """Overlap of each judge's top ideas with the reviewers' top ideas."""
     rows = []
     for j, res in results:
         if "top_k" not in res:
@@ -1073,18 +1091,111 @@ def _agreement_tables(
             )
             cells[m]["k"] = t["k"]
         rows.append(_row(j.key, j.label, _kind(j), cells))
-    tables.append(
+    return {
+        "id": "top_k",
+        "title": "Top-25 % overlap with the reviewers' best ideas (as Si et al. Table 12)",
+        "caption": "Expected overlap of the two top-k sets; k is a quarter of the ideas "
+        "both scored.",
+        "columns": cols,
+        "rows": rows,
+    }
+
+
+def _pairwise_judge_cells(name: str, dim: str, block: dict[str, Any]) -> dict[str, Any]:
+    """One judge's pairwise cells on one dimension, against ratings and means."""
+    vr, vm = block["vs_human_ratings"], block["vs_human_means"]
+    cells: dict[str, Any] = {}
+    if vr.get("with_ties"):
+        n = vr["n"]
+        cells["ratings_acc"] = _cell(
+            vr["with_ties"]["accuracy"],
+            "pct",
+            f"{name}: share of the {n} reviewer pair ratings (of {vr['n_pairs']} judged "
+            "pairs) whose choice (either idea or tie) equals the judge's preference, "
+            "summed over both orders.",
+            n=n,
+            reason=vr.get("reason"),
+        )
+        cells["ratings_kappa"] = _cell(
+            vr["with_ties"]["kappa"],
+            "num3",
+            f"{name}: Cohen's κ over the same {n} ratings, three labels, each item "
+            "counted in both orientations of the pair.",
+            n=n,
+        )
+        nd = vr["without_ties"]["n"]
+        cells["ratings_acc_nt"] = _cell(
+            vr["without_ties"]["accuracy"],
+            "pct",
+            f"{name}: accuracy over the {nd} ratings where neither the judge nor the "
+            f"reviewer said tie ({vr['without_ties']['n_dropped']} dropped).",
+            n=nd,
+        )
+    else:
+        for key in ("ratings_acc", "ratings_kappa", "ratings_acc_nt"):
+            cells[key] = _cell(None, "pct", f"{name}: {vr.get('reason')}.", reason=vr.get("reason"))
+    if vm.get("with_ties"):
+        n = vm["n"]
+        cells["means_acc"] = _cell(
+            vm["with_ties"]["accuracy"],
+            "pct",
+            f"{name}: share of {n} judged pairs whose two ideas have reviews where the "
+            "judge's preference equals the idea with the higher human mean on "
+            f"{dim} (equal means = tie).",
+            n=n,
+            reason=vm.get("reason"),
+        )
+        cells["means_kappa"] = _cell(
+            vm["with_ties"]["kappa"],
+            "num3",
+            f"{name}: Cohen's κ over the same {n} pairs, each counted in both orientations.",
+            n=n,
+        )
+    else:
+        for key in ("means_acc", "means_kappa"):
+            cells[key] = _cell(None, "pct", f"{name}: {vm.get('reason')}.", reason=vm.get("reason"))
+    return cells
+
+
+def _pairwise_ceiling_row(dim: str, hh: dict[str, Any]) -> dict[str, Any]:
+    """The reviewer-vs-reviewer row of the pairwise table."""
+    n = hh["n"]
+    return _row(
+        "ceiling",
+        f"Human ceiling ({dim}: reviewer vs. reviewer)",
+        "ceiling",
         {
-            "id": "top_k",
-            "title": "Top-25 % overlap with the reviewers' best ideas (as Si et al. Table 12)",
-            "caption": "Expected overlap of the two top-k sets; k is a quarter of the ideas "
-            "both scored.",
-            "columns": cols,
-            "rows": rows,
-        }
+            "ratings_acc": _cell(
+                hh["with_ties"]["accuracy"],
+                "pct",
+                f"Human–human: over {hh['n_pairs']} pairs rated by two or more "
+                f"reviewers, the share of the {n} reviewer couples choosing the "
+                "same (either idea or tie).",
+                n=n,
+                reason=hh.get("reason"),
+            ),
+            "ratings_kappa": _cell(
+                hh["with_ties"]["kappa"],
+                "num3",
+                f"Human–human Cohen's κ over the same {n} couples, both rater "
+                "orders and both pair orientations.",
+                n=n,
+            ),
+            "ratings_acc_nt": _cell(
+                hh["without_ties"]["accuracy"],
+                "pct",
+                f"Human–human accuracy over the {hh['without_ties']['n']} couples "
+                "where neither said tie.",
+                n=hh["without_ties"]["n"],
+            ),
+        },
     )
 
-    # 4. Pairwise verdicts.
+
+def _pairwise_table(
+    out: dict[str, Any], results: Sequence[tuple[JudgeData, dict[str, Any]]]
+) -> dict[str, Any]:
+    """Pairwise verdicts of each judge against reviewer ratings and means."""
     pcols = [
         {"key": "ratings_acc", "label": "vs. ratings: accuracy"},
         {"key": "ratings_kappa", "label": "κ"},
@@ -1096,119 +1207,31 @@ def _agreement_tables(
     hh_done = False
     for j, res in results:
         for dim, block in (res.get("pairwise") or {}).get("by_dimension", {}).items():
-            vr, vm = block["vs_human_ratings"], block["vs_human_means"]
-            cells = {}
             name = f"{j.label} ({dim})"
-            if vr.get("with_ties"):
-                n = vr["n"]
-                cells["ratings_acc"] = _cell(
-                    vr["with_ties"]["accuracy"],
-                    "pct",
-                    f"{name}: share of the {n} reviewer pair ratings (of {vr['n_pairs']} judged "
-                    "pairs) whose choice (either idea or tie) equals the judge's preference, "
-                    "summed over both orders.",
-                    n=n,
-                    reason=vr.get("reason"),
-                )
-                cells["ratings_kappa"] = _cell(
-                    vr["with_ties"]["kappa"],
-                    "num3",
-                    f"{name}: Cohen's κ over the same {n} ratings, three labels, each item "
-                    "counted in both orientations of the pair.",
-                    n=n,
-                )
-                nd = vr["without_ties"]["n"]
-                cells["ratings_acc_nt"] = _cell(
-                    vr["without_ties"]["accuracy"],
-                    "pct",
-                    f"{name}: accuracy over the {nd} ratings where neither the judge nor the "
-                    f"reviewer said tie ({vr['without_ties']['n_dropped']} dropped).",
-                    n=nd,
-                )
-            else:
-                for key in ("ratings_acc", "ratings_kappa", "ratings_acc_nt"):
-                    cells[key] = _cell(
-                        None, "pct", f"{name}: {vr.get('reason')}.", reason=vr.get("reason")
-                    )
-            if vm.get("with_ties"):
-                n = vm["n"]
-                cells["means_acc"] = _cell(
-                    vm["with_ties"]["accuracy"],
-                    "pct",
-                    f"{name}: share of {n} judged pairs whose two ideas have reviews where the "
-                    "judge's preference equals the idea with the higher human mean on "
-                    f"{dim} (equal means = tie).",
-                    n=n,
-                    reason=vm.get("reason"),
-                )
-                cells["means_kappa"] = _cell(
-                    vm["with_ties"]["kappa"],
-                    "num3",
-                    f"{name}: Cohen's κ over the same {n} pairs, each counted in both "
-                    "orientations.",
-                    n=n,
-                )
-            else:
-                for key in ("means_acc", "means_kappa"):
-                    cells[key] = _cell(
-                        None, "pct", f"{name}: {vm.get('reason')}.", reason=vm.get("reason")
-                    )
+            cells = _pairwise_judge_cells(name, dim, block)
             rows.append(_row(f"{j.key}:{dim}", name, _kind(j), cells))
             hh = block.get("human_human") or {}
             if not hh_done and hh.get("with_ties"):
                 hh_done = True
-                n = hh["n"]
-                rows.insert(
-                    0,
-                    _row(
-                        "ceiling",
-                        f"Human ceiling ({dim}: reviewer vs. reviewer)",
-                        "ceiling",
-                        {
-                            "ratings_acc": _cell(
-                                hh["with_ties"]["accuracy"],
-                                "pct",
-                                f"Human–human: over {hh['n_pairs']} pairs rated by two or more "
-                                f"reviewers, the share of the {n} reviewer couples choosing the "
-                                "same (either idea or tie).",
-                                n=n,
-                                reason=hh.get("reason"),
-                            ),
-                            "ratings_kappa": _cell(
-                                hh["with_ties"]["kappa"],
-                                "num3",
-                                f"Human–human Cohen's κ over the same {n} couples, both rater "
-                                "orders and both pair orientations.",
-                                n=n,
-                            ),
-                            "ratings_acc_nt": _cell(
-                                hh["without_ties"]["accuracy"],
-                                "pct",
-                                f"Human–human accuracy over the {hh['without_ties']['n']} couples "
-                                "where neither said tie.",
-                                n=hh["without_ties"]["n"],
-                            ),
-                        },
-                    ),
-                )
-    tables.append(
-        {
-            "id": "pairwise",
-            "title": "Pairwise verdicts against the reviewers",
-            "caption": "The judge's preference per pair is its verdicts summed over both "
-            "orders (a verdict that flips with the order is a tie). "
-            + (
-                ""
-                if out["human_pairs"]["n_ratings"]
-                else "The study has no reviewer pair ratings, so only the comparison with "
-                "human means is possible."
-            ),
-            "columns": pcols,
-            "rows": rows,
-        }
-    )
+                rows.insert(0, _pairwise_ceiling_row(dim, hh))
+    return {
+        "id": "pairwise",
+        "title": "Pairwise verdicts against the reviewers",
+        "caption": "The judge's preference per pair is its verdicts summed over both "
+        "orders (a verdict that flips with the order is a tie). "
+        + (
+            ""
+            if out["human_pairs"]["n_ratings"]
+            else "The study has no reviewer pair ratings, so only the comparison with "
+            "human means is possible."
+        ),
+        "columns": pcols,
+        "rows": rows,
+    }
 
-    # 5. Diagnostics.
+
+def _diagnostics_table(results: Sequence[tuple[JudgeData, dict[str, Any]]]) -> dict[str, Any]:
+    """Position and length biases, parse failures and cost of each stored run."""
     dcols = [
         {"key": "position", "label": "position consistency"},
         {"key": "first", "label": "first-position wins"},
@@ -1277,17 +1300,22 @@ def _agreement_tables(
             reason=cost.get("reason"),
         )
         rows.append(_row(j.key, j.label, _kind(j), cells))
-    tables.append(
-        {
-            "id": "diagnostics",
-            "title": "Judge diagnostics",
-            "caption": "Biases and failure rates of each stored run.",
-            "columns": dcols,
-            "rows": rows,
-        }
-    )
+    return {
+        "id": "diagnostics",
+        "title": "Judge diagnostics",
+        "caption": "Biases and failure rates of each stored run.",
+        "columns": dcols,
+        "rows": rows,
+    }
 
-    # 6. Krippendorff's alpha.
+
+def _krippendorff_table(
+    out: dict[str, Any],
+    results: Sequence[tuple[JudgeData, dict[str, Any]]],
+    metrics: list[str],
+    cols: list[dict[str, str]],
+) -> dict[str, Any]:
+    """Krippendorff's α among the reviewers, and with each judge as one more rater."""
     rows = []
     cells = {}
     for m in metrics:
@@ -1325,16 +1353,13 @@ def _agreement_tables(
             )
         if cells:
             rows.append(_row(key, f"+ {j.label}", _kind(j), cells))
-    tables.append(
-        {
-            "id": "krippendorff",
-            "title": "Krippendorff's α (ordinal), reviewers and each judge as one more rater",
-            "caption": "",
-            "columns": cols,
-            "rows": rows,
-        }
-    )
-    return tables
+    return {
+        "id": "krippendorff",
+        "title": "Krippendorff's α (ordinal), reviewers and each judge as one more rater",
+        "caption": "",
+        "columns": cols,
+        "rows": rows,
+    }
 
 
 def agreement_rows(report: dict[str, Any]) -> pd.DataFrame:
