@@ -102,47 +102,8 @@ def software_versions() -> dict[str, str]:
     }
 
 
-def build_report(
-    df: pd.DataFrame,
-    *,
-    metrics: Sequence[str],
-    baseline: str,
-    conditions: Sequence[str],
-    options: ReportOptions = ReportOptions(),
-    progress: Progress | None = None,
-    judges: Sequence[JudgeData] = (),
-    human_pairs: pd.DataFrame | None = None,
-    baselines: Mapping[str, Any] | None = None,
-    plan: AnalysisPlan | None = None,
-    registered: AnalysisPlan | None = None,
-) -> dict[str, Any]:
-    """Every table, test and model of the report, computed from one analysis frame.
-
-    `judges` (stored runs and report-computed baselines) and `human_pairs` feed the
-    agreement section; `baselines` says per no-LLM baseline whether it could run.
-    `plan` decides sidedness and multiple testing (the default plan: two-sided,
-    Bonferroni over the metrics); `registered` is the frozen plan, whose results are
-    shown beside the current plan's when the two differ.
-    """
-    plan = plan or AnalysisPlan()
-    metrics = list(metrics)
-    conditions = [c for c in conditions if c in set(df["condition"])]
-    if baseline not in conditions:
-        raise ValueError(
-            f"baseline condition {baseline!r} has no reviews (conditions: {conditions})"
-        )
-    steps = 8 + len(metrics) + 1
-    step = 0
-    timings: dict[str, float] = {}
-
-    def tick(message: str) -> None:
-        nonlocal step
-        if progress is not None:
-            progress(step, steps, message)
-        step += 1
-
-    uniq = unique_reviews(df)
-    reviewers = has_reviewer_ids(df)
+def _data_notes(df: pd.DataFrame, uniq: pd.DataFrame, reviewers: bool) -> list[str]:
+    """The report's opening notes on what the rows are and what the data lacks."""
     n_copies = len(df) - len(uniq)
     notes = [
         f"{len(df)} rows: one per review × condition. {len(uniq)} unique reviews"
@@ -161,25 +122,36 @@ def build_report(
             "The data has no reviewer ids, so Test 3 (per-reviewer differences) and the "
             "reviewer random effect cannot be computed; no reviewers are invented."
         )
+    return notes
 
-    t0 = time.perf_counter()
-    tick("descriptive statistics")
-    summary = desc.summarize(df, metrics, conditions)
-    idea_means = df.groupby(["condition", "idea_id"], as_index=False)[metrics].mean()
-    idea_means["review_id"] = idea_means["condition"] + "/" + idea_means["idea_id"]
-    idea_means["topic"] = df.groupby(["condition", "idea_id"])["topic"].first().to_numpy()
-    summary_by_idea = desc.summarize(idea_means, metrics, conditions)
-    timings["descriptives"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    tick("Tests 1-3 (Welch, Bonferroni)")
-    by_review = hyp.test_by_review(df, metrics, baseline=baseline, conditions=conditions)
-    by_idea = hyp.test_by_idea(df, metrics, baseline=baseline, conditions=conditions)
-    by_reviewer = hyp.test_by_reviewer(df, metrics, baseline=baseline, conditions=conditions)
-    timings["tests"] = time.perf_counter() - t0
+def _data_counts(
+    df: pd.DataFrame, uniq: pd.DataFrame, reviewers: bool, conditions: list[str]
+) -> dict[str, Any]:
+    """How many rows, reviews, ideas, topics and reviewers the report rests on."""
+    return {
+        "rows": len(df),
+        "unique_reviews": len(uniq),
+        "ideas": int(df["idea_id"].nunique()),
+        "topics": int(df["topic"].nunique()),
+        "reviewers": int(df["reviewer_id"].dropna().nunique()) if reviewers else 0,
+        "flagged_rows": int(df["flagged"].sum()) if "flagged" in df else 0,
+        "rows_per_condition": {c: int((df["condition"] == c).sum()) for c in conditions},
+    }
 
+
+def _mixed_section(
+    df: pd.DataFrame,
+    *,
+    metrics: list[str],
+    baseline: str,
+    options: ReportOptions,
+    plan: AnalysisPlan,
+    tick: Callable[[str], None],
+) -> tuple[dict[str, Any], str]:
+    """The mixed-model fits per metric, their sensitivity fits and the model's description;
+    also the idea unit the fits used."""
     mixed: dict[str, Any] = {"fits": {}, "engine_requested": options.mixed_engine}
-    t0 = time.perf_counter()
     from .mixed import fit_mixed
 
     # The idea random effect is the idea as it appears in a condition (one id per condition,
@@ -240,41 +212,30 @@ def build_report(
             "sensitivity fits give each distinct idea one effect shared across conditions, "
             "so the repeated reviews of one idea count as one idea's."
         )
-    timings["mixed_effects"] = time.perf_counter() - t0
-    plan_section = planned_tests(
-        {"by_review": by_review, "by_idea": by_idea, "by_reviewer": by_reviewer},
-        mixed["fits"],
-        plan=plan,
-        registered=registered,
-        metrics=metrics,
-        baseline=baseline,
-    )
+    return mixed, idea_unit
 
-    t0 = time.perf_counter()
-    tick("ordinal check (cumulative-link mixed model)")
-    ordinal = build_ordinal(
-        df, metrics=metrics, baseline=baseline, idea_unit=idea_unit, options=options
-    )
-    timings["ordinal"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    tick("metric correlations")
-    correlations = {
+def _correlations_section(df: pd.DataFrame, metrics: list[str], n_unique: int) -> dict[str, Any]:
+    """Metric correlations over all rows and over unique reviews."""
+    return {
         "method": "pearson",
         "rows": {"n": len(df), "matrix": _matrix(desc.correlations(df, metrics, rows="all"))},
         "unique_reviews": {
-            "n": len(uniq),
+            "n": n_unique,
             "matrix": _matrix(desc.correlations(df, metrics, rows="unique")),
         },
         "spearman_unique_reviews": {
-            "n": len(uniq),
+            "n": n_unique,
             "matrix": _matrix(desc.correlations(df, metrics, "spearman", rows="unique")),
         },
     }
-    timings["correlations"] = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    tick("inter-reviewer consistency and reliability")
+
+def _consistency_section(
+    df: pd.DataFrame, *, metrics: list[str], options: ReportOptions, notes: list[str]
+) -> dict[str, Any]:
+    """Inter-reviewer consistency per metric; a note is added to `notes` when the
+    resampling draws are reduced for a large study."""
     consistency: dict[str, Any] = {"available": True, "by_metric": {}}
     try:
         main_metric = (
@@ -329,17 +290,153 @@ def build_report(
         )
     except ValueError as exc:
         consistency = {"available": False, "reason": str(exc), "by_metric": {}}
-    reliability = {
+    return consistency
+
+
+def _reliability_section(df: pd.DataFrame, metrics: list[str], n_unique: int) -> dict[str, Any]:
+    """Krippendorff's α per metric on unique reviews."""
+    return {
         "krippendorff_alpha": {
             m: {
                 "interval": json_float(cons.krippendorff_alpha(df, m, "interval", rows="unique")),
                 "ordinal": json_float(cons.krippendorff_alpha(df, m, "ordinal", rows="unique")),
                 "rows": "unique reviews, units = ideas",
-                "n": len(uniq),
+                "n": n_unique,
             }
             for m in metrics
         }
     }
+
+
+def _comparison_sections(
+    df: pd.DataFrame,
+    *,
+    metrics: list[str],
+    baseline: str,
+    conditions: list[str],
+    options: ReportOptions,
+    plan: AnalysisPlan,
+    registered: AnalysisPlan | None,
+    tick: Callable[[str], None],
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    """The condition comparisons: summaries, Tests 1-3, the mixed and ordinal models and
+    the planned tests, keyed as in the report; each stage's time goes to `timings`."""
+    t0 = time.perf_counter()
+    tick("descriptive statistics")
+    summary = desc.summarize(df, metrics, conditions)
+    idea_means = df.groupby(["condition", "idea_id"], as_index=False)[metrics].mean()
+    idea_means["review_id"] = idea_means["condition"] + "/" + idea_means["idea_id"]
+    idea_means["topic"] = df.groupby(["condition", "idea_id"])["topic"].first().to_numpy()
+    summary_by_idea = desc.summarize(idea_means, metrics, conditions)
+    timings["descriptives"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    tick("Tests 1-3 (Welch, Bonferroni)")
+    by_review = hyp.test_by_review(df, metrics, baseline=baseline, conditions=conditions)
+    by_idea = hyp.test_by_idea(df, metrics, baseline=baseline, conditions=conditions)
+    by_reviewer = hyp.test_by_reviewer(df, metrics, baseline=baseline, conditions=conditions)
+    timings["tests"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    mixed, idea_unit = _mixed_section(
+        df, metrics=metrics, baseline=baseline, options=options, plan=plan, tick=tick
+    )
+    timings["mixed_effects"] = time.perf_counter() - t0
+    plan_section = planned_tests(
+        {"by_review": by_review, "by_idea": by_idea, "by_reviewer": by_reviewer},
+        mixed["fits"],
+        plan=plan,
+        registered=registered,
+        metrics=metrics,
+        baseline=baseline,
+    )
+
+    t0 = time.perf_counter()
+    tick("ordinal check (cumulative-link mixed model)")
+    ordinal = build_ordinal(
+        df, metrics=metrics, baseline=baseline, idea_unit=idea_unit, options=options
+    )
+    timings["ordinal"] = time.perf_counter() - t0
+
+    return {
+        "summary": {
+            "by_review": _records(summary),
+            "by_idea": _records(summary_by_idea),
+        },
+        "by_review": by_review,
+        "by_idea": by_idea,
+        "by_reviewer": by_reviewer,
+        "plan": plan_section,
+        "mixed_effects": mixed,
+        "ordinal": ordinal,
+    }
+
+
+def build_report(
+    df: pd.DataFrame,
+    *,
+    metrics: Sequence[str],
+    baseline: str,
+    conditions: Sequence[str],
+    options: ReportOptions = ReportOptions(),
+    progress: Progress | None = None,
+    judges: Sequence[JudgeData] = (),
+    human_pairs: pd.DataFrame | None = None,
+    baselines: Mapping[str, Any] | None = None,
+    plan: AnalysisPlan | None = None,
+    registered: AnalysisPlan | None = None,
+) -> dict[str, Any]:
+    """Every table, test and model of the report, computed from one analysis frame.
+
+    `judges` (stored runs and report-computed baselines) and `human_pairs` feed the
+    agreement section; `baselines` says per no-LLM baseline whether it could run.
+    `plan` decides sidedness and multiple testing (the default plan: two-sided,
+    Bonferroni over the metrics); `registered` is the frozen plan, whose results are
+    shown beside the current plan's when the two differ.
+    """
+    plan = plan or AnalysisPlan()
+    metrics = list(metrics)
+    conditions = [c for c in conditions if c in set(df["condition"])]
+    if baseline not in conditions:
+        raise ValueError(
+            f"baseline condition {baseline!r} has no reviews (conditions: {conditions})"
+        )
+    steps = 8 + len(metrics) + 1
+    step = 0
+    timings: dict[str, float] = {}
+
+    def tick(message: str) -> None:
+        nonlocal step
+        if progress is not None:
+            progress(step, steps, message)
+        step += 1
+
+    uniq = unique_reviews(df)
+    reviewers = has_reviewer_ids(df)
+    notes = _data_notes(df, uniq, reviewers)
+
+    comparisons = _comparison_sections(
+        df,
+        metrics=metrics,
+        baseline=baseline,
+        conditions=conditions,
+        options=options,
+        plan=plan,
+        registered=registered,
+        tick=tick,
+        timings=timings,
+    )
+
+    t0 = time.perf_counter()
+    tick("metric correlations")
+    correlations = _correlations_section(df, metrics, len(uniq))
+    timings["correlations"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    tick("inter-reviewer consistency and reliability")
+    consistency = _consistency_section(df, metrics=metrics, options=options, notes=notes)
+    reliability = _reliability_section(df, metrics, len(uniq))
     timings["consistency"] = time.perf_counter() - t0
 
     tick("per-topic breakdown, review quality, assignment")
@@ -368,26 +465,9 @@ def build_report(
         "metrics": metrics,
         "conditions": conditions,
         "baseline": baseline,
-        "data": {
-            "rows": len(df),
-            "unique_reviews": len(uniq),
-            "ideas": int(df["idea_id"].nunique()),
-            "topics": int(df["topic"].nunique()),
-            "reviewers": int(df["reviewer_id"].dropna().nunique()) if reviewers else 0,
-            "flagged_rows": int(df["flagged"].sum()) if "flagged" in df else 0,
-            "rows_per_condition": {c: int((df["condition"] == c).sum()) for c in conditions},
-        },
+        "data": _data_counts(df, uniq, reviewers, conditions),
         "notes": notes,
-        "summary": {
-            "by_review": _records(summary),
-            "by_idea": _records(summary_by_idea),
-        },
-        "by_review": by_review,
-        "by_idea": by_idea,
-        "by_reviewer": by_reviewer,
-        "plan": plan_section,
-        "mixed_effects": mixed,
-        "ordinal": ordinal,
+        **comparisons,
         "correlations": correlations,
         "consistency": consistency,
         "reliability": reliability,
