@@ -860,6 +860,116 @@ def computed_baselines(
     return out, status
 
 
+def _agreement_ceiling(
+    df: pd.DataFrame,
+    *,
+    metrics: list[str],
+    judges: Sequence[JudgeData],
+    consistency: Mapping[str, Any],
+    o: ReportOptions,
+) -> dict[str, Any]:
+    """The human ceiling per metric: human-human split-half consistency on all ideas.
+
+    The headline metric's value (with CI) comes from the consistency section; the others
+    get a CI here. A CI for a non-headline metric is only worth its cost where a judge
+    scored it."""
+    from . import agreement as ag
+
+    judged = {
+        str(m)
+        for j in judges
+        if not j.computed and j.judge_scores is not None
+        for m in j.judge_scores["metric"].unique()
+    }
+    ceiling: dict[str, Any] = {}
+    for m in metrics:
+        known = (consistency.get("by_metric") or {}).get(m, {}).get("all")
+        if known is None or (known.get("ci_low") is None and m in judged):
+            try:
+                # Draws shrink past 1,500 idea units, as for each judge (agreement.py).
+                units = int(df.groupby(["condition", "idea_id"]).ngroups)
+                known = cons.inter_reviewer_consistency(
+                    df,
+                    m,
+                    rows="all",
+                    n_splits=ag.scaled_draws(o.consistency_splits, units),
+                    n_bootstrap=ag.scaled_draws(o.agreement_bootstrap, units),
+                    n_permutations=0,
+                    splits_per_resample=max(1, round(10 * min(1.0, ag.SCALE_UNITS / units))),
+                    seed=o.seed,
+                )
+            except ValueError as exc:
+                known = {"balanced_accuracy": None, "reason": str(exc)}
+        ceiling[m] = known
+    return ceiling
+
+
+def _judge_agreement_entry(
+    df: pd.DataFrame,
+    j: JudgeData,
+    *,
+    metrics: list[str],
+    head: str,
+    human_pairs: pd.DataFrame | None,
+    o: ReportOptions,
+    ceilings: dict[Any, Any],
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """One judge's entry in the agreement section, and its result when it could be
+    computed (None when the run has nothing to compare or the comparison failed)."""
+    from . import agreement as ag
+
+    scores = j.judge_scores
+    if scores is not None:
+        scores = scores[scores["metric"].isin(metrics)]
+        if j.computed:
+            scores = scores[scores["metric"] == head]
+        if scores.empty:
+            scores = None
+    entry: dict[str, Any] = {
+        "key": j.key,
+        "label": j.label,
+        "method": j.method,
+        "baseline": j.baseline,
+        "computed_in_report": j.computed,
+        "model": j.model,
+        "info": j.info,
+    }
+    if scores is None and j.judge_pairs is None:
+        entry.update(available=False, reason="the run produced no score on a form metric")
+        return entry, None
+    try:
+        res = ag.judge_agreement(
+            df,
+            judge_scores=scores,
+            judge_pairs=j.judge_pairs if j.judge_pairs is not None and len(j.judge_pairs) else None,
+            human_pairs=human_pairs,
+            metrics=None if scores is None else [m for m in metrics if m in set(scores["metric"])],
+            lengths=j.lengths,
+            rows="all",
+            n_splits=o.agreement_splits,
+            n_bootstrap=o.agreement_bootstrap,
+            n_permutations=o.agreement_permutations,
+            seed=o.seed,
+            ceiling_cache=ceilings,
+        )
+    except ValueError as exc:
+        entry.update(available=False, reason=str(exc))
+        return entry, None
+    entry.update(available=True, reason=None, result=res)
+    return entry, res
+
+
+def _number_footnotes(tables: list[dict[str, Any]]) -> list[str]:
+    """Give every cell of `tables` its footnote number; the footnotes in that order."""
+    notes: list[str] = []
+    for table in tables:
+        for row in table["rows"]:
+            for cell in row["cells"].values():
+                notes.append(cell["how"])
+                cell["note"] = len(notes)
+    return notes
+
+
 def build_agreement(
     df: pd.DataFrame,
     *,
@@ -902,86 +1012,19 @@ def build_agreement(
         "tables": [],
     }
 
-    # The ceiling: human-human split-half consistency on all ideas. The headline metric's
-    # value (with CI) comes from the consistency section; the others get a CI here.
-    # A CI for a non-headline metric is only worth its cost where a judge scored it.
-    judged = {
-        str(m)
-        for j in judges
-        if not j.computed and j.judge_scores is not None
-        for m in j.judge_scores["metric"].unique()
-    }
-    ceiling: dict[str, Any] = {}
-    for m in metrics:
-        known = (consistency.get("by_metric") or {}).get(m, {}).get("all")
-        if known is None or (known.get("ci_low") is None and m in judged):
-            try:
-                # Draws shrink past 1,500 idea units, as for each judge (agreement.py).
-                units = int(df.groupby(["condition", "idea_id"]).ngroups)
-                known = cons.inter_reviewer_consistency(
-                    df,
-                    m,
-                    rows="all",
-                    n_splits=ag.scaled_draws(o.consistency_splits, units),
-                    n_bootstrap=ag.scaled_draws(o.agreement_bootstrap, units),
-                    n_permutations=0,
-                    splits_per_resample=max(1, round(10 * min(1.0, ag.SCALE_UNITS / units))),
-                    seed=o.seed,
-                )
-            except ValueError as exc:
-                known = {"balanced_accuracy": None, "reason": str(exc)}
-        ceiling[m] = known
-    out["ceiling"] = ceiling
+    out["ceiling"] = _agreement_ceiling(
+        df, metrics=metrics, judges=judges, consistency=consistency, o=o
+    )
 
     results: list[tuple[JudgeData, dict[str, Any]]] = []
     ceilings: dict[Any, Any] = {}  # the human ceiling, once per metric for all judges
     for j in judges:
-        scores = j.judge_scores
-        if scores is not None:
-            scores = scores[scores["metric"].isin(metrics)]
-            if j.computed:
-                scores = scores[scores["metric"] == head]
-            if scores.empty:
-                scores = None
-        entry: dict[str, Any] = {
-            "key": j.key,
-            "label": j.label,
-            "method": j.method,
-            "baseline": j.baseline,
-            "computed_in_report": j.computed,
-            "model": j.model,
-            "info": j.info,
-        }
-        if scores is None and j.judge_pairs is None:
-            entry.update(available=False, reason="the run produced no score on a form metric")
-            out["judges"].append(entry)
-            continue
-        try:
-            res = ag.judge_agreement(
-                df,
-                judge_scores=scores,
-                judge_pairs=j.judge_pairs
-                if j.judge_pairs is not None and len(j.judge_pairs)
-                else None,
-                human_pairs=human_pairs,
-                metrics=None
-                if scores is None
-                else [m for m in metrics if m in set(scores["metric"])],
-                lengths=j.lengths,
-                rows="all",
-                n_splits=o.agreement_splits,
-                n_bootstrap=o.agreement_bootstrap,
-                n_permutations=o.agreement_permutations,
-                seed=o.seed,
-                ceiling_cache=ceilings,
-            )
-        except ValueError as exc:
-            entry.update(available=False, reason=str(exc))
-            out["judges"].append(entry)
-            continue
-        entry.update(available=True, reason=None, result=res)
+        entry, res = _judge_agreement_entry(
+            df, j, metrics=metrics, head=head, human_pairs=human_pairs, o=o, ceilings=ceilings
+        )
         out["judges"].append(entry)
-        results.append((j, res))
+        if res is not None:
+            results.append((j, res))
 
     alpha_judges = {
         j.key: j.judge_scores for j, _ in results if j.judge_scores is not None and not j.computed
@@ -994,13 +1037,7 @@ def build_agreement(
         "n_reviewers": 0 if human_pairs is None else int(human_pairs["reviewer_id"].nunique()),
     }
     out["tables"] = _agreement_tables(out, results, metrics)
-    notes: list[str] = []
-    for table in out["tables"]:
-        for row in table["rows"]:
-            for cell in row["cells"].values():
-                notes.append(cell["how"])
-                cell["note"] = len(notes)
-    out["footnotes"] = notes
+    out["footnotes"] = _number_footnotes(out["tables"])
     return out
 
 
