@@ -389,6 +389,161 @@ def _run_batches(
     return np.concatenate(judge_means), np.concatenate(human_means)
 
 
+def _judged_units(
+    frame: pd.DataFrame, judge: pd.Series, metric: str, rows: Rows
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The review matrix of the units whose idea the judge scored (units x review slots),
+    those units' idea ids, and which of all the units had a judge score."""
+    wide = score_matrix(frame, metric, rows=rows)
+    unit_ideas = (
+        wide.index.get_level_values("idea_id") if rows == "all" else wide.index
+    ).to_numpy()
+    # A hash lookup: np.isin sorts object arrays, seconds at 10,000 ideas.
+    has_judge = pd.Index(unit_ideas).isin(judge.index)
+    wide, unit_ideas = wide[has_judge], unit_ideas[has_judge]
+    P = wide.to_numpy(float)
+    # Drop slots that are empty for every remaining unit.
+    P = P[:, ~np.all(np.isnan(P), axis=0)] if P.size else P
+    return P, unit_ideas, has_judge
+
+
+def _too_few_judged_units(n_units: int, top_fraction: float) -> str:
+    """Why the judge's consistency cannot be computed on `n_units` units."""
+    need = int(math.ceil(1 / top_fraction))
+    return (
+        "no idea has both a judge score and >= 2 human reviews"
+        if n_units == 0
+        else f"{n_units} units with a judge score and >= 2 reviews are too few to pick a "
+        f"top {top_fraction:.0%} (need at least {need})"
+    )
+
+
+def _judge_observed(
+    out: dict[str, Any],
+    *,
+    P: np.ndarray,
+    codes: np.ndarray,
+    rng: np.random.Generator,
+    top_fraction: float,
+    n_splits: int,
+    n_bootstrap: int,
+    n_permutations: int,
+    splits_per_resample: int,
+    confidence: float,
+) -> float:
+    """Fill `out` with the judge's and the paired human accuracy over the splits (the
+    resampled figures left empty); the judge's mean balanced accuracy."""
+    n_units = P.shape[0]
+    slots = P.T[:, None, :]
+
+    def observed(m: int) -> tuple[np.ndarray, np.ndarray]:
+        return np.broadcast_to(slots, (P.shape[1], m, n_units)), np.broadcast_to(
+            codes, (m, n_units)
+        )
+
+    judge_acc, human_acc = _run_batches(observed, n_splits, 1, rng, top_fraction, n_units)
+    acc = float(judge_acc.mean())
+    out.update(
+        {
+            "balanced_accuracy": acc,
+            "split_sd": json_float(judge_acc.std(ddof=1)) if n_splits > 1 else None,
+            "split_low": json_float(np.quantile(judge_acc, 0.025)),
+            "split_high": json_float(np.quantile(judge_acc, 0.975)),
+            "human_same_splits": float(human_acc.mean()),
+            "difference": float(acc - human_acc.mean()),
+            "confidence": confidence,
+            "n_bootstrap": n_bootstrap,
+            "splits_per_resample": splits_per_resample,
+            "ci_low": None,
+            "ci_high": None,
+            "difference_ci_low": None,
+            "difference_ci_high": None,
+            "n_permutations": n_permutations,
+            "null_mean": None,
+            "p_value": None,
+        }
+    )
+    return acc
+
+
+def _judge_resampling(
+    out: dict[str, Any],
+    *,
+    P: np.ndarray,
+    codes: np.ndarray,
+    rng: np.random.Generator,
+    acc: float,
+    top_fraction: float,
+    n_bootstrap: int,
+    n_permutations: int,
+    splits_per_resample: int,
+    confidence: float,
+) -> None:
+    """Fill `out` with the bootstrap CIs over units and the permutation p-value."""
+    n_units = P.shape[0]
+    slots = P.T[:, None, :]
+    if n_bootstrap > 0:
+
+        def resampled(m: int) -> tuple[np.ndarray, np.ndarray]:
+            idx = rng.integers(0, n_units, size=(m, n_units))
+            return P.T[:, idx], codes[idx]
+
+        bj, bh = _run_batches(
+            resampled, n_bootstrap, splits_per_resample, rng, top_fraction, n_units
+        )
+        out["ci_low"], out["ci_high"] = _interval(bj, confidence)
+        out["difference_ci_low"], out["difference_ci_high"] = _interval(bj - bh, confidence)
+    if n_permutations > 0:
+
+        def permuted(m: int) -> tuple[np.ndarray, np.ndarray]:
+            shuffled = rng.permuted(np.broadcast_to(codes, (m, n_units)), axis=1)
+            return np.broadcast_to(slots, (P.shape[1], m, n_units)), shuffled
+
+        null, _ = _run_batches(
+            permuted, n_permutations, splits_per_resample, rng, top_fraction, n_units
+        )
+        out["null_mean"] = json_float(null.mean())
+        out["p_value"] = float((1 + np.sum(null >= acc - 1e-12)) / (1 + n_permutations))
+
+
+def _judge_ceiling(
+    frame: pd.DataFrame,
+    judge: pd.Series,
+    metric: str,
+    *,
+    rows: Rows,
+    top_fraction: float,
+    n_splits: int,
+    n_bootstrap: int,
+    splits_per_resample: int,
+    confidence: float,
+    seed: int,
+    ceiling_cache: dict[Any, Any] | None,
+) -> dict[str, Any]:
+    """The human-human consistency on the judged ideas, from `ceiling_cache` when another
+    judge with the same ideas and settings has computed it."""
+    ideas = np.sort(judge.index.astype(str).to_numpy())
+    key = (
+        metric, rows, top_fraction, n_splits, n_bootstrap, splits_per_resample,
+        confidence, seed, hashlib.sha256("\x1f".join(ideas).encode()).hexdigest(),
+    )  # fmt: skip
+    cache = ceiling_cache if ceiling_cache is not None else {}
+    if key not in cache:
+        cache[key] = inter_reviewer_consistency(
+            frame[frame["idea_id"].isin(judge.index)],
+            metric,
+            rows=rows,
+            top_fraction=top_fraction,
+            n_splits=n_splits,
+            n_bootstrap=n_bootstrap,
+            n_permutations=0,
+            splits_per_resample=splits_per_resample,
+            confidence=confidence,
+            seed=seed,
+        )
+    return cache[key]
+
+
 def judge_consistency(
     frame: pd.DataFrame,
     judge_scores: pd.DataFrame,
@@ -434,16 +589,7 @@ def judge_consistency(
     if n_splits < 1 or splits_per_resample < 1:
         raise ValueError("n_splits and splits_per_resample must be >= 1")
     judge = judge_idea_scores(judge_scores, metric)
-    wide = score_matrix(frame, metric, rows=rows)
-    unit_ideas = (
-        wide.index.get_level_values("idea_id") if rows == "all" else wide.index
-    ).to_numpy()
-    # A hash lookup: np.isin sorts object arrays, seconds at 10,000 ideas.
-    has_judge = pd.Index(unit_ideas).isin(judge.index)
-    wide, unit_ideas = wide[has_judge], unit_ideas[has_judge]
-    P = wide.to_numpy(float)
-    # Drop slots that are empty for every remaining unit.
-    P = P[:, ~np.all(np.isnan(P), axis=0)] if P.size else P
+    P, unit_ideas, has_judge = _judged_units(frame, judge, metric, rows)
     n_units = P.shape[0]
     J = judge.reindex(unit_ideas).to_numpy(float)
     k = int(np.floor(top_fraction * n_units))
@@ -463,89 +609,49 @@ def judge_consistency(
         "reason": None,
     }
     if k < 1:
-        need = int(math.ceil(1 / top_fraction))
-        reason = (
-            "no idea has both a judge score and >= 2 human reviews"
-            if n_units == 0
-            else f"{n_units} units with a judge score and >= 2 reviews are too few to pick a "
-            f"top {top_fraction:.0%} (need at least {need})"
-        )
+        reason = _too_few_judged_units(n_units, top_fraction)
         return {**out, "balanced_accuracy": None, "reason": reason}
 
     rng = np.random.default_rng(seed)
     codes = np.unique(np.round(J, _TIE_DECIMALS), return_inverse=True)[1].astype(float)
-    slots = P.T[:, None, :]
-
-    def observed(m: int) -> tuple[np.ndarray, np.ndarray]:
-        return np.broadcast_to(slots, (P.shape[1], m, n_units)), np.broadcast_to(
-            codes, (m, n_units)
-        )
-
-    judge_acc, human_acc = _run_batches(observed, n_splits, 1, rng, top_fraction, n_units)
-    acc = float(judge_acc.mean())
-    out.update(
-        {
-            "balanced_accuracy": acc,
-            "split_sd": json_float(judge_acc.std(ddof=1)) if n_splits > 1 else None,
-            "split_low": json_float(np.quantile(judge_acc, 0.025)),
-            "split_high": json_float(np.quantile(judge_acc, 0.975)),
-            "human_same_splits": float(human_acc.mean()),
-            "difference": float(acc - human_acc.mean()),
-            "confidence": confidence,
-            "n_bootstrap": n_bootstrap,
-            "splits_per_resample": splits_per_resample,
-            "ci_low": None,
-            "ci_high": None,
-            "difference_ci_low": None,
-            "difference_ci_high": None,
-            "n_permutations": n_permutations,
-            "null_mean": None,
-            "p_value": None,
-        }
+    acc = _judge_observed(
+        out,
+        P=P,
+        codes=codes,
+        rng=rng,
+        top_fraction=top_fraction,
+        n_splits=n_splits,
+        n_bootstrap=n_bootstrap,
+        n_permutations=n_permutations,
+        splits_per_resample=splits_per_resample,
+        confidence=confidence,
     )
-    if n_bootstrap > 0:
-
-        def resampled(m: int) -> tuple[np.ndarray, np.ndarray]:
-            idx = rng.integers(0, n_units, size=(m, n_units))
-            return P.T[:, idx], codes[idx]
-
-        bj, bh = _run_batches(
-            resampled, n_bootstrap, splits_per_resample, rng, top_fraction, n_units
-        )
-        out["ci_low"], out["ci_high"] = _interval(bj, confidence)
-        out["difference_ci_low"], out["difference_ci_high"] = _interval(bj - bh, confidence)
-    if n_permutations > 0:
-
-        def permuted(m: int) -> tuple[np.ndarray, np.ndarray]:
-            shuffled = rng.permuted(np.broadcast_to(codes, (m, n_units)), axis=1)
-            return np.broadcast_to(slots, (P.shape[1], m, n_units)), shuffled
-
-        null, _ = _run_batches(
-            permuted, n_permutations, splits_per_resample, rng, top_fraction, n_units
-        )
-        out["null_mean"] = json_float(null.mean())
-        out["p_value"] = float((1 + np.sum(null >= acc - 1e-12)) / (1 + n_permutations))
+    _judge_resampling(
+        out,
+        P=P,
+        codes=codes,
+        rng=rng,
+        acc=acc,
+        top_fraction=top_fraction,
+        n_bootstrap=n_bootstrap,
+        n_permutations=n_permutations,
+        splits_per_resample=splits_per_resample,
+        confidence=confidence,
+    )
     if ceiling:
-        ideas = np.sort(judge.index.astype(str).to_numpy())
-        key = (
-            metric, rows, top_fraction, n_splits, n_bootstrap, splits_per_resample,
-            confidence, seed, hashlib.sha256("\x1f".join(ideas).encode()).hexdigest(),
-        )  # fmt: skip
-        cache = ceiling_cache if ceiling_cache is not None else {}
-        if key not in cache:
-            cache[key] = inter_reviewer_consistency(
-                frame[frame["idea_id"].isin(judge.index)],
-                metric,
-                rows=rows,
-                top_fraction=top_fraction,
-                n_splits=n_splits,
-                n_bootstrap=n_bootstrap,
-                n_permutations=0,
-                splits_per_resample=splits_per_resample,
-                confidence=confidence,
-                seed=seed,
-            )
-        out["ceiling"] = cache[key]
+        out["ceiling"] = _judge_ceiling(
+            frame,
+            judge,
+            metric,
+            rows=rows,
+            top_fraction=top_fraction,
+            n_splits=n_splits,
+            n_bootstrap=n_bootstrap,
+            splits_per_resample=splits_per_resample,
+            confidence=confidence,
+            seed=seed,
+            ceiling_cache=ceiling_cache,
+        )
     return out
 
 
