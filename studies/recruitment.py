@@ -500,13 +500,26 @@ class AssignmentPlan:
     notes: list[str] = field(default_factory=list)
 
 
-def assignment_plan(
-    *, study: Study, seed: int | None = None, mode: str = "keep", extra_load: bool = False
-) -> AssignmentPlan:
-    """`mode="keep"` keeps every live assignment and fills the gap (reviewers who joined
-    or dropped); `mode="resolve"` keeps only submitted reviews and re-draws the rest."""
-    if mode not in ("keep", "resolve"):
-        raise ValueError("mode must be 'keep' or 'resolve'")
+def _plan_fixed_assignments(*, study: Study, mode: str) -> list[Assignment]:
+    """The assignments the plan keeps: submitted ones, and in "keep" mode every live one
+    of a reviewer still in the study."""
+    live = list(
+        Assignment.objects.filter(study=study)
+        .exclude(status=Assignment.Status.WITHDRAWN)
+        .select_related("reviewer", "idea")
+    )
+    return [
+        a
+        for a in live
+        if a.status == Assignment.Status.SUBMITTED
+        or (mode == "keep" and a.reviewer.dropped_at is None)
+    ]
+
+
+def _plan_ideas(
+    *, study: Study, fixed_idea_ids: set[int]
+) -> tuple[dict[str, Idea], list[solver.IdeaInput], int]:
+    """The solver's ideas by label, and how many of the study's ideas are left out."""
     reviewable = {
         Idea.NormalizationStatus.APPROVED,
         Idea.NormalizationStatus.EDITED,
@@ -514,18 +527,6 @@ def assignment_plan(
     memberships: dict[int, list[IdeaCondition]] = defaultdict(list)
     for m in IdeaCondition.objects.filter(study=study).select_related("condition"):
         memberships[m.idea_id].append(m)
-    live = list(
-        Assignment.objects.filter(study=study)
-        .exclude(status=Assignment.Status.WITHDRAWN)
-        .select_related("reviewer", "idea")
-    )
-    fixed_rows = [
-        a
-        for a in live
-        if a.status == Assignment.Status.SUBMITTED
-        or (mode == "keep" and a.reviewer.dropped_at is None)
-    ]
-    fixed_idea_ids = {a.idea_id for a in fixed_rows}
     ideas = [
         i
         # Ideas left out by topic matching are not assigned (unless already reviewed).
@@ -549,11 +550,17 @@ def assignment_plan(
                 institutions=(idea.author_institution,) if idea.author_institution else (),
             )
         )
-    label_of = {idea.pk: iid for iid, idea in idea_by_id.items()}
+    return idea_by_id, solver_ideas, skipped
+
+
+def _plan_reviewers(
+    *, study: Study, fixed_rows: list[Assignment], extra_load: bool
+) -> tuple[dict[str, Reviewer], list[solver.ReviewerInput]]:
+    """The solver's reviewers by pseudonym: the active ones, each held to a load that
+    covers the assignments kept for them."""
     fixed_by_reviewer: Counter[int] = Counter(a.reviewer_id for a in fixed_rows)
     reviewer_by_id: dict[str, Reviewer] = {}
     solver_reviewers = []
-    notes: list[str] = []
     # The study's team never reviews in it.
     candidates = (
         Reviewer.objects.filter(study=study)
@@ -588,6 +595,77 @@ def assignment_plan(
                 email=(rev.user.email if rev.user else "") or rev.email,
             )
         )
+    return reviewer_by_id, solver_reviewers
+
+
+def _plan_fingerprint(
+    *,
+    solver_ideas: list[solver.IdeaInput],
+    solver_reviewers: list[solver.ReviewerInput],
+    fixed: list[tuple[str, str]],
+    conditions: dict[str, str],
+    params: solver.Parameters,
+) -> str:
+    """A hash of everything the solver is given but the seed and time limit."""
+    return hashlib.sha256(
+        json.dumps(
+            {
+                "ideas": [(i.id, i.topic, i.conditions, i.institutions) for i in solver_ideas],
+                "reviewers": [
+                    (r.id, r.topics, r.load_min, r.load_max, r.institution, r.email)
+                    for r in solver_reviewers
+                ],
+                "fixed": sorted(fixed),
+                "conditions": conditions,
+                "reviews": [params.min_reviews, params.max_reviews],
+                "topic_choice": params.topic_choice,
+            },
+            sort_keys=True,
+            default=list,
+        ).encode()
+    ).hexdigest()
+
+
+def _plan_notes(
+    *,
+    skipped: int,
+    fixed_rows: list[Assignment],
+    reviewer_by_id: dict[str, Reviewer],
+    label_of: dict[int, str],
+) -> list[str]:
+    """What the plan leaves out or counts on top, for the researcher."""
+    notes: list[str] = []
+    if skipped:
+        notes.append(f"{skipped} idea(s) have no approved text yet and are left out")
+    # Reviews submitted by reviewers who dropped out stay in the study but not in the
+    # program (the solver would hold a dropped reviewer to the per-reviewer rules).
+    outside = Counter(
+        a.idea_id
+        for a in fixed_rows
+        if a.reviewer.pseudonym not in reviewer_by_id and a.idea_id in label_of
+    )
+    if outside:
+        notes.append(
+            f"{sum(outside.values())} submitted review(s) from dropped reviewers on "
+            f"{len(outside)} idea(s) come on top of the counts below"
+        )
+    return notes
+
+
+def assignment_plan(
+    *, study: Study, seed: int | None = None, mode: str = "keep", extra_load: bool = False
+) -> AssignmentPlan:
+    """`mode="keep"` keeps every live assignment and fills the gap (reviewers who joined
+    or dropped); `mode="resolve"` keeps only submitted reviews and re-draws the rest."""
+    if mode not in ("keep", "resolve"):
+        raise ValueError("mode must be 'keep' or 'resolve'")
+    fixed_rows = _plan_fixed_assignments(study=study, mode=mode)
+    fixed_idea_ids = {a.idea_id for a in fixed_rows}
+    idea_by_id, solver_ideas, skipped = _plan_ideas(study=study, fixed_idea_ids=fixed_idea_ids)
+    label_of = {idea.pk: iid for iid, idea in idea_by_id.items()}
+    reviewer_by_id, solver_reviewers = _plan_reviewers(
+        study=study, fixed_rows=fixed_rows, extra_load=extra_load
+    )
     fixed = [
         (a.reviewer.pseudonym, label_of[a.idea_id])
         for a in fixed_rows
@@ -608,37 +686,16 @@ def assignment_plan(
         fixed=tuple(sorted(fixed)),
         params=params,
     )
-    fingerprint = hashlib.sha256(
-        json.dumps(
-            {
-                "ideas": [(i.id, i.topic, i.conditions, i.institutions) for i in solver_ideas],
-                "reviewers": [
-                    (r.id, r.topics, r.load_min, r.load_max, r.institution, r.email)
-                    for r in solver_reviewers
-                ],
-                "fixed": sorted(fixed),
-                "conditions": conditions,
-                "reviews": [params.min_reviews, params.max_reviews],
-                "topic_choice": params.topic_choice,
-            },
-            sort_keys=True,
-            default=list,
-        ).encode()
-    ).hexdigest()
-    if skipped:
-        notes.append(f"{skipped} idea(s) have no approved text yet and are left out")
-    # Reviews submitted by reviewers who dropped out stay in the study but not in the
-    # program (the solver would hold a dropped reviewer to the per-reviewer rules).
-    outside = Counter(
-        a.idea_id
-        for a in fixed_rows
-        if a.reviewer.pseudonym not in reviewer_by_id and a.idea_id in label_of
+    fingerprint = _plan_fingerprint(
+        solver_ideas=solver_ideas,
+        solver_reviewers=solver_reviewers,
+        fixed=fixed,
+        conditions=conditions,
+        params=params,
     )
-    if outside:
-        notes.append(
-            f"{sum(outside.values())} submitted review(s) from dropped reviewers on "
-            f"{len(outside)} idea(s) come on top of the counts below"
-        )
+    notes = _plan_notes(
+        skipped=skipped, fixed_rows=fixed_rows, reviewer_by_id=reviewer_by_id, label_of=label_of
+    )
     return AssignmentPlan(inputs, reviewer_by_id, idea_by_id, fingerprint, skipped, notes)
 
 
