@@ -3,15 +3,15 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from studies import reviewer_views
+from studies.views import reviewer
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="studies:study_list", permanent=False)),
     # Before the admin's own URLs: its login page counts failed attempts like ours.
-    path("admin/login/", reviewer_views.admin_login),
+    path("admin/login/", reviewer.admin_login),
     path("admin/", admin.site.urls),
     # Rate-limited; sends owners to their studies and reviewers to their dashboard.
-    path("login/", reviewer_views.reviewer_login, name="login"),
+    path("login/", reviewer.reviewer_login, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("studies/", include("studies.urls")),
     path("judging/", include("judging.urls")),

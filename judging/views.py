@@ -20,7 +20,7 @@ from django_htmx.http import HttpResponseClientRefresh
 
 from studies.http import is_htmx
 from studies.models import Study
-from studies.views import EDITOR, VIEWER, get_study_for_member, role_by_method
+from studies.views.study import EDITOR, VIEWER, get_study_for_member, role_by_method
 
 from .corpus import CorpusImportError, reference_corpora_for, reference_corpus_import
 from .forms import CorpusUploadForm, JudgeConfigForm, JudgeRunForm

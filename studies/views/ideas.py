@@ -20,9 +20,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from judging.models import JudgeConfig
 from judging.services import judge_config_create
 
-from . import ideaprep
-from .http import is_htmx
-from .idea_forms import (
+from .. import ideaprep
+from ..http import is_htmx
+from ..idea_forms import (
     ConditionForm,
     ConfigChoiceForm,
     ConfigCreateForm,
@@ -35,19 +35,19 @@ from .idea_forms import (
     TopicForm,
     TopicReasonForm,
 )
-from .import_samples import IDEA_COLUMNS
-from .models import DuplicatePair, Idea, IdeaUpload, JobRun, LeakageExport, Study, StudyMember
-from .protocol.ideafiles import IdeaBatch
-from .protocol.normalization import (
+from ..import_samples import IDEA_COLUMNS
+from ..models import DuplicatePair, Idea, IdeaUpload, JobRun, LeakageExport, Study, StudyMember
+from ..protocol.ideafiles import IdeaBatch
+from ..protocol.normalization import (
     NORMALIZATION_PROMPT,
     NORMALIZATION_PROMPT_VERSION,
     prompt_sha256,
     word_diff,
 )
-from .protocol.template import SECTIONS
-from .recruitment import idea_label
-from .services import job_latest
-from .views import EDITOR, VIEWER, get_study_for_member, role_by_method
+from ..protocol.template import SECTIONS
+from ..recruitment import idea_label
+from ..services import job_latest
+from .study import EDITOR, VIEWER, get_study_for_member, role_by_method
 
 HEADINGS = {s.key: s.heading for s in SECTIONS}
 
@@ -616,7 +616,7 @@ def _leakage_sides(job: JobRun | None) -> list[dict[str, Any]]:
 @login_required
 @require_http_methods(["GET", "POST"])
 def leakage(request: HttpRequest, slug: str) -> HttpResponse:
-    from .analysis.leakage_plots import leakage_svg
+    from ..analysis.leakage_plots import leakage_svg
 
     study = get_study_for_member(request, slug, role=role_by_method(request))
     if request.method == "POST" and request.POST.get("form") == "classifier":

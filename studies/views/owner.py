@@ -13,10 +13,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .http import is_htmx
-from .jobs import job_active, job_latest, job_mark_if_lost
-from .models import Invitation, JobRun, PairTask, Reviewer, Study
-from .recruitment import (
+from ..http import is_htmx
+from ..jobs import job_active, job_latest, job_mark_if_lost
+from ..models import Invitation, JobRun, PairTask, Reviewer, Study
+from ..recruitment import (
     ASSIGNMENT_JOB,
     RecruitmentError,
     assignment_commit,
@@ -37,7 +37,7 @@ from .recruitment import (
     study_close,
     study_set_due,
 )
-from .review_forms import (
+from ..review_forms import (
     AssignmentPreviewForm,
     DueDateForm,
     InvitationForm,
@@ -46,7 +46,7 @@ from .review_forms import (
     PairTaskUploadForm,
     ScreeningForm,
 )
-from .views import EDITOR, OWNER, VIEWER, get_study_for_member, role_by_method
+from .study import EDITOR, OWNER, VIEWER, get_study_for_member, role_by_method
 
 
 def _link_for(request: HttpRequest):  # type: ignore[no-untyped-def]
@@ -283,7 +283,7 @@ def invitation_resend(request: HttpRequest, slug: str, invitation_id: int) -> Ht
 
 def _preview_tables(study: Study, job: JobRun) -> dict[str, Any]:
     """The finished preview's tables and plots, and whether it is still current."""
-    from .analysis.assignment_plots import assignment_figures  # matplotlib: only when drawn
+    from ..analysis.assignment_plots import assignment_figures  # matplotlib: only when drawn
 
     params = job.params
     plan = assignment_plan(

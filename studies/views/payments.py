@@ -9,9 +9,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from .forms import PaymentSeedForm, ReviewDecisionForm
-from .models import Review, Study, StudyMember
-from .payments import (
+from ..forms import PaymentSeedForm, ReviewDecisionForm
+from ..models import Review, Study, StudyMember
+from ..payments import (
     PaymentError,
     payment_seed_default,
     payments_csv,
@@ -19,9 +19,9 @@ from .payments import (
     reviews_accept_undecided,
     study_payment_run,
 )
-from .selectors import idea_labels
-from .services import audit
-from .views import EDITOR, VIEWER, get_study_for_member
+from ..selectors import idea_labels
+from ..services import audit
+from .study import EDITOR, VIEWER, get_study_for_member
 
 
 def _seed(request: HttpRequest, study: Study) -> int:

@@ -15,10 +15,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .analysis.plan import METHODS, PlanError, plan_document, plan_hash
-from .models import Study
-from .plans import study_plan, study_plan_freeze, study_plan_set
-from .views import OWNER, get_study_for_member, role_by_method
+from ..analysis.plan import METHODS, PlanError, plan_document, plan_hash
+from ..models import Study
+from ..plans import study_plan, study_plan_freeze, study_plan_set
+from .study import OWNER, get_study_for_member, role_by_method
 
 
 class PlanDocumentForm(forms.Form):

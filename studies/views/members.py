@@ -9,10 +9,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .models import StudyMember
-from .study_forms import MemberAddForm, MemberRoleForm
-from .study_setup import SetupError, member_add, member_remove, member_role_set
-from .views import OWNER, VIEWER, get_study_for_member
+from ..models import StudyMember
+from ..study_forms import MemberAddForm, MemberRoleForm
+from ..study_setup import SetupError, member_add, member_remove, member_role_set
+from .study import OWNER, VIEWER, get_study_for_member
 
 
 @login_required

@@ -14,11 +14,11 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .forms import ReviewImportForm
-from .http import is_htmx
-from .import_samples import review_columns
-from .importers import ImportFailed, format_quality_summary
-from .jobs import (
+from ..forms import ReviewImportForm
+from ..http import is_htmx
+from ..import_samples import review_columns
+from ..importers import ImportFailed, format_quality_summary
+from ..jobs import (
     JOB_KINDS,
     JobNotRetryable,
     job_active,
@@ -27,18 +27,18 @@ from .jobs import (
     job_mark_if_lost,
     job_retry,
 )
-from .models import ImportBatch, JobRun, Study, StudyMember, StudyReport
-from .overview import next_step, study_steps
-from .services import (
+from ..models import ImportBatch, JobRun, Study, StudyMember, StudyReport
+from ..overview import next_step, study_steps
+from ..services import (
     import_row_estimate,
     reviews_import,
     reviews_import_enqueue,
     reviews_parse,
     study_create,
 )
-from .study_forms import StudyCreateForm
-from .study_setup import SetupError, is_researcher, study_delete
-from .tasks import report_enqueue
+from ..study_forms import StudyCreateForm
+from ..study_setup import SetupError, is_researcher, study_delete
+from ..tasks import report_enqueue
 
 # The documents every report has; its tables are served by the names the report itself
 # lists under files.csv, so a table added to the report is downloadable without a second

@@ -8,10 +8,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from .models import StudyMember
-from .study_forms import SETTINGS_FIELDS, StudySettingsForm
-from .study_setup import SettingsChange, SetupError, study_locks, study_settings_update
-from .views import EDITOR, get_study_for_member, role_by_method
+from ..models import StudyMember
+from ..study_forms import SETTINGS_FIELDS, StudySettingsForm
+from ..study_setup import SettingsChange, SetupError, study_locks, study_settings_update
+from .study import EDITOR, get_study_for_member, role_by_method
 
 
 @login_required

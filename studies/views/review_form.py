@@ -15,17 +15,17 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from . import import_samples
-from .protocol.forms import (
+from .. import import_samples
+from ..protocol.forms import (
     BUILTIN_FORMS,
     FormDefinition,
     FormFileError,
     builtin_form,
     form_parse_json,
 )
-from .review_forms import MAX_FORM_FILE_BYTES
-from .services import review_form_next_version, study_form_locked_reason, study_form_set
-from .views import VIEWER, get_study_for_member, role_by_method
+from ..review_forms import MAX_FORM_FILE_BYTES
+from ..services import review_form_next_version, study_form_locked_reason, study_form_set
+from .study import VIEWER, get_study_for_member, role_by_method
 
 
 def form_preview(definition: FormDefinition) -> dict[str, Any]:

@@ -23,10 +23,10 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .http import is_htmx
-from .models import Assignment, PairTask, Review, Reviewer
-from .protocol.forms import Scale
-from .recruitment import (
+from ..http import is_htmx
+from ..models import Assignment, PairTask, Review, Reviewer
+from ..protocol.forms import Scale
+from ..recruitment import (
     InvitationError,
     RecruitmentError,
     StaleReview,
@@ -43,7 +43,7 @@ from .recruitment import (
     reviewer_profile_save,
     reviewer_sign_up,
 )
-from .review_forms import (
+from ..review_forms import (
     ConsentForm,
     PairForm,
     ProfileForm,
@@ -52,8 +52,8 @@ from .review_forms import (
     draft_from_post,
     study_review_definition,
 )
-from .study_setup import is_researcher
-from .throttle import client_address, login_blocked, login_failed, token_blocked, token_failed
+from ..study_setup import is_researcher
+from ..throttle import client_address, login_blocked, login_failed, token_blocked, token_failed
 
 reviewer_login_required = login_required(login_url="studies:reviewer_login")
 

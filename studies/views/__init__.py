@@ -1,0 +1,1 @@
+"""Study views, one module per audience and page."""
