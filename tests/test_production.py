@@ -117,9 +117,14 @@ def test_the_not_found_page_is_ours_and_lists_no_urls(settings, client):
 def secret_settings(settings):
     settings.DEBUG = False
     settings.CELERY_BROKER_URL = f"redis://:{BROKER_PASSWORD}@127.0.0.1:6379/0"
-    settings.DATABASES["default"]["PASSWORD"] = DB_PASSWORD
+    # The settings fixture restores top-level settings only: this dict is the live
+    # connection's own, so its password is put back as it was (on PostgreSQL every later
+    # connection reads it).
+    database = settings.DATABASES["default"]
+    before = database.get("PASSWORD", "")
+    database["PASSWORD"] = DB_PASSWORD
     yield settings
-    settings.DATABASES["default"].pop("PASSWORD", None)
+    database["PASSWORD"] = before
 
 
 class _DatabaseDown:
