@@ -53,10 +53,12 @@ lint: install
 typecheck: install
 	$(BIN)/mypy ideareview studies judging
 
-# lint-imports checks the layer contracts in .importlinter (docs/architecture.md).
+# lint-imports checks the layer contracts in .importlinter (docs/architecture.md);
+# long_functions.py fails on a function past 120 lines outside the numerical kernels.
 check: lint typecheck
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/long_functions.py
 
 bench: install
 	$(BIN)/python bench/analysis.py
