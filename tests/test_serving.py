@@ -68,12 +68,13 @@ def test_make_serve_runs_the_web_server_with_static_files_a_worker_and_beat(tmp_
         assert status == 200 and b'"ok"' in body
         status, kind, _ = _get(f"http://127.0.0.1:{port}/static/css/app.css")
         assert status == 200 and kind.startswith("text/css")
-        deadline = time.monotonic() + 60
-        while "ready" not in (tmp_path / "worker.log").read_text():
-            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()
-            time.sleep(0.5)
+        # The worker and beat log their start in their own time: wait for each line.
+        for name, line in [("worker.log", "ready"), ("beat.log", "beat: Starting")]:
+            deadline = time.monotonic() + 60
+            while line not in (tmp_path / name).read_text():
+                assert time.monotonic() < deadline, (tmp_path / name).read_text()
+                time.sleep(0.5)
         assert "studies.tasks.send_reminders" in (tmp_path / "worker.log").read_text()
-        assert "beat: Starting" in (tmp_path / "beat.log").read_text()
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
