@@ -187,7 +187,7 @@ def print_profile(label: str, profile: cProfile.Profile, units: int) -> None:
 
 def latency_runs(args: argparse.Namespace) -> None:
     """Swiss and round robin at the given latency and concurrency, against the bound."""
-    from judging.models import JudgeConfig
+    from judging.llm.models import JudgeConfig
     from judging.services import judge_run_create, judge_run_execute
     from judging.testserver import Rules, TestServer
 
@@ -240,8 +240,8 @@ def latency_runs(args: argparse.Namespace) -> None:
 
 def overhead(args: argparse.Namespace) -> None:
     """Zero latency, one call at a time, on a fresh study (no cache), then a replay."""
-    from judging.client import prepare, send
-    from judging.models import JudgeConfig
+    from judging.llm.client import prepare, send
+    from judging.llm.models import JudgeConfig
     from judging.services import judge_run_create, judge_run_execute
     from judging.testserver import Rules, TestServer
 

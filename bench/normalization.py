@@ -114,7 +114,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="ideareview-bench-") as tmp:
         setup_django(Path(tmp) / "bench.sqlite3")
-        from judging.models import JudgeConfig
+        from judging.llm.models import JudgeConfig
         from judging.testserver import Rules, TestServer
         from studies import ideaprep, tasks
         from studies.embeddings import embed

@@ -107,6 +107,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "judging.llm",
     "studies",
     "judging",
 ]

@@ -1,12 +1,11 @@
 from django.contrib import admin
 
+from .llm.models import JudgeConfig, LLMCall
 from .models import (
     Formalisation,
     IdeaRating,
-    JudgeConfig,
     JudgeRun,
     Judgment,
-    LLMCall,
     PairwiseOutcome,
     ReferenceComparison,
     ReferenceCorpus,

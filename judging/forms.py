@@ -11,8 +11,9 @@ from django.http import QueryDict
 
 from studies.protocol import jsonsafe
 
-from .endpoints import endpoint_problem, key_env_choices_text, key_env_problem
-from .models import JudgeConfig, JudgeRun
+from .llm.endpoints import endpoint_problem, key_env_choices_text, key_env_problem
+from .llm.models import JudgeConfig
+from .models import JudgeRun
 
 _ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]{0,99}\Z")
 # Shapes of real keys (OpenAI "sk-…", Anthropic "sk-ant-…", Hugging Face "hf_…", long

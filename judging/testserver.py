@@ -6,7 +6,7 @@ Stdlib only (`http.server` in a thread), so tests, benchmarks and the demo
 
 Answers are deterministic per prompt. The server answers by the method key each request
 carries in its `X-Ideareview-Method` header (`judging.methods.prompts.METHOD_HEADER`: the
-prompt template's name, which `judging.client` sends outside the cache key) and pulls the
+prompt template's name, which `judging.llm.client` sends outside the cache key) and pulls the
 idea texts out of the `<<< … >>>` blocks:
 
 - direct scoring: every metric gets a score from a hash of the idea text and the metric
@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from judging.methods.prompts import METHOD_HEADER
+from judging.llm.wire import METHOD_HEADER
 from studies.analysis.leakage import SOURCE_GUESS_PROMPT_VERSION
 from studies.protocol.normalization import NORMALIZATION_PROMPT_VERSION
 
@@ -241,7 +241,7 @@ SOURCE_GUESS = SOURCE_GUESS_PROMPT_VERSION
 def method_of(messages: list[dict[str, Any]]) -> str:
     """The method key of a request that carries none (a direct caller of `answer_for`, or
     a client other than ours): the two studies prompts by their system prompt, two idea
-    blocks as a pairwise question. Requests from `judging.client` carry the key."""
+    blocks as a pairwise question. Requests from `judging.llm.client` carry the key."""
     system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
     if _NORMALIZE_MARK in system:
         return NORMALIZE

@@ -28,7 +28,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 from django.urls import reverse
 
-from judging.models import JudgeConfig, JudgeRun
+from judging.llm.models import JudgeConfig
+from judging.models import JudgeRun
 from judging.services import judge_config_create, judge_run_create, judge_run_execute
 
 from . import ideaprep, recruitment

@@ -6,8 +6,8 @@ from typing import Any
 
 from django import forms
 
-from judging.endpoints import endpoint_problem, key_env_choices_text, key_env_problem
-from judging.models import JudgeConfig
+from judging.llm.endpoints import endpoint_problem, key_env_choices_text, key_env_problem
+from judging.llm.models import JudgeConfig
 
 from .models import Condition, Study
 from .protocol.template import SECTIONS

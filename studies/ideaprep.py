@@ -27,8 +27,8 @@ from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
-from judging.client import Attempt, JudgeNotConfigured, Prepared, lookup, prepare, record, send
-from judging.models import JudgeConfig, LLMCall
+from judging.llm.client import Attempt, JudgeNotConfigured, Prepared, lookup, prepare, record, send
+from judging.llm.models import JudgeConfig, LLMCall
 
 from . import csvsafe
 from .jobs import job_active, job_enqueue, job_progress, job_start

@@ -82,7 +82,7 @@ class Study(models.Model):
     # Idea preparation: the judge that normalises the ideas' style, and the owner's
     # recorded reason for opening although conditions differ in ideas per topic.
     normalization_config = models.ForeignKey(
-        "judging.JudgeConfig", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "llm.JudgeConfig", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     topic_mismatch_reason = models.TextField(blank=True)
     topic_mismatch_reason_at = models.DateTimeField(null=True, blank=True)
@@ -944,10 +944,10 @@ class NormalizationResult(models.Model):
         JobRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     config = models.ForeignKey(
-        "judging.JudgeConfig", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "llm.JudgeConfig", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     call = models.ForeignKey(
-        "judging.LLMCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "llm.LLMCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     prompt_version = models.CharField(max_length=100)
     prompt_hash = models.CharField(max_length=64)

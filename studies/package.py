@@ -263,7 +263,8 @@ class _Collector:
         )
 
     def judges(self) -> None:
-        from judging.models import JudgeRun, LLMCall
+        from judging.llm.models import LLMCall
+        from judging.models import JudgeRun
 
         p, name = self.p, self.idea_name
         runs = list(

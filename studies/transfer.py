@@ -60,6 +60,9 @@ class SharedModel:
     fields: tuple[str, ...]  # what is written and created (besides the key)
 
 
+MOVED_LABELS = {"judging.judgeconfig": "llm.judgeconfig", "judging.llmcall": "llm.llmcall"}
+"""Models that moved app since files were written: their old labels still read."""
+
 STUDY_SECTIONS: list[StudySection] = []
 SHARED_MODELS: dict[str, SharedModel] = {}
 
@@ -254,10 +257,14 @@ def study_import(*, text: str) -> m.Study:
     if m.Study.objects.filter(slug=data["study"]).exists():
         raise TransferError(f"a study {data['study']!r} exists here already")
     with transaction.atomic():
-        naturals = _shared_import(data["shared"])
-        models_written = _rows_import(data["sections"], naturals)
+        naturals = _shared_import(_relabelled(data["shared"]))
+        models_written = _rows_import(_relabelled(data["sections"]), naturals)
         _reset_sequences(models_written)
     return m.Study.objects.get(slug=data["study"])
+
+
+def _relabelled(by_label: dict[str, Any]) -> dict[str, Any]:
+    return {MOVED_LABELS.get(label, label): rows for label, rows in by_label.items()}
 
 
 def _shared_import(shared: dict[str, list[dict]]) -> dict[str, dict[tuple, int]]:

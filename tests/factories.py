@@ -12,7 +12,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.utils import timezone
 
-from judging.models import IdeaRating, JudgeConfig, JudgeRun, Judgment, LLMCall, PairwiseOutcome
+from judging.llm.models import JudgeConfig, LLMCall
+from judging.models import IdeaRating, JudgeRun, Judgment, PairwiseOutcome
 from studies.analysis.report import ReportOptions
 from studies.models import (
     Assignment,

@@ -158,7 +158,7 @@ def test_every_choice_field_is_held_to_its_choices_by_the_database():
 def test_the_database_refuses_inverted_ranges_and_a_judge_without_concurrency(db, owner):
     from django.db import IntegrityError, transaction
 
-    from judging.models import JudgeConfig
+    from judging.llm.models import JudgeConfig
     from studies.models import Study
     from studies.services import study_create
 

@@ -264,7 +264,8 @@ def small_judged_study(owner):
 def test_a_judge_run_whose_worker_is_killed_can_be_cancelled_and_resumed_by_another_worker(
     owner, workers, monkeypatch
 ):
-    from judging.models import JudgeConfig, JudgeRun
+    from judging.llm.models import JudgeConfig
+    from judging.models import JudgeRun
     from judging.services import STALE_AFTER, judge_run_cancel, judge_run_create, judge_run_resume
     from judging.tasks import judge_run_enqueue
     from judging.testserver import Rules, TestServer

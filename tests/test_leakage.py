@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from judging.models import JudgeConfig
+from judging.llm.models import JudgeConfig
 from judging.testserver import Rules, TestServer, answer_for
 from studies import ideaprep
 from studies.analysis.leakage import (

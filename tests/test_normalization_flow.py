@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from judging.models import JudgeConfig, LLMCall
+from judging.llm.models import JudgeConfig, LLMCall
 from judging.testserver import Rules, TestServer
 from studies import ideaprep
 from studies.models import (

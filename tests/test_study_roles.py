@@ -15,7 +15,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from judging.models import JudgeConfig, JudgeRun
+from judging.llm.models import JudgeConfig
+from judging.models import JudgeRun
 from studies.models import (
     Condition,
     Idea,

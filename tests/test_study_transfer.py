@@ -10,7 +10,8 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from judging.models import JudgeRun, LLMCall
+from judging.llm.models import LLMCall
+from judging.models import JudgeRun
 from studies.models import Review, ReviewRevision, Study, Topic
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,16 +60,23 @@ def test_the_demo_study_round_trips_through_an_empty_database_unchanged(demo, tm
         "studies.pairtask",
         "studies.pairjudgment",
         "judging.judgerun",
-        "judging.llmcall",
+        "llm.llmcall",
         "judging.judgment",
         "judging.pairwiseoutcome",
     ):
         assert data["sections"][label], label
     assert "password" not in first.read_text()
 
+    # A file written before the configs and calls moved to the llm app, under their old
+    # labels, reads the same.
+    older = tmp_path / "older.json"
+    data["shared"]["judging.judgeconfig"] = data["shared"].pop("llm.judgeconfig")
+    data["sections"]["judging.llmcall"] = data["sections"].pop("llm.llmcall")
+    older.write_text(json.dumps(data))
+
     call_command("flush", interactive=False, verbosity=0)
     assert not Study.objects.exists() and not LLMCall.objects.exists()
-    call_command("study_import", str(first), stdout=io.StringIO())
+    call_command("study_import", str(older), stdout=io.StringIO())
     call_command("study_export", "demo-t", str(second), stdout=io.StringIO())
     assert second.read_text() == first.read_text()
     assert counts == {
@@ -89,7 +97,7 @@ def test_the_demo_study_round_trips_through_an_empty_database_unchanged(demo, tm
         call_command("study_import", str(first), stdout=io.StringIO())
 
 
-def test_every_model_of_studies_and_judging_is_in_the_study_file():
+def test_every_model_of_studies_judging_and_llm_is_in_the_study_file():
     # A new model that a study's rows hang on must be registered, or exports lose it.
     from django.apps import apps
 
@@ -98,7 +106,7 @@ def test_every_model_of_studies_and_judging_is_in_the_study_file():
     covered = {s.model for s in STUDY_SECTIONS} | {s.model for s in SHARED_MODELS.values()}
     missing = [
         model._meta.label
-        for app in ("studies", "judging")
+        for app in ("studies", "judging", "llm")
         for model in apps.get_app_config(app).get_models()
         if model not in covered
     ]

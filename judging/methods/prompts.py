@@ -12,13 +12,12 @@ exactly the grammar that `judging.methods.parsing` accepts.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from string import Template
 from typing import Any
 
+from judging.llm.wire import METHOD_HEADER, prompt_hash
 from judging.methods.parsing import FORMALISATION_KEYS, FormalisedParts
 
 __all__ = [
@@ -48,19 +47,6 @@ __all__ = [
 ]
 
 Messages = list[dict[str, str]]
-
-METHOD_HEADER = "X-Ideareview-Method"
-"""Request header that names the kind of request: the prompt template's name (e.g.
-`pairwise`, `ligbench_comparison`). The client sends it beside the messages, outside the
-cache key; the local test server answers by it."""
-
-
-def prompt_hash(messages: Sequence[Mapping[str, Any]]) -> str:
-    """SHA-256 of the messages as canonical JSON (sorted keys, no spaces, UTF-8)."""
-    canonical = json.dumps(
-        [dict(m) for m in messages], sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

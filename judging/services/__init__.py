@@ -18,14 +18,13 @@ LLM or baseline, corpus, agreement mapping — is its entry in `judging.methods.
 
 from studies.selectors import idea_text
 
+from ..llm.services import judge_config_create, judge_configs_for
 from ..methods.registry import AUTO, CORPUS_METHODS, DEFAULT_PARAMS, LLM_METHODS
 from .base import JudgeRunRefused, Unit
 from .drivers.ligbench import LIGBENCH_NOVELTY, NOVELTY_LLM
 from .engine import COMMIT_EVERY, PROGRESS_EVERY
 from .runs import (
     STALE_AFTER,
-    judge_config_create,
-    judge_configs_for,
     judge_run_cancel,
     judge_run_create,
     judge_run_execute,

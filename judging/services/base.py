@@ -13,16 +13,10 @@ from typing import Any, cast
 from studies.models import Idea, Study
 from studies.selectors import idea_text
 
+from ..llm.models import LLMCall
 from ..methods.pairwise import PairCall
 from ..methods.parsing import Unparseable, parse_reasoned_verdicts
-from ..models import (
-    IdeaRating,
-    JudgeRun,
-    LLMCall,
-    PairwiseOutcome,
-    ReferenceComparison,
-    ReferenceCorpus,
-)
+from ..models import IdeaRating, JudgeRun, PairwiseOutcome, ReferenceComparison, ReferenceCorpus
 
 Verdict = PairwiseOutcome.Verdict
 

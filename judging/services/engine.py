@@ -26,8 +26,9 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from ..client import Attempt, Prepared, budget_problem, lookup, prepare, record, run_spend, send
-from ..models import JudgeRun, LLMCall
+from ..llm.client import Attempt, Prepared, budget_problem, lookup, prepare, record, run_spend, send
+from ..llm.models import LLMCall
+from ..models import JudgeRun
 from .base import Driver, Unit
 
 log = logging.getLogger("judging.services")

@@ -37,9 +37,10 @@ from studies.jobs import RowHeartbeat
 from studies.models import Idea, Study
 from studies.selectors import idea_text
 
-from ..client import BudgetExhausted, JudgeNotConfigured
+from ..llm.client import BudgetExhausted, JudgeNotConfigured
+from ..llm.models import JudgeConfig
 from ..methods.registry import AUTO, LLM_METHODS, method_spec
-from ..models import IdeaRating, JudgeConfig, JudgeRun
+from ..models import IdeaRating, JudgeRun
 from .base import Driver, JudgeRunRefused
 from .engine import Engine
 
@@ -71,22 +72,6 @@ def make_driver(
 
 
 # --- Creating runs -------------------------------------------------------------------
-
-
-def judge_config_create(*, name: str, actor: Any = None, **fields: Any) -> JudgeConfig:
-    """A judge config; `api_key_env` names an environment variable, never a key."""
-    if "api_key" in fields:
-        raise ValueError("store the name of the environment variable (api_key_env), not a key")
-    return JudgeConfig.objects.create(
-        name=name, created_by=actor if getattr(actor, "pk", None) else None, **fields
-    )
-
-
-def judge_configs_for(user: Any) -> Any:
-    """Judges a researcher may run: their own and shared ones (created by nobody, e.g. from
-    the command line). Rows hold no keys, but endpoints can be private."""
-    uid = getattr(user, "pk", None) or 0
-    return JudgeConfig.objects.filter(Q(created_by_id=uid) | Q(created_by__isnull=True))
 
 
 def _params(method: str, params: dict[str, Any] | None) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from judging.models import JudgeConfig
-from judging.services import judge_config_create
+from judging.llm.models import JudgeConfig
+from judging.llm.services import judge_config_create
 
 from .. import ideaprep
 from ..http import is_htmx

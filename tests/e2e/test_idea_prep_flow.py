@@ -12,7 +12,7 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from ideareview.celery import app
-from judging.models import JudgeConfig
+from judging.llm.models import JudgeConfig
 from judging.testserver import Rules, TestServer
 from studies.models import Condition, Idea, JobRun, Topic
 from studies.services import study_create

@@ -9,7 +9,8 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from ideareview.celery import app
-from judging.models import JudgeConfig, JudgeRun
+from judging.llm.models import JudgeConfig
+from judging.models import JudgeRun
 from judging.testserver import Rules, TestServer
 from tests.e2e.pages import new_page, owner_login
 from tests.judging.conftest import make_study

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from judging.models import JudgeConfig
+from judging.llm.models import JudgeConfig
 from judging.testserver import Rules, TestServer
 from studies import ideaprep
 from studies.models import Idea

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from judging.models import JudgeConfig
+from judging.llm.models import JudgeConfig
 from judging.testserver import Rules, TestServer
 from studies.models import Condition, Idea, IdeaCondition, Topic
 

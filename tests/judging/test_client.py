@@ -7,9 +7,10 @@ from decimal import Decimal
 
 import pytest
 
-from judging.client import BudgetExhausted, cache_key, complete, prepare, send
+from judging.llm.client import BudgetExhausted, cache_key, complete, prepare, send
+from judging.llm.models import LLMCall
 from judging.methods.prompts import pairwise_messages
-from judging.models import JudgeRun, LLMCall
+from judging.models import JudgeRun
 
 MESSAGES = pairwise_messages("A short idea.", "A somewhat longer idea than the other one.")
 

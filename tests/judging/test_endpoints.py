@@ -15,11 +15,11 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from django.urls import reverse
 
-from judging import endpoints
-from judging.client import JudgeNotConfigured, complete, prepare
-from judging.endpoints import EndpointRefused, endpoint_check
+from judging.llm import endpoints
+from judging.llm.client import JudgeNotConfigured, complete, prepare
+from judging.llm.endpoints import EndpointRefused, endpoint_check
+from judging.llm.models import JudgeConfig
 from judging.methods.prompts import pairwise_messages
-from judging.models import JudgeConfig
 
 MESSAGES = pairwise_messages("A short idea.", "A longer idea than the other one.")
 PUBLIC = "93.184.215.14"

@@ -7,17 +7,11 @@ from pathlib import Path
 import pytest
 
 from judging.corpus import reference_corpus_import
+from judging.llm.models import LLMCall
 from judging.methods.elo import expected_score, k_factor, soft_clamp
 from judging.methods.novelty import novelty_score
 from judging.methods.prompts import LIGBENCH_DIMENSIONS
-from judging.models import (
-    Formalisation,
-    IdeaRating,
-    JudgeRun,
-    Judgment,
-    LLMCall,
-    ReferenceComparison,
-)
+from judging.models import Formalisation, IdeaRating, JudgeRun, Judgment, ReferenceComparison
 from judging.services import JudgeRunRefused, judge_run_create, judge_run_execute
 from tests.judging.embedding_cache import remembered_embeddings  # noqa: F401
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.utils.module_loading import import_string
 
-from judging.client import prepare, send
+from judging.llm.client import prepare, send
 from judging.methods.prompts import pairwise_messages
 from judging.methods.registry import METHODS, SCORES
 from judging.models import JudgeRun

@@ -8,14 +8,8 @@ from django.db.models import Count
 
 import judging.services as services
 import judging.services.engine as engine
-from judging.models import (
-    Formalisation,
-    IdeaRating,
-    JudgeRun,
-    Judgment,
-    LLMCall,
-    PairwiseOutcome,
-)
+from judging.llm.models import LLMCall
+from judging.models import Formalisation, IdeaRating, JudgeRun, Judgment, PairwiseOutcome
 from judging.services import (
     JudgeRunRefused,
     judge_run_cancel,

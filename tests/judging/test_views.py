@@ -10,7 +10,8 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from judging.models import JudgeConfig, JudgeRun, ReferenceCorpus
+from judging.llm.models import JudgeConfig
+from judging.models import JudgeRun, ReferenceCorpus
 from judging.services import judge_run_create, judge_run_execute
 from studies.models import Reviewer
 from tests.judging.conftest import make_study

@@ -7,7 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from judging.models import JudgeConfig, JudgeRun
+from judging.llm.models import JudgeConfig
+from judging.models import JudgeRun
 from judging.services import (
     JudgeRunRefused,
     judge_run_create,

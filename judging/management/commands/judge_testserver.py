@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from judging.models import JudgeConfig
+from judging.llm.models import JudgeConfig
 from judging.testserver import Rules, TestServer
 
 

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from ...llm.models import LLMCall
 from ...methods import prompts
 from ...methods.elo import MAX_STEPS
 from ...methods.ligbench import (
@@ -41,7 +42,6 @@ from ...models import (
     IdeaRating,
     JudgeRun,
     Judgment,
-    LLMCall,
     PairwiseOutcome,
     ReferenceComparison,
     ReferencePaper,

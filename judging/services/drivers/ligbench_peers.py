@@ -7,6 +7,7 @@ import random
 from collections import defaultdict
 from typing import Any, cast
 
+from ...llm.models import LLMCall
 from ...methods import prompts
 from ...methods.elo import run_elo_dimensions
 from ...methods.novelty import (
@@ -21,13 +22,7 @@ from ...methods.parsing import (
     parse_reasoned_verdicts,
 )
 from ...methods.registry import AUTO
-from ...models import (
-    Formalisation,
-    IdeaRating,
-    JudgeRun,
-    LLMCall,
-    PairwiseOutcome,
-)
+from ...models import Formalisation, IdeaRating, JudgeRun, PairwiseOutcome
 from ..base import (
     Driver,
     Unit,

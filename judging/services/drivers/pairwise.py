@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterable
 from typing import Any, cast
 
+from ...llm.models import LLMCall
 from ...methods import prompts
 from ...methods.bradley_terry import (
     bootstrap_intervals,
@@ -19,12 +20,7 @@ from ...methods.parsing import (
     Unparseable,
     parse_pairwise,
 )
-from ...models import (
-    IdeaRating,
-    JudgeRun,
-    LLMCall,
-    PairwiseOutcome,
-)
+from ...models import IdeaRating, JudgeRun, PairwiseOutcome
 from ..base import (
     Driver,
     Unit,

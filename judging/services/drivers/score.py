@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from ...llm.models import LLMCall
 from ...methods import prompts
 from ...methods.parsing import (
     AbsoluteScore,
@@ -13,13 +14,7 @@ from ...methods.parsing import (
     parse_absolute_score,
     parse_form_scores,
 )
-from ...models import (
-    IdeaRating,
-    JudgeRun,
-    Judgment,
-    LLMCall,
-    PairwiseOutcome,
-)
+from ...models import IdeaRating, JudgeRun, Judgment, PairwiseOutcome
 from ..base import (
     Driver,
     Unit,

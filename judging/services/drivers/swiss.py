@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Hashable
 from typing import Any, cast
 
+from ...llm.models import LLMCall
 from ...methods import prompts
 from ...methods.pairwise import PairCall
 from ...methods.parsing import (
@@ -22,12 +23,7 @@ from ...methods.swiss import (
     resolve_game,
     total_calls,
 )
-from ...models import (
-    IdeaRating,
-    JudgeRun,
-    LLMCall,
-    PairwiseOutcome,
-)
+from ...models import IdeaRating, JudgeRun, PairwiseOutcome
 from ..base import (
     Driver,
     Unit,

@@ -8,15 +8,10 @@ from typing import Any, cast
 
 import numpy as np
 
+from ...llm.models import LLMCall
 from ...methods import prompts
 from ...methods.validation import Trial, pairwise_accuracy
-from ...models import (
-    JudgeRun,
-    LLMCall,
-    PairwiseOutcome,
-    ReferenceComparison,
-    ReferencePaper,
-)
+from ...models import JudgeRun, PairwiseOutcome, ReferenceComparison, ReferencePaper
 from ..base import (
     Driver,
     JudgeRunRefused,

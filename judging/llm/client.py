@@ -2,7 +2,7 @@
 
 `complete(config, messages, run=...)` is the whole story for one call: look the call up
 in the cache, check the run's budget, send it with retries, store it as an `LLMCall`.
-The run engine (`services/engine.py`) uses the same three steps separately so that only the
+The judge run engine (`judging/services/engine.py`) uses the same three steps separately so that only the
 HTTP part runs in worker threads and every database write stays on the calling thread:
 
     prepared = prepare(config, messages, ...)   # cache key and request, no I/O
@@ -46,8 +46,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 
 from .endpoints import EndpointRefused, endpoint_check, key_env_problem
-from .methods.prompts import METHOD_HEADER
-from .models import JudgeConfig, JudgeRun, LLMCall
+from .models import JudgeConfig, LLMCall
+from .wire import METHOD_HEADER, prompt_hash
 
 __all__ = [
     "BudgetExhausted",
@@ -146,12 +146,6 @@ class Attempt:
     delays: list[float] = field(default_factory=list)
 
 
-def _prompt_hash(messages: Sequence[Mapping[str, Any]]) -> str:
-    from .methods.prompts import prompt_hash
-
-    return prompt_hash(messages)
-
-
 def prepare(
     config: JudgeConfig,
     messages: Sequence[Mapping[str, str]],
@@ -188,7 +182,7 @@ def prepare(
         messages=msgs,
         cache_key=cache_key(base_url, model, msgs, params, salt),
         prompt_version=prompt_version,
-        prompt_hash=_prompt_hash(msgs),
+        prompt_hash=prompt_hash(msgs),
         timeout=float(config.timeout_seconds),
         max_attempts=max(1, int(config.max_attempts)),
         backoff=max(0.0, float(config.backoff_seconds)),
@@ -370,7 +364,7 @@ def record(
     prepared: Prepared,
     attempt: Attempt,
     *,
-    run: JudgeRun | None = None,
+    run: Any = None,
     parsed: Any = None,
     parse_error: str = "",
 ) -> LLMCall:
@@ -413,7 +407,7 @@ def record(
 
 
 def budget_problem(
-    run: JudgeRun | None,
+    run: Any,
     *,
     calls: int,
     cost: Decimal,
@@ -437,7 +431,7 @@ def budget_problem(
     return None
 
 
-def run_spend(run: JudgeRun) -> tuple[int, Decimal]:
+def run_spend(run: Any) -> tuple[int, Decimal]:
     """Calls this run paid for and their cost, from the rows (never from counters)."""
     agg = LLMCall.objects.filter(run=run).aggregate(cost=Sum("cost"))
     return LLMCall.objects.filter(run=run).count(), Decimal(agg["cost"] or 0)
@@ -447,7 +441,7 @@ def complete(
     config: JudgeConfig,
     messages: Sequence[Mapping[str, str]],
     *,
-    run: JudgeRun | None = None,
+    run: Any = None,
     prompt_version: str = "",
     salt: str = "",
     parse: Callable[[str], Any] | None = None,
