@@ -18,7 +18,7 @@ import random
 import secrets
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +27,9 @@ from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
-from judging.llm.client import Attempt, JudgeNotConfigured, Prepared, lookup, prepare, record, send
+from judging.llm.client import JudgeNotConfigured, Prepared, lookup, prepare, record
 from judging.llm.models import JudgeConfig, LLMCall
+from judging.llm.pool import SendPool
 
 from . import csvsafe
 from .jobs import job_active, job_enqueue, job_progress, job_start
@@ -670,9 +671,10 @@ def normalization_run(
 ) -> NormalizationOutcome:
     """Normalise the job's ideas, `config.concurrency` calls at a time.
 
-    HTTP runs in worker threads; every database write stays on this thread. Ideas that
-    got approved text or a rewrite meanwhile are skipped, so re-delivering the job (a
-    crashed worker, acks_late) resumes it without normalising anything twice.
+    HTTP runs in the LLM layer's send pool (the one judge runs use); every database write
+    stays on this thread. Ideas that got approved text or a rewrite meanwhile are skipped,
+    so re-delivering the job (a crashed worker, acks_late) resumes it without normalising
+    anything twice.
     """
     if embed is None:
         from .embeddings import embed as embed_texts
@@ -689,9 +691,7 @@ def normalization_run(
     done = outcome.skipped
     total = job.total or len(ideas)
     job_progress(job=job, done=done, total=total, message=f"normalising {len(ideas)} idea(s)")
-    width = max(1, int(config.concurrency))
     queue = list(ideas)
-    in_flight: dict[Future[Attempt], _Item] = {}
     # The automatic checks embed the original and the rewrite, which costs real CPU per
     # idea. Run on this thread, they kept it from refilling the HTTP slots and the job ran
     # far past its latency bound (bench/normalization.py; docs/measurements.md). They run on their own
@@ -715,13 +715,13 @@ def normalization_run(
 
     with (
         _blas_single_threaded(),
-        ThreadPoolExecutor(max_workers=width, thread_name_prefix="normalize") as pool,
+        SendPool[_Item](config.concurrency, name="normalize") as pool,
         ThreadPoolExecutor(
             max_workers=CHECK_THREADS, thread_name_prefix="normalize-check"
         ) as checker,
     ):
-        while queue or in_flight or checking:
-            while queue and len(in_flight) < width:
+        while queue or pool or checking:
+            while queue and pool.has_room():
                 idea = queue.pop(0)
                 salt = _salt(idea, rerun)
                 prepared = prepare(
@@ -734,17 +734,15 @@ def normalization_run(
                 if hit is not None:
                     settle(_Item(idea, salt, prepared), hit)
                     continue
-                in_flight[pool.submit(send, prepared)] = _Item(idea, salt, prepared)
-            if not in_flight and not checking:
+                pool.submit(prepared, _Item(idea, salt, prepared))
+            if not pool and not checking:
                 continue
             before = done
-            waiting: list[Future[Any]] = [*in_flight, *checking]
-            finished, _ = wait(waiting, return_when=FIRST_COMPLETED)
+            finished = pool.wait(also=checking)
+            for item, prepared, attempt in pool.returned(finished):
+                settle(item, record(prepared, attempt))
             for future in finished:
-                if future in in_flight:
-                    item = in_flight.pop(future)
-                    settle(item, record(item.prepared, future.result()))
-                else:
+                if future in checking:
                     item, call = checking.pop(future)
                     finish(item, call, future.result())
             if done != before:
@@ -1361,26 +1359,22 @@ def _leakage_llm(job: JobRun, sample: LeakageSample, side: str, offset: int) -> 
     if config is None or not config.is_configured():
         return {"error": "the judge config is gone or has no endpoint"}
     guesses: list[float | None] = [None] * len(sample.texts)
-    pending: dict[Future[Attempt], tuple[int, Prepared]] = {}
     done = 0
-    with ThreadPoolExecutor(
-        max_workers=max(1, int(config.concurrency)), thread_name_prefix="leakage"
-    ) as pool:
-        for i, text in enumerate(sample.texts):
-            prepared = prepare(
-                config, source_guess_messages(text), prompt_version=SOURCE_GUESS_PROMPT_VERSION
-            )
-            hit = lookup(prepared)
-            if hit is not None:
-                guesses[i] = parse_source_guess(hit.response_text or "")
-                done += 1
-            else:
-                pending[pool.submit(send, prepared)] = (i, prepared)
-        while pending:
-            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for future in finished:
-                i, prepared = pending.pop(future)
-                attempt = future.result()
+    queue = list(enumerate(sample.texts))
+    with SendPool[int](config.concurrency, name="leakage") as pool:
+        while queue or pool:
+            while queue and pool.has_room():
+                i, text = queue.pop(0)
+                prepared = prepare(
+                    config, source_guess_messages(text), prompt_version=SOURCE_GUESS_PROMPT_VERSION
+                )
+                hit = lookup(prepared)
+                if hit is not None:
+                    guesses[i] = parse_source_guess(hit.response_text or "")
+                    done += 1
+                else:
+                    pool.submit(prepared, i)
+            for i, prepared, attempt in pool.returned(pool.wait()):
                 guess = None if attempt.error else parse_source_guess(attempt.text)
                 record(
                     prepared,

@@ -1,7 +1,8 @@
 """The engine that executes a driver's units: a thread pool for HTTP, every database
 write on the calling thread, grouped commits, cancel and budget checks between units.
 
-Units are sent through a thread pool of `config.concurrency` threads; the threads only
+Units are sent through the LLM layer's send pool (`judging/llm/pool.py`, shared with
+normalization), `config.concurrency` calls at a time; the threads only
 do HTTP (`client.send`) and the calling thread does every database write, which keeps
 SQLite happy and the run's bookkeeping single-threaded. Between units the engine checks
 the cancel flag and the budget; when either stops the run it lets the calls in flight
@@ -20,14 +21,14 @@ import contextlib
 import logging
 import time
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from ..llm.client import Attempt, Prepared, budget_problem, lookup, prepare, record, run_spend, send
+from ..llm.client import Attempt, Prepared, budget_problem, lookup, prepare, record, run_spend
 from ..llm.models import LLMCall
+from ..llm.pool import SendPool
 from ..models import JudgeRun
 from .base import Driver, Unit
 
@@ -149,17 +150,16 @@ class Engine:
 
     def execute(self) -> None:
         self.pending: deque[Unit] = deque(self.driver.load())
-        self.in_flight: dict[Future[Attempt], tuple[Unit, Prepared]] = {}
         self.returned: list[tuple[Unit, Prepared, Attempt]] = []
-        self.width = max(1, self.config.concurrency if self.config else 1)
+        width = self.config.concurrency if self.config else 1
         self.flush(force=True)
         failure: BaseException | None = None
-        with ThreadPoolExecutor(max_workers=self.width, thread_name_prefix="judge") as pool:
+        with SendPool[Unit](width, name="judge") as pool:
             self.pool = pool
             try:
-                while self.pending or self.in_flight:
+                while self.pending or pool:
                     self._fill()
-                    if not self.in_flight:
+                    if not pool:
                         if self.stop is not None or not self.pending:
                             break
                         continue
@@ -168,20 +168,16 @@ class Engine:
                         max(0.0, COMMIT_EVERY - self.batch.age()) if self.batch.atomic else 1.0
                     )
                     idle = time.perf_counter()
-                    finished, _ = wait(
-                        list(self.in_flight), timeout=timeout, return_when=FIRST_COMPLETED
-                    )
+                    finished = pool.wait(timeout=timeout)
                     self.idle += time.perf_counter() - idle
-                    for future in finished:
-                        unit, prepared = self.in_flight.pop(future)
-                        self.returned.append((unit, prepared, future.result()))
+                    self.returned.extend(pool.returned(finished))
                     # Keep the endpoint busy first; our bookkeeping can wait a moment.
                     self._fill()
                     while self.returned:
                         self._record(*self.returned.pop(0))
                     self.flush()
                     self.batch.maybe_commit()
-                    if self.stop is not None and not self.in_flight:
+                    if self.stop is not None and not pool:
                         break
             except BaseException as exc:
                 failure = exc
@@ -189,16 +185,14 @@ class Engine:
                 for _unit, prepared, attempt in self.returned:
                     with contextlib.suppress(Exception):  # best effort while failing
                         record(prepared, attempt, run=self.run)
-                for future, (_unit, prepared) in list(self.in_flight.items()):
-                    with contextlib.suppress(Exception):
-                        record(prepared, future.result(timeout=prepared.timeout), run=self.run)
+                pool.settle(lambda prepared, attempt: record(prepared, attempt, run=self.run))
                 raise
             finally:
                 self.batch.close(failure)
 
     def _fill(self) -> None:
         """Start units until the pool is full, answering cache hits and baselines inline."""
-        while self.pending and len(self.in_flight) < self.width and self.stop is None:
+        while self.pending and self.pool.has_room() and self.stop is None:
             if self.cancelled():
                 self.stop = ("cancelled", "cancelled by the owner")
                 return
@@ -214,12 +208,12 @@ class Engine:
                 self.complete(unit, hit)
                 self.flush()
                 continue
-            problem = self.budget(len(self.in_flight) + len(self.returned))
+            problem = self.budget(len(self.pool) + len(self.returned))
             if problem:
                 self.stop = ("budget", problem)
                 self.pending.appendleft(unit)
                 return
-            self.in_flight[self.pool.submit(send, prepared)] = (unit, prepared)
+            self.pool.submit(prepared, unit)
 
     def _prepare(self, unit: Unit) -> Prepared:
         assert self.config is not None

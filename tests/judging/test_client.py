@@ -120,3 +120,25 @@ def test_reasoning_blocks_reach_the_store_untouched(judge, scripted):
     scripted.rules.think = True
     call = complete(judge, MESSAGES)
     assert call.response_text.startswith("<think>") and call.response_text.endswith("[[B]]")
+
+
+def test_the_send_pool_keeps_its_width_on_the_wire_and_returns_each_call_with_its_tag(
+    judge, scripted
+):
+    from judging.llm.pool import SendPool
+
+    judge.concurrency = 10  # the client's per-endpoint limit is not what binds here
+    scripted.rules.latency = 0.1
+    queue = [(i, prepare(judge, pairwise_messages(f"idea {i}", "other"))) for i in range(7)]
+    answered: dict[int, str] = {}
+    with SendPool[int](3, name="test") as pool:
+        while queue or pool:
+            while queue and pool.has_room():
+                i, prepared = queue.pop(0)
+                pool.submit(prepared, i)
+            assert len(pool) <= 3
+            for i, _prepared, attempt in pool.returned(pool.wait()):
+                assert not attempt.error
+                answered[i] = attempt.text
+    assert sorted(answered) == list(range(7)) and all(answered.values())
+    assert scripted.requests == 7 and scripted.max_in_flight == 3
