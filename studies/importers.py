@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .protocol import jsonsafe
-from .protocol.forms import FormDefinition, Scale
+from .protocol.forms import IMPORT_FIELDS, FormDefinition, Scale
 
 MAX_REPORTED_ERRORS = 50
 
@@ -266,21 +266,7 @@ def _rows_from_json(obj: Any, name: str) -> list[dict[str, Any]]:
 
 # --- the generic row format ----------------------------------------------------------
 
-STANDARD_FIELDS = (
-    "idea_id",
-    "condition",
-    "topic",
-    "reviewer_id",
-    "review_id",
-    "title",
-    "institution",
-    "familiarity",
-    "confidence",
-    "minutes",
-    "consent",
-    "honor_code",
-    "timestamp",
-)
+STANDARD_FIELDS = IMPORT_FIELDS
 REQUIRED_FIELDS = ("idea_id", "condition", "topic")
 
 

@@ -20,24 +20,24 @@ from typing import Any, TypeGuard
 from . import jsonsafe
 
 RATIONALE_CHOICES = ("required", "optional", "none")
-# Names the review importers and the review page already use for other answers.
-RESERVED_KEYS = frozenset(
-    {
-        "idea_id",
-        "condition",
-        "topic",
-        "reviewer_id",
-        "review_id",
-        "title",
-        "institution",
-        "familiarity",
-        "confidence",
-        "minutes",
-        "consent",
-        "honor_code",
-        "timestamp",
-    }
+# The generic review file's own columns, in the order the import documents them; a form's
+# metric may not take one of these names.
+IMPORT_FIELDS = (
+    "idea_id",
+    "condition",
+    "topic",
+    "reviewer_id",
+    "review_id",
+    "title",
+    "institution",
+    "familiarity",
+    "confidence",
+    "minutes",
+    "consent",
+    "honor_code",
+    "timestamp",
 )
+RESERVED_KEYS = frozenset(IMPORT_FIELDS)
 METRIC_KEY = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 FORM_KEY = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MAX_LEVELS = 101
