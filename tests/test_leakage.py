@@ -247,6 +247,9 @@ def test_the_leakage_job_reports_auc_near_1_before_and_near_half_after_the_rewri
         body = response.content.decode()
         assert 'hx-trigger="every 1s"' in body and 'id="leakage-progress"' in body
         job = JobRun.objects.get(study=study, kind=ideaprep.LEAKAGE_JOB)
+        # A fixed seed: the check draws its folds at random, and with 60 texts the
+        # after-rewrite AUC of an unlucky draw reaches 0.65 (seen once in CI).
+        job.params["seed"] = 1
         job.params["n_permutations"] = 19  # keep the test quick; the default is 100
         job.params["n_bootstrap"] = 500
         job.save()
