@@ -9,13 +9,17 @@ class JudgingConfig(AppConfig):
     verbose_name = "LLM judges"
 
     def ready(self) -> None:
-        # Studies defines the interface its report reads judge ratings through; judging
-        # fills it here, so studies never imports judging's runs or methods.
+        # Studies defines the interfaces it reads judging through (its report's judge
+        # ratings, the step list's run counts, the study file's sections); judging fills
+        # them here, so studies never imports judging's runs or methods.
         from studies.judge_ratings import register_provider
+        from studies.overview import judge_run_counter_register
 
+        from .run_counts import study_judge_run_counts
         from .services.ratings import RUN_RATINGS
 
         register_provider(RUN_RATINGS)
+        judge_run_counter_register(study_judge_run_counts)
         _register_transfer()
 
 

@@ -5,11 +5,16 @@ pure function, so the rules are tested on plain numbers as well as on real studi
 A study built from an imported review dataset (si2024) never went through preparation,
 recruitment or assignment here: those steps say "imported dataset" instead of asking
 for work that can no longer be done.
+
+The judge runs are judging's rows: the "Judges run" step asks the registered counter
+(`judge_run_counter_register`, filled in `JudgingConfig.ready()`; docs/architecture.md,
+"Interfaces studies defines"). With none registered the study has no judge runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from .models import Assignment, Idea, ImportBatch, Review, Reviewer, Study, StudyReport
 
@@ -38,6 +43,32 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "Judges run": ("Rewrites signed off",),
     "Payments settled": ("Reviews in",),
 }
+
+
+@dataclass(frozen=True)
+class JudgeRunCounts:
+    """A study's judge runs by state: finished, and queued or running."""
+
+    done: int = 0
+    active: int = 0
+
+
+class JudgeRunCounter(Protocol):
+    def __call__(self, study: Study) -> JudgeRunCounts: ...
+
+
+_counters: list[JudgeRunCounter] = []
+
+
+def judge_run_counter_register(counter: JudgeRunCounter) -> None:
+    """Install the counter (the last registered one answers; registering the same one
+    again is a no-op, so a repeated `ready()` does not duplicate it)."""
+    if counter not in _counters:
+        _counters.append(counter)
+
+
+def judge_run_counts(study: Study) -> JudgeRunCounts:
+    return _counters[-1](study) if _counters else JudgeRunCounts()
 
 
 @dataclass(frozen=True)
@@ -85,8 +116,6 @@ class StudyCounts:
 
 
 def study_counts(study: Study) -> StudyCounts:
-    from judging.models import JudgeRun
-
     from .ideaprep import study_ideas, topic_matching_table
 
     ideas = list(study_ideas(study).only("sections", "normalization_status"))
@@ -98,7 +127,7 @@ def study_counts(study: Study) -> StudyCounts:
     reviewers = Reviewer.objects.filter(study=study, dropped_at__isnull=True)
     assignments = Assignment.objects.filter(study=study).exclude(status=Assignment.Status.WITHDRAWN)
     submitted = Review.objects.filter(study=study, status=Review.Status.SUBMITTED)
-    runs = JudgeRun.objects.filter(study=study)
+    runs = judge_run_counts(study)
     none = Idea.NormalizationStatus.NONE
     return StudyCounts(
         status=study.status,
@@ -121,8 +150,8 @@ def study_counts(study: Study) -> StudyCounts:
         imported_reviews=submitted.filter(assignment__isnull=True).count()
         if ImportBatch.objects.filter(study=study).exclude(kind="ideas").exists()
         else 0,
-        judge_runs_done=runs.filter(status=JudgeRun.Status.DONE).count(),
-        judge_runs_active=runs.filter(status__in=JudgeRun.ACTIVE).count(),
+        judge_runs_done=runs.done,
+        judge_runs_active=runs.active,
         reports=StudyReport.objects.filter(study=study).count(),
         payments_set=any((study.payment_per_review, study.payment_per_idea, study.payment_bonus)),
         undecided_reviews=submitted.filter(acceptance__isnull=True).count(),

@@ -192,3 +192,22 @@ def test_every_step_has_a_url_that_resolves(owner, status):
     study.save()
     for step in study_steps(study):
         assert reverse(step.next_action_url_name, args=[study.slug])
+
+
+def test_the_judges_step_counts_the_runs_judging_reports(owner, monkeypatch):
+    from judging.llm.models import JudgeConfig
+    from judging.models import JudgeRun
+    from studies import overview
+
+    study = study_create(owner=owner, slug="judged", title="Judged")
+    config = JudgeConfig.objects.create(name="j", base_url="http://127.0.0.1:9/v1", model="m")
+    for status in ("done", "done", "queued", "running", "failed"):
+        JudgeRun.objects.create(study=study, config=config, method="direct", status=status)
+    other = study_create(owner=owner, slug="other", title="Other")
+    JudgeRun.objects.create(study=other, config=config, method="direct", status="done")
+    step = {s.name: s for s in study_steps(study)}["Judges run"]
+    assert step.detail == "2 run(s) done, 2 running"
+    # Without judging's counter the study simply has no judge runs.
+    monkeypatch.setattr(overview, "_counters", [])
+    step = {s.name: s for s in study_steps(study)}["Judges run"]
+    assert step.detail == "0 run(s) done" and step.state != DONE
