@@ -9,6 +9,10 @@ Pseudonyms are HMACs of row identities keyed with the deployment's SECRET_KEY: t
 in every build, unrelated to names, institutions, external ids, conditions or the order
 rows were created in (creation order often follows condition), and not computable by
 anyone without the key.
+
+The judge runs are judging's rows: judging contributes the `judges/` folder as a section
+(`package_section_register`, called from `JudgingConfig.ready()`; docs/architecture.md,
+"Interfaces studies defines"). With no section registered the package has no `judges/`.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.utils import timezone
@@ -90,6 +94,43 @@ def _csv(rows: Iterable[dict[str, Any]], columns: list[str]) -> str:
 
 def _json(data: Any) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False, default=str, allow_nan=False) + "\n"
+
+
+@dataclass
+class PackageWriter:
+    """What a section writes its folder with: the study, its pseudonyms (the same object
+    the rest of the package uses, so a collision anywhere is caught), each idea's
+    condition-free pseudonym by idea pk, and writers for files under `folder/`."""
+
+    study: Study
+    pseudonyms: Pseudonyms
+    idea_names: dict[int, str]
+    files: dict[str, str | bytes]
+    folder: str
+
+    def json(self, name: str, data: Any) -> None:
+        self.files[f"{self.folder}/{name}"] = _json(data)
+
+    def csv(self, name: str, rows: Iterable[dict[str, Any]], columns: list[str]) -> None:
+        self.files[f"{self.folder}/{name}"] = _csv(rows, columns)
+
+    def text(self, name: str, text: str) -> None:
+        self.files[f"{self.folder}/{name}"] = text
+
+
+class PackageSection(Protocol):
+    def __call__(self, out: PackageWriter) -> None:
+        """Write this section's files through `out`."""
+        ...
+
+
+_sections: dict[str, PackageSection] = {}
+
+
+def package_section_register(folder: str, section: PackageSection) -> None:
+    """Install the section that writes the package's `folder/` (registering a folder
+    again replaces its section, so a repeated `ready()` does not duplicate it)."""
+    _sections[folder] = section
 
 
 def _replace_ids(value: Any, ids: dict[str, str], key: str | None = None) -> Any:
@@ -262,47 +303,10 @@ class _Collector:
             }
         )
 
-    def judges(self) -> None:
-        from judging.llm.models import LLMCall
-        from judging.models import JudgeRun
-
-        p, name = self.p, self.idea_name
-        runs = list(
-            JudgeRun.objects.filter(study=self.study)
-            .exclude(method=JudgeRun.Method.VALIDATION)
-            .select_related("config")
-            .order_by("created_at", "pk")
-        )
-        meta, judgments, outcomes, ratings = [], [], [], []
-        call_ids: set[int] = set()
-        for run in runs:
-            key = p.run(run.pk)
-            meta.append(_run_meta(run, key, name))
-            rows = _run_rows(run, key, name, call_ids)
-            judgments += rows[0]
-            outcomes += rows[1]
-            ratings += rows[2]
-        calls = LLMCall.objects.filter(pk__in=call_ids) | LLMCall.objects.filter(run__in=runs)
-        lines, used_versions = _call_lines(calls.distinct().order_by("pk"), p)
-        self.files["judges/runs.json"] = _json(meta)
-        self.files["judges/prompts.json"] = _json(
-            {
-                "hash": "prompt_hash of a call = SHA-256 of its messages as canonical JSON "
-                "(sorted keys, no spaces, UTF-8); template_sha256 = SHA-256 of the template",
-                "templates": _prompt_templates(used_versions),
-            }
-        )
-        self.files["judges/calls.jsonl"] = "\n".join(lines) + ("\n" if lines else "")
-        self.files["judges/judgments.csv"] = _csv(
-            judgments, ["run", "idea", "metric", "sample", "score", "call", "parse_error"]
-        )
-        self.files["judges/pairwise_outcomes.csv"] = _csv(
-            outcomes,
-            ["run", "idea_a", "idea_b", "first_shown", "dimension", "round", "verdict", "call"],
-        )
-        self.files["judges/ratings.csv"] = _csv(
-            ratings, ["run", "idea", "dimension", "score", "ci_low", "ci_high"]
-        )
+    def sections(self) -> None:
+        """The folders other apps contribute (judging's `judges/`)."""
+        for folder, section in _sections.items():
+            section(PackageWriter(self.study, self.p, self.idea_name, self.files, folder))
 
     def report(self, directory: Path | None) -> list[str]:
         if directory is None or not directory.exists():
@@ -335,139 +339,6 @@ class _Collector:
         return names
 
 
-def _run_meta(run: Any, key: str, name: dict[Any, str]) -> dict[str, Any]:
-    """A judge run as the package describes it: method, parameters, judge, counts, cost."""
-    cfg = run.config
-    params = dict(run.params)
-    for k in ("idea_ids",):
-        if params.get(k):
-            params[k] = sorted(name.get(i, "?") for i in params[k])
-    return {
-        "run": key,
-        "method": run.method,
-        "baseline": run.is_baseline,
-        "status": run.status,
-        "params": params,
-        "model": cfg.resolved_model() if cfg and not run.is_baseline else None,
-        "judge": None
-        if cfg is None
-        else {
-            "name": cfg.name,
-            "parameters": cfg.parameters,
-            "price_input_per_million": str(cfg.price_input_per_million),
-            "price_output_per_million": str(cfg.price_output_per_million),
-        },
-        "calls_paid": run.http_calls,
-        "cache_hits": run.cache_hits,
-        "unparseable": run.unparseable,
-        "cost": str(run.cost),
-        "summary": run.summary,
-        "finished_at": run.finished_at,
-    }
-
-
-def _run_rows(
-    run: Any, key: str, name: dict[Any, str], call_ids: set[int]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """A run's judgments, pairwise outcomes and ratings under pseudonyms; the calls they
-    cite are added to `call_ids`."""
-    from judging.models import IdeaRating, Judgment, PairwiseOutcome
-
-    judgments, outcomes, ratings = [], [], []
-    for j in Judgment.objects.filter(run=run):
-        judgments.append(
-            {
-                "run": key,
-                "idea": name.get(j.idea_id),
-                "metric": j.metric,
-                "sample": j.sample,
-                "score": j.score,
-                "call": j.call_id,
-                "parse_error": j.parse_error,
-            }
-        )
-        if j.call_id:
-            call_ids.add(j.call_id)
-    for o in PairwiseOutcome.objects.filter(run=run):
-        outcomes.append(
-            {
-                "run": key,
-                "idea_a": name.get(o.idea_a_id),
-                "idea_b": name.get(o.idea_b_id),
-                "first_shown": name.get(o.first_shown_id),
-                "dimension": o.dimension,
-                "round": o.round,
-                "verdict": o.verdict,
-                "call": o.call_id,
-            }
-        )
-        if o.call_id:
-            call_ids.add(o.call_id)
-    for r in IdeaRating.objects.filter(run=run):
-        ratings.append(
-            {
-                "run": key,
-                "idea": name.get(r.idea_id),
-                "dimension": r.dimension,
-                "score": r.score,
-                "ci_low": r.ci_low,
-                "ci_high": r.ci_high,
-            }
-        )
-    return judgments, outcomes, ratings
-
-
-def _call_lines(calls: Iterable[Any], p: Pseudonyms) -> tuple[list[str], set[str]]:
-    """Each LLM call as one JSON line, and the prompt versions the calls used."""
-    lines, used_versions = [], set()
-    for c in calls:
-        used_versions.add(c.prompt_version)
-        lines.append(
-            json.dumps(
-                {
-                    "call": c.pk,
-                    "run": p.run(c.run_id) if c.run_id else None,
-                    "cache_key": c.cache_key,
-                    "model": c.model,
-                    "prompt_version": c.prompt_version,
-                    "prompt_hash": c.prompt_hash,
-                    "request": c.request,
-                    "response_text": c.response_text,
-                    "response": c.response,
-                    "parsed": c.parsed,
-                    "parse_error": c.parse_error,
-                    "input_tokens": c.input_tokens,
-                    "output_tokens": c.output_tokens,
-                    "latency_ms": c.latency_ms,
-                    "cost": str(c.cost),
-                    "error": c.error,
-                },
-                ensure_ascii=False,
-                default=str,
-            )
-        )
-    return lines, used_versions
-
-
-def _prompt_templates(used_versions: set[str]) -> dict[str, dict[str, Any]]:
-    """Every prompt template with its hash, marked when this study's calls used it."""
-    from judging.methods import prompts
-
-    templates = {}
-    for obj in vars(prompts).values():
-        if isinstance(obj, prompts.PromptTemplate):
-            body = json.dumps({"system": obj.system, "user": obj.user}, sort_keys=True)
-            templates[obj.id] = {
-                "name": obj.name,
-                "version": obj.version,
-                "system": obj.system,
-                "user": obj.user,
-                "template_sha256": hashlib.sha256(body.encode()).hexdigest(),
-                "used_by_this_study": obj.id in used_versions,
-            }
-    return templates
-
-
 def package_build(
     *, study: Study, out: Path, report: StudyReport | None = None, use_report: bool = True
 ) -> dict[str, Any]:
@@ -477,7 +348,7 @@ def package_build(
     c = _Collector(study)
     c.data()
     c.design()
-    c.judges()
+    c.sections()
     report_files = c.report(Path(report.directory) if report else None)
     human = [k.key for k in study.conditions.all() if k.kind == "human"]
     c.files["software.json"] = _json(software_versions())

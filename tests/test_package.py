@@ -95,6 +95,34 @@ def test_package_pseudonyms_are_stable_across_two_builds(built):
         assert a[name] == b[name], name
 
 
+def test_without_judging_the_package_has_no_judges_folder_and_the_rest_unchanged(
+    built, monkeypatch
+):
+    from studies import package
+
+    seeded, snap, tmp = built
+    package_build(study=seeded.study, out=tmp / "with.zip", report=snap)
+    monkeypatch.setattr(package, "_sections", {})
+    package_build(study=seeded.study, out=tmp / "without.zip", report=snap)
+    with_judges, without = _members(tmp / "with.zip"), _members(tmp / "without.zip")
+    judges = {n for n in with_judges if n.startswith("judges/")}
+    assert judges == {
+        f"judges/{n}"
+        for n in (
+            "runs.json",
+            "prompts.json",
+            "calls.jsonl",
+            "judgments.csv",
+            "pairwise_outcomes.csv",
+            "ratings.csv",
+        )
+    }
+    assert set(without) == set(with_judges) - judges
+    for name in set(without) - {"manifest.json"}:
+        assert without[name] == with_judges[name], name
+    assert not any(n.startswith("judges/") for n in json.loads(without["manifest.json"])["files"])
+
+
 def test_package_round_trip_reproduces_test_1(built, owner):
     seeded, snap, tmp = built
     files = _members(tmp / "rep" / "package.zip")
