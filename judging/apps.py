@@ -11,12 +11,14 @@ class JudgingConfig(AppConfig):
     def ready(self) -> None:
         # Studies defines the interfaces it reads judging through (its report's judge
         # ratings, the step list's run counts, the package's and the study file's
-        # sections); judging fills them here, so studies never imports judging's runs
-        # or methods.
+        # sections, the demo's judges); judging fills them here, so studies never
+        # imports judging's runs or methods.
+        from studies.demo_judging import demo_judging_register
         from studies.judge_ratings import register_provider
         from studies.overview import judge_run_counter_register
         from studies.package import package_section_register
 
+        from .demo import DEMO_JUDGING
         from .package_section import judges_section
         from .run_counts import study_judge_run_counts
         from .services.ratings import RUN_RATINGS
@@ -24,6 +26,7 @@ class JudgingConfig(AppConfig):
         register_provider(RUN_RATINGS)
         judge_run_counter_register(study_judge_run_counts)
         package_section_register("judges", judges_section)
+        demo_judging_register(DEMO_JUDGING)
         _register_transfer()
 
 

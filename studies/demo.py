@@ -9,6 +9,10 @@ residual noise), runs a direct and a pairwise judge against the test server and 
 random baseline, builds the report and the package, and checks that the simulated
 effects come out of the report. `manage.py demo_study` is a thin wrapper.
 
+The scripted server and the judge runs are judging's: the demo asks the `DemoJudging`
+registered in `studies.demo_judging` (from `JudgingConfig.ready()`). With none
+registered the demo needs a `base_url` and runs no judges.
+
 Better ideas are written longer, so the test server's pairwise judge ("the longer text
 wins") tracks the human ratings; its direct scores are a hash of the text and do not.
 """
@@ -29,11 +33,11 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from judging.llm.models import JudgeConfig
-from judging.models import JudgeRun
-from judging.services import judge_config_create, judge_run_create, judge_run_execute
+from judging.llm.services import judge_config_create
 
 from . import ideaprep, recruitment
 from .analysis.report import ReportOptions
+from .demo_judging import DemoJudgeOutcome, demo_judging
 from .models import Assignment, Idea, JobRun, PairTask, Reviewer, Study, StudyReport
 from .protocol.template import render_sections
 from .reporting import report_build
@@ -75,7 +79,7 @@ class DemoResult:
     directory: Path
     checks: list[Check] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
-    judge_runs: list[JudgeRun] = field(default_factory=list)
+    judge_runs: list[DemoJudgeOutcome] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -217,15 +221,18 @@ def demo_study_build(
     if reviewers < 2:
         raise DemoError("--reviewers must be at least 2")
     if base_url is None:
-        from judging.testserver import Rules, TestServer
-
-        with TestServer(Rules()) as server:
+        judging = demo_judging()
+        if judging is None:
+            raise DemoError(
+                "no scripted LLM server to start (the judging app provides it): pass base_url"
+            )
+        with judging.scripted_server() as server_url:
             return demo_study_build(
                 slug=slug,
                 ideas_per_condition=ideas_per_condition,
                 reviewers=reviewers,
                 seed=seed,
-                base_url=server.base_url,
+                base_url=server_url,
                 out_dir=out_dir,
                 report_options=report_options,
                 echo=echo,
@@ -319,7 +326,12 @@ def _build(
     rated = _demo_pair_ratings(study=study, client=client, truth=truth, rng=rng)
     client.logout()
     say(f"{submitted} reviews and {rated} pair ratings entered over HTTP")
-    runs = _demo_judges(study=study, owner=owner, config=config, say=say)
+    judging = demo_judging()
+    runs = (
+        []
+        if judging is None
+        else judging.judges_run(study=study, owner=owner, config=config, say=say)
+    )
     snapshot = report_build(
         study=study, out_dir=out_dir, options=options or _demo_report_options(seed), echo=None
     )
@@ -480,18 +492,6 @@ def _demo_pair_ratings(
     return rated
 
 
-def _demo_judges(
-    *, study: Study, owner: Any, config: JudgeConfig, say: Callable[[str], None]
-) -> list[JudgeRun]:
-    """Direct and pairwise judges over HTTP, and the random baseline."""
-    runs = []
-    for method, cfg in (("direct", config), ("pairwise", config), ("baseline_random", None)):
-        run = judge_run_create(study=study, method=method, config=cfg, actor=owner)
-        runs.append(judge_run_execute(run=run))
-        say(f"judge {method}: {runs[-1].status}")
-    return runs
-
-
 def _demo_report_options(seed: int) -> ReportOptions:
     return ReportOptions(
         consistency_splits=200,
@@ -524,8 +524,9 @@ def _pairwise_check(agreement: dict[str, Any]) -> Check:
     return Check(name, False, "the agreement section has no pairwise judge")
 
 
-def demo_checks(directory: Path, runs: list[JudgeRun]) -> list[Check]:
-    """Do the simulated effects show up in the report on disk?"""
+def demo_checks(directory: Path, runs: list[DemoJudgeOutcome]) -> list[Check]:
+    """Do the simulated effects show up in the report on disk? (The judges' checks only
+    when judges ran.)"""
     report = json.loads((directory / "report.json").read_text())
     checks: list[Check] = []
     comparisons = {(c["metric"], c["condition"]): c for c in report["by_review"]["comparisons"]}
@@ -549,14 +550,15 @@ def demo_checks(directory: Path, runs: list[JudgeRun]) -> list[Check]:
                 f"p = {c['p']:.2g} (must be < {P_MAX}), n = {c['n']} vs {c['n_baseline']}",
             )
         )
-    checks.append(
-        Check(
-            "judges finished",
-            all(r.status == JudgeRun.Status.DONE for r in runs),
-            ", ".join(f"{r.method} {r.status}" for r in runs),
+    if runs:
+        checks.append(
+            Check(
+                "judges finished",
+                all(r.finished for r in runs),
+                ", ".join(f"{r.method} {r.status}" for r in runs),
+            )
         )
-    )
-    checks.append(_pairwise_check(report.get("agreement") or {}))
+        checks.append(_pairwise_check(report.get("agreement") or {}))
     missing = [
         n for n in ("report.json", "report.html", "package.zip") if not (directory / n).exists()
     ]

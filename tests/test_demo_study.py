@@ -79,3 +79,45 @@ def test_demo_refuses_sizes_too_small_to_assign(db):
 
     with pytest.raises(DemoError, match="at least 2"):
         demo_study_build(slug="tiny", ideas_per_condition=1, reviewers=4)
+
+
+def test_without_judging_the_demo_asks_for_a_server_and_changes_nothing(db, monkeypatch):
+    from studies import demo_judging
+    from studies.demo import DemoError
+
+    monkeypatch.setattr(demo_judging, "_judging", [])
+    with pytest.raises(DemoError, match="pass base_url"):
+        demo_study_build(slug="no-judging", ideas_per_condition=2, reviewers=2)
+    assert not Study.objects.filter(slug="no-judging").exists()
+
+
+def _report_dir(tmp_path, agreement):
+    from studies.demo import EFFECTS
+
+    comparisons = [
+        {"metric": m, "condition": "AI", "mean": 5 + EFFECTS[m], "mean_baseline": 5.0}
+        | {"p": 0.001, "n": 20, "n_baseline": 20}
+        for m in ("novelty", "overall")
+    ]
+    report = {"by_review": {"comparisons": comparisons}, "agreement": agreement}
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    for name in ("report.html", "package.zip"):
+        (tmp_path / name).write_text("")
+    return tmp_path
+
+
+def test_the_judge_checks_follow_the_runs_judging_reported(tmp_path):
+    from studies.demo import demo_checks
+    from studies.demo_judging import DemoJudgeOutcome
+
+    directory = _report_dir(tmp_path, {})
+    # No judging: the checks are the report's own, and they pass.
+    checks = demo_checks(directory, [])
+    assert all(c.passed for c in checks) and not any("judge" in c.name for c in checks)
+    runs = [
+        DemoJudgeOutcome("direct", "done", "ok", finished=True),
+        DemoJudgeOutcome("pairwise", "failed", "HTTP 500", finished=False),
+    ]
+    failed = {c.name for c in demo_checks(directory, runs) if not c.passed}
+    # A run that did not finish fails, and so does a pairwise judge missing from the report.
+    assert failed == {"judges finished", "pairwise judge vs human overall (Spearman)"}

@@ -1,0 +1,52 @@
+"""Judging's part of the demo study (`studies.demo_judging` defines the interface;
+`JudgingConfig.ready()` registers `DEMO_JUDGING`): the scripted test server the build
+normalises and judges against, and the demo's judges — a direct and a pairwise judge
+over HTTP, then the random baseline — each run to the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from studies.demo_judging import DemoJudgeOutcome
+from studies.models import Study
+
+from .llm.models import JudgeConfig
+from .models import JudgeRun
+from .services import judge_run_create, judge_run_execute
+from .testserver import Rules, TestServer
+
+# (method, whether it calls the LLM), in the order the demo runs them.
+DEMO_METHODS = (("direct", True), ("pairwise", True), ("baseline_random", False))
+
+
+class DemoJudging:
+    @contextlib.contextmanager
+    def scripted_server(self) -> Iterator[str]:
+        with TestServer(Rules()) as server:
+            yield server.base_url
+
+    def judges_run(
+        self, *, study: Study, owner: Any, config: JudgeConfig, say: Callable[[str], None]
+    ) -> list[DemoJudgeOutcome]:
+        outcomes = []
+        for method, calls_llm in DEMO_METHODS:
+            run = judge_run_create(
+                study=study, method=method, config=config if calls_llm else None, actor=owner
+            )
+            run = judge_run_execute(run=run)
+            say(f"judge {method}: {run.status}")
+            outcomes.append(
+                DemoJudgeOutcome(
+                    method=run.method,
+                    status=run.status,
+                    message=run.message,
+                    finished=run.status == JudgeRun.Status.DONE,
+                )
+            )
+        return outcomes
+
+
+DEMO_JUDGING = DemoJudging()
