@@ -453,6 +453,9 @@ LOGGING = {
 # Review imports of more than IMPORT_JOB_MIN_ROWS rows run as a job instead of in the
 # request. On Redis, a task whose worker died is delivered again after the visibility
 # timeout; the job's lease keeps that second delivery from running it twice at once.
+# Only a consuming worker moves such a message back to its queue, in a sweep it runs
+# every BROKER_RESTORE_SECONDS; kombu's own default scans on every tenth 10 s tick, so
+# without this a redelivery waited up to 100 s past the visibility timeout.
 JOB_HEARTBEAT_SECONDS = env_int("IDEAREVIEW_JOB_HEARTBEAT_SECONDS", 15)
 JOB_LOST_AFTER_SECONDS = env_int("IDEAREVIEW_JOB_LOST_AFTER_SECONDS", 120)
 if not 0 < 2 * JOB_HEARTBEAT_SECONDS <= JOB_LOST_AFTER_SECONDS:
@@ -461,10 +464,15 @@ if not 0 < 2 * JOB_HEARTBEAT_SECONDS <= JOB_LOST_AFTER_SECONDS:
         "IDEAREVIEW_JOB_LOST_AFTER_SECONDS"
     )
 IMPORT_JOB_MIN_ROWS = env_int("IDEAREVIEW_IMPORT_JOB_ROWS", 2000)
+BROKER_RESTORE_SECONDS = env_int("IDEAREVIEW_BROKER_RESTORE_SECONDS", 10)
+if BROKER_RESTORE_SECONDS < 1:
+    raise ImproperlyConfigured("IDEAREVIEW_BROKER_RESTORE_SECONDS must be at least 1")
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         **CELERY_BROKER_TRANSPORT_OPTIONS,
         "visibility_timeout": env_int("IDEAREVIEW_BROKER_VISIBILITY_TIMEOUT", 3600),
+        "unacked_restore_interval": BROKER_RESTORE_SECONDS,
+        "unacked_restore_throttle": 1,  # every sweep scans (one ZRANGE on the broker)
     }
 
 # LLM endpoints that study owners configure (judging/endpoints.py). Judges read their API
