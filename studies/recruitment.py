@@ -30,7 +30,7 @@ from django.core import signing
 from django.core.cache import cache
 from django.core.mail import send_mail
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from .jobs import ACTIVE as JOB_ACTIVE
@@ -50,6 +50,7 @@ from .models import (
     Study,
 )
 from .protocol import assignment as solver
+from .protocol.forms import FormDefinition
 from .protocol.textcheck import control_character_problem
 from .services import audit
 
@@ -903,18 +904,22 @@ def assignment_touch(*, assignment: Assignment, now: Any = None) -> None:
 def _review_for(assignment: Assignment) -> Review:
     review = Review.objects.filter(assignment=assignment).first()
     if review is None:
-        try:
-            with transaction.atomic():
-                review = Review.objects.create(
-                    study=assignment.study,
-                    idea=assignment.idea,
-                    reviewer=assignment.reviewer,
-                    assignment=assignment,
-                    status=Review.Status.DRAFT,
-                )
-        except IntegrityError:  # another tab created it first
-            review = Review.objects.get(assignment=assignment)
+        review = _review_create(assignment)
     return review
+
+
+def _review_create(assignment: Assignment) -> Review:
+    try:
+        with transaction.atomic():
+            return Review.objects.create(
+                study_id=assignment.study_id,
+                idea_id=assignment.idea_id,
+                reviewer_id=assignment.reviewer_id,
+                assignment=assignment,
+                status=Review.Status.DRAFT,
+            )
+    except IntegrityError:  # another tab created it first
+        return Review.objects.get(assignment=assignment)
 
 
 class StaleReview(RecruitmentError):
@@ -939,27 +944,73 @@ def _check_version(review: Review, version: int | None) -> None:
 
 
 def review_draft_save(
-    *, assignment: Assignment, draft: dict[str, str], version: int | None = None
+    *,
+    assignment: Assignment,
+    draft: dict[str, str],
+    version: int | None = None,
+    definition: FormDefinition | None = None,
 ) -> Review:
     """Keep the answers typed so far. With `version` (the review's number of submits when
     the page was opened), a page opened before a later submit gets StaleReview instead:
-    its draft would otherwise show over the submitted answers."""
+    its draft would otherwise show over the submitted answers. `definition` is the
+    study's parsed form when the caller has it already.
+
+    Autosaves come every few seconds from every reviewer typing, so this is a handful of
+    statements and no read under lock: the version is checked by the UPDATE itself (a
+    submit that holds the review row makes it wait, and PostgreSQL then re-checks the
+    version on the submitted row), and the assignment's activity is written only if no
+    other request touched it since `assignment` was read (else it is read again under
+    lock). The assignment row is written before the review row, in the order
+    review_submit locks them, so the two never deadlock."""
     if assignment.study.is_closed():
         raise RecruitmentError("The study is closed; reviews can no longer be changed.")
-    _draft_check_text(assignment, draft)
+    _draft_check_text(definition or assignment.study.form_definition(), draft)
+    now = timezone.now()
     with transaction.atomic():
         _commit_without_waiting_for_disk()
-        assignment = Assignment.objects.select_for_update().get(pk=assignment.pk)
-        review = _review_for(assignment)
-        _check_version(review, version)
-        review.draft = {k: str(v)[:MAX_TEXT] for k, v in draft.items()}
-        review.draft_saved_at = timezone.now()
-        review.save(update_fields=["draft", "draft_saved_at"])
-        assignment_touch(assignment=assignment)
-        if assignment.status == Assignment.Status.PENDING:
-            assignment.status = Assignment.Status.DRAFT
-            assignment.save(update_fields=["status"])
+        _assignment_touch_for_draft(assignment, now)
+        review = _review_cached(assignment) or _review_for(assignment)
+        stored = {k: str(v)[:MAX_TEXT] for k, v in draft.items()}
+        rows = Review.objects.filter(pk=review.pk)
+        if version is not None:
+            rows = rows.filter(version=version)
+        if not rows.update(draft=stored, draft_saved_at=now):
+            review.refresh_from_db()
+            raise StaleReview(review)
+    review.draft, review.draft_saved_at = stored, now
     return review
+
+
+def _review_cached(assignment: Assignment) -> Review | None:
+    """The review read with the assignment (select_related), without a query."""
+    if not Assignment.review.is_cached(assignment):  # type: ignore[attr-defined]
+        return None
+    return getattr(assignment, "review", None)
+
+
+def _assignment_touch_for_draft(assignment: Assignment, now: Any) -> None:
+    """assignment_touch, and PENDING becomes DRAFT, in one UPDATE that applies only if
+    the row still has the activity `assignment` was read with; otherwise another request
+    touched it meanwhile, and the row is read again under lock."""
+    seen = assignment.last_seen_at
+    assignment.record_activity(now, IDLE_CAP_SECONDS)
+    fields: dict[str, Any] = {
+        "opened_at": assignment.opened_at,
+        "last_seen_at": assignment.last_seen_at,
+        "active_seconds": assignment.active_seconds,
+    }
+    if assignment.status == Assignment.Status.PENDING:
+        fields["status"] = Case(
+            When(status=Assignment.Status.PENDING, then=Value(Assignment.Status.DRAFT)),
+            default=F("status"),
+        )
+    if Assignment.objects.filter(pk=assignment.pk, last_seen_at=seen).update(**fields):
+        return
+    locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
+    assignment_touch(assignment=locked, now=now)
+    if locked.status == Assignment.Status.PENDING:
+        locked.status = Assignment.Status.DRAFT
+        locked.save(update_fields=["status"])
 
 
 def _commit_without_waiting_for_disk() -> None:
@@ -973,13 +1024,10 @@ def _commit_without_waiting_for_disk() -> None:
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
-def _draft_check_text(assignment: Assignment, draft: dict[str, str]) -> None:
+def _draft_check_text(definition: FormDefinition, draft: dict[str, str]) -> None:
     """A control character refuses the draft with the field named (PostgreSQL would refuse
     a NUL with an error page)."""
-    labels = {
-        f"{m.key}_rationale": f"{m.label} rationale"
-        for m in assignment.study.form_definition().metrics
-    }
+    labels = {f"{m.key}_rationale": f"{m.label} rationale" for m in definition.metrics}
     for key, value in draft.items():
         problem = control_character_problem(str(value))
         if problem:

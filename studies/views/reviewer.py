@@ -15,7 +15,7 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
-from django.db.models import Prefetch
+from django.db.models import Prefetch, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -74,16 +74,47 @@ def get_reviewer_for_user(request: HttpRequest, reviewer_id: int) -> Reviewer:
     )
 
 
+def _live_assignments(request: HttpRequest) -> QuerySet[Assignment]:
+    """The requesting, approved reviewer's assignments that are not withdrawn."""
+    return Assignment.objects.exclude(status=Assignment.Status.WITHDRAWN).filter(
+        Q(reviewer__user=request.user),
+        reviewer__screening=Reviewer.Screening.APPROVED,
+        reviewer__dropped_at__isnull=True,
+    )
+
+
 def get_assignment_for_reviewer(request: HttpRequest, assignment_id: int) -> Assignment:
     """404 unless the assignment is the requesting, approved reviewer's, and live."""
     return get_object_or_404(
-        Assignment.objects.select_related("study__review_form", "idea", "reviewer").exclude(
-            status=Assignment.Status.WITHDRAWN
-        ),
+        _live_assignments(request).select_related("study__review_form", "idea", "reviewer"),
         pk=assignment_id,
-        reviewer__user=request.user,
-        reviewer__screening=Reviewer.Screening.APPROVED,
-        reviewer__dropped_at__isnull=True,
+    )
+
+
+# What an autosave reads: the activity it updates, the study's state and form, and which
+# review is the assignment's (no idea text, no reviewer row; the version is checked by the
+# UPDATE that stores the draft).
+DRAFT_FIELDS = (
+    "status",
+    "opened_at",
+    "last_seen_at",
+    "active_seconds",
+    "idea",
+    "reviewer",
+    "study__status",
+    "study__review_form__definition",
+    "review__id",
+)
+
+
+def get_assignment_for_draft(request: HttpRequest, assignment_id: int) -> Assignment:
+    """get_assignment_for_reviewer's check, in one query that reads only DRAFT_FIELDS and
+    the assignment's review (if any)."""
+    return get_object_or_404(
+        _live_assignments(request)
+        .select_related("study__review_form", "review")
+        .only(*DRAFT_FIELDS),
+        pk=assignment_id,
     )
 
 
@@ -401,7 +432,7 @@ def review_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
 @reviewer_login_required
 @require_POST
 def review_autosave(request: HttpRequest, assignment_id: int) -> HttpResponse:
-    assignment = get_assignment_for_reviewer(request, assignment_id)
+    assignment = get_assignment_for_draft(request, assignment_id)
     definition = assignment.study.form_definition()
     error, status, review = "", 200, None
     try:
@@ -409,6 +440,7 @@ def review_autosave(request: HttpRequest, assignment_id: int) -> HttpResponse:
             assignment=assignment,
             draft=draft_from_post(definition, request.POST),
             version=_page_version(request),
+            definition=definition,
         )
     except RecruitmentError as exc:
         error, status = str(exc), 400 if isinstance(exc, TextRejected) else 409
@@ -449,6 +481,7 @@ def review_submit_view(request: HttpRequest, assignment_id: int) -> HttpResponse
                 assignment=assignment,
                 draft=draft_from_post(definition, request.POST),
                 version=_page_version(request),
+                definition=definition,
             )
         values = draft_from_post(definition, request.POST)
         context = _review_context(assignment, values, form)

@@ -1,0 +1,204 @@
+"""What one request costs, independent of how busy the machine is: database queries and
+CPU time per request kind, through the whole middleware stack (sessions, CSRF, auth,
+messages) with DEBUG off, on PostgreSQL on loopback.
+
+For each kind it prints the number of queries one request makes, the web process's CPU
+time per request (time.process_time: only this process, so other programs on the
+machine do not count), and the PostgreSQL backend's CPU per request (read from
+/proc/<pid>/stat of this connection's server process, 10 ms ticks, so it is averaged
+over many requests). Wall time is printed too, but it is the noisy one.
+
+    python bench/request_cost.py                      # 300 of each
+    python bench/request_cost.py --profile autosave   # plus cProfile's top functions
+    python bench/request_cost.py --login              # plus one login's password check
+
+It creates (and drops first) its own database (--database, default ir_request_cost) on
+the PostgreSQL server of --pg (default postgres://postgres@127.0.0.1:5432). The cache is
+the default (a file cache in a temporary folder) unless CACHE_URL is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import re
+import sys
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+FORM = "application/x-www-form-urlencoded"
+CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+
+def setup(args: argparse.Namespace) -> None:
+    import psycopg
+
+    if not args.database.startswith("ir_"):
+        raise SystemExit("--database must start with ir_ (it is dropped first)")
+    with psycopg.connect(f"{args.pg.rstrip('/')}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{args.database}"')
+    for key in [k for k in os.environ if k.startswith(("DJANGO_", "DATABASE_", "IDEAREVIEW_"))]:
+        del os.environ[key]
+    os.environ.update(
+        DATABASE_URL=f"{args.pg.rstrip('/')}/{args.database}",
+        DJANGO_DEBUG="0",
+        DJANGO_SECRET_KEY="request-cost-benchmark-" + "k" * 40,
+        DJANGO_SETTINGS_MODULE="ideareview.settings",
+        IDEAREVIEW_VAR_DIR=tempfile.mkdtemp(prefix="ideareview-cost-"),
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", "--noinput", verbosity=0)
+
+
+def backend_cpu() -> float:
+    """CPU seconds (user + system) the PostgreSQL server process of this connection used."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def captured_queries(request: Callable[[], Any]) -> list[str]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        request()
+    return [q["sql"] for q in ctx.captured_queries]
+
+
+def cost(name: str, request: Callable[[], Any], n: int) -> dict[str, Any]:
+    for _ in range(5):  # warm caches, templates, the connection
+        request()
+    queries = len(captured_queries(request))
+    db0, cpu0, wall0 = backend_cpu(), time.process_time(), time.perf_counter()
+    for _ in range(n):
+        request()
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    db = backend_cpu() - db0
+    return {
+        "name": name,
+        "queries": queries,
+        "cpu_ms": cpu / n * 1000,
+        "db_ms": db / n * 1000,
+        "wall_ms": wall / n * 1000,
+    }
+
+
+def profile(request: Callable[[], Any], n: int) -> str:
+    profiler = cProfile.Profile(time.process_time)
+    profiler.enable()
+    for _ in range(n):
+        request()
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(40)
+    return out.getvalue()
+
+
+def requests(study: Any) -> dict[str, Callable[[], Any]]:
+    """One logged-in reviewer's requests, as the browser sends them (CSRF token included)."""
+    from django.test import Client
+
+    from tests.factories import review_answers
+
+    reviewer = study.reviewers[0]
+    (assignment, *_) = study.assignments[reviewer.pk]
+    client = Client(enforce_csrf_checks=True, HTTP_HOST="127.0.0.1")
+    client.force_login(study.users[0])
+    page = client.get(f"/studies/r/assignments/{assignment.pk}/").content.decode()
+    token = CSRF_INPUT.search(page)
+    assert token is not None, "the review page has no CSRF token"
+    answers = review_answers(study.study)
+    body = urllib.parse.urlencode({**answers, "version": "0"})
+    headers = {"HX-Request": "true", "X-CSRFToken": client.cookies["csrftoken"].value}
+
+    def expect(status: int, response: Any) -> None:
+        if response.status_code != status:
+            raise SystemExit(f"HTTP {response.status_code}: {response.content[:300]!r}")
+
+    def autosave() -> None:
+        # urlencoded, as htmx sends it (the test client's default is multipart)
+        url = f"/studies/r/assignments/{assignment.pk}/draft/"
+        expect(200, client.post(url, body, content_type=FORM, headers=headers))
+
+    return {
+        "trivial (/healthz)": lambda: expect(200, client.get("/healthz")),
+        "autosave": autosave,
+        "open": lambda: expect(200, client.get(f"/studies/r/assignments/{assignment.pk}/")),
+        "dashboard": lambda: expect(200, client.get("/studies/r/home/")),
+    }
+
+
+def login_cost(n: int) -> None:
+    """CPU of one password check with each of the first two hashers in PASSWORD_HASHERS
+    (the one new passwords get, and the one before it), as a login makes it."""
+    from django.conf import settings
+    from django.contrib.auth.hashers import check_password, make_password
+    from django.utils.module_loading import import_string
+
+    for path in settings.PASSWORD_HASHERS[:2]:
+        hasher = import_string(path)()
+        encoded = make_password("Reviewer-pass-2024", hasher=hasher.algorithm)
+        t0 = time.process_time()
+        for _ in range(n):
+            assert check_password("Reviewer-pass-2024", encoded)
+        ms = (time.process_time() - t0) / n * 1000
+        print(f"login: one password check with {hasher.algorithm}: {ms:.1f} ms CPU")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432")
+    parser.add_argument("--database", default="ir_request_cost")
+    parser.add_argument("-n", type=int, default=300, help="requests of each kind")
+    parser.add_argument("--profile", help="a request kind to profile with cProfile")
+    parser.add_argument("--queries", help="a request kind whose SQL to print")
+    parser.add_argument("--login", action="store_true", help="time one password check")
+    args = parser.parse_args()
+    setup(args)
+    from django.contrib.auth import get_user_model
+
+    from tests.factories import review_study
+
+    owner = get_user_model().objects.create_user("cost-owner", password="unused-Owner-1")
+    study = review_study(owner, slug="cost", n_reviewers=2, n_ideas=4, per_reviewer=2)
+    kinds = requests(study)
+    print(f"{'request':<20}{'queries':>8}{'web CPU ms':>12}{'db CPU ms':>11}{'wall ms':>9}")
+    for name, request in kinds.items():
+        row = cost(name, request, args.n)
+        print(
+            f"{row['name']:<20}{row['queries']:>8}{row['cpu_ms']:>12.2f}{row['db_ms']:>11.2f}"
+            f"{row['wall_ms']:>9.2f}"
+        )
+    print(f"({args.n} requests of each kind; load average {os.getloadavg()[0]:.1f})")
+    if args.queries:
+        for sql in captured_queries(kinds[args.queries]):
+            print(f"  {sql[:300]}")
+    if args.profile:
+        print(profile(kinds[args.profile], args.n))
+    if args.login:
+        login_cost(5)
+
+
+if __name__ == "__main__":
+    main()
