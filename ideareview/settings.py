@@ -211,6 +211,19 @@ def _pool(max_size: int) -> dict:
 DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# New passwords are hashed with Argon2id (argon2-cffi; Django's recommended hasher, at the
+# parameters ideareview/hashers.py gives and explains): a login costs a tenth of the CPU
+# of PBKDF2 at Django's 1,000,000 iterations, which during a burst of logins starved every
+# other request (docs/measurements.md). The others verify passwords hashed before; such a
+# hash is re-hashed with Argon2id at the user's next login.
+PASSWORD_HASHERS = [
+    "ideareview.hashers.Argon2idHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.BCryptSHA256PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
+]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

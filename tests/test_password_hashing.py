@@ -1,0 +1,61 @@
+"""Passwords as production hashes them (the test run itself uses MD5 for speed): new
+ones with Argon2id at ideareview/hashers.py's parameters, and a password hashed before
+(PBKDF2, or Argon2 at Django's parameters) still logs in and is re-hashed on the way."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import (
+    Argon2PasswordHasher,
+    PBKDF2PasswordHasher,
+    identify_hasher,
+)
+from django.test import Client
+from django.urls import reverse
+
+import ideareview.settings as configured
+
+
+@pytest.fixture
+def production_hashers(settings):
+    settings.PASSWORD_HASHERS = configured.PASSWORD_HASHERS
+
+
+def test_new_passwords_get_argon2id_at_the_configured_parameters(db, production_hashers):
+    user = get_user_model().objects.create_user("new", password="Fresh-pass-2024")
+    assert identify_hasher(user.password).algorithm == "argon2"
+    assert user.password.startswith("argon2$argon2id$v=19$m=19456,t=2,p=1$")
+    assert user.check_password("Fresh-pass-2024") and not user.check_password("fresh-pass-2024")
+
+
+def test_a_pbkdf2_password_still_logs_in_and_is_rehashed_with_argon2(db, production_hashers):
+    user = get_user_model().objects.create_user("old")
+    # As stored before Argon2 came first (fewer iterations than Django's, to keep the
+    # test fast: the upgrade happens for any PBKDF2 hash).
+    hasher = PBKDF2PasswordHasher()
+    user.password = hasher.encode("Older-pass-2023", hasher.salt(), iterations=1000)
+    user.save(update_fields=["password"])
+    client = Client()
+    wrong = client.post(reverse("login"), {"username": "old", "password": "older-pass-2023"})
+    assert wrong.status_code == 400 and "_auth_user_id" not in client.session
+    user.refresh_from_db()
+    assert identify_hasher(user.password).algorithm == "pbkdf2_sha256"
+    response = client.post(reverse("login"), {"username": "old", "password": "Older-pass-2023"})
+    assert response.status_code == 302 and client.session["_auth_user_id"] == str(user.pk)
+    user.refresh_from_db()
+    assert user.password.startswith("argon2$argon2id$v=19$m=19456,t=2,p=1$")
+    assert user.check_password("Older-pass-2023")
+
+
+def test_an_argon2_hash_at_django_parameters_logs_in_and_is_brought_to_ours(db, production_hashers):
+    user = get_user_model().objects.create_user("argon")
+    hasher = Argon2PasswordHasher()
+    user.password = hasher.encode("Argon-pass-2023", hasher.salt())
+    user.save(update_fields=["password"])
+    assert "$m=102400,t=2,p=8$" in user.password
+    client = Client()
+    response = client.post(reverse("login"), {"username": "argon", "password": "Argon-pass-2023"})
+    assert response.status_code == 302 and client.session["_auth_user_id"] == str(user.pk)
+    user.refresh_from_db()
+    assert user.password.startswith("argon2$argon2id$v=19$m=19456,t=2,p=1$")
