@@ -10,7 +10,9 @@ so a crawl that stops at a login page or a broken link cannot pass. Every page a
 reviewer reaches is also searched for what blinding hides: condition keys and labels,
 author institutions and external idea ids; and every HTML page for what a strict
 Content-Security-Policy refuses (inline styles, handlers and scripts) and for form
-controls without a label.
+controls without a label. Every action a team member's pages offer (a form posting, an
+`hx-post`, a `formaction`) is sent once as that member, inside a transaction rolled back
+afterwards: a page must not offer an action the member's role is refused (403).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from django.db import transaction
 from django.test import Client
 from django.urls import Resolver404, resolve
 
@@ -39,6 +42,10 @@ from studies.services import reviews_import, reviews_parse, study_create
 from tests.conftest import SI_REVIEWS, SI_TITLES
 
 LINK = re.compile(r'\b(href|hx-get)="([^"]*)"')
+# What a page offers to send: forms (their action, or the page itself when they have
+# none), htmx posts and submit buttons sending elsewhere than their form.
+FORM = re.compile(r"<form\b[^>]*>", re.I)
+POSTS = re.compile(r'\b(?:hx-post|formaction)="([^"]*)"')
 # What a Content-Security-Policy without 'unsafe-inline' would refuse on a served page.
 INLINE = re.compile(
     r"<style[\s>]|<[a-zA-Z][^>]*\s(?:style|on[a-z]+)=|<script(?![^>]*\ssrc=)[^>]*>", re.I
@@ -109,6 +116,7 @@ class Crawl:
     leaks: dict[str, list[str]] = field(default_factory=dict)
     inline: dict[str, str] = field(default_factory=dict)
     unlabelled: dict[str, list[str]] = field(default_factory=dict)
+    actions: dict[str, str] = field(default_factory=dict)  # target path -> a page offering it
 
     @property
     def errors(self) -> dict[str, int]:
@@ -132,6 +140,48 @@ def _links(base: str, html: str) -> Iterator[tuple[str, bool]]:
         if path.startswith(("/static/", "/logout")):
             continue
         yield path, attr == "hx-get"
+
+
+def _actions(base: str, html: str) -> Iterator[str]:
+    """The same-site paths a page's forms and htmx attributes post to."""
+    targets: list[str] = []
+    for tag in FORM.findall(html):
+        if re.search(r'\bmethod="post"', tag, re.I):
+            action = re.search(r'\baction="([^"]*)"', tag)
+            targets.append(action.group(1) if action else "")
+    targets += POSTS.findall(html)
+    for raw in targets:
+        url = urljoin(base, raw.replace("&amp;", "&").strip())
+        parts = urlsplit(url)
+        if parts.netloc in ("", "testserver") and not parts.path.startswith("/logout"):
+            yield parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+# The job progress partial (studies/_job.html) still offers its cancel and retry buttons to
+# every member; it is another piece of work's file, and these two stay listed until it
+# reads `study.may` like the other templates.
+NOT_YET_CHECKED = {"studies:job_cancel", "studies:job_retry"}
+
+
+def refused_actions(client: Client, result: Crawl) -> list[str]:
+    """Each action the crawled pages offered that the same user is refused (403).
+
+    Sent with no data, one target per view, each inside a savepoint rolled back at once,
+    so a permitted action changes nothing the crawl goes on to see.
+    """
+    refused: list[str] = []
+    sent: Counter[str] = Counter()
+    for target, page in sorted(result.actions.items()):
+        view = _view_name(target)
+        sent[view] += 1
+        if sent[view] > 1 or view in NOT_YET_CHECKED:
+            continue
+        with transaction.atomic():
+            status = client.post(target).status_code
+            transaction.set_rollback(True)
+        if status == 403:
+            refused.append(f"{page} offers POST {target}, which answers 403")
+    return refused
 
 
 def _view_name(url: str) -> str:
@@ -180,6 +230,8 @@ def crawl(client: Client, starts: list[str], secrets: list[str] | None = None) -
             found = [s for s in secrets if s.lower() in low]
             if found:
                 result.leaks[key] = found
+        for target in _actions(url, body):
+            result.actions.setdefault(target, key)
         if response.status_code in (301, 302, 303, 307, 308):
             queue.extend(_links(url, f'href="{response["Location"]}"'))
         for link, is_hx in _links(url, body):
@@ -419,6 +471,8 @@ def crawl_states(world: World, plan: Plan, advance_args: dict[str, Any]) -> list
             failures += [
                 f"{state} / {name}: {u} unlabelled {s}" for u, s in result.unlabelled.items()
             ]
+            if name in ("editor", "viewer"):  # the owner may send anything
+                failures += [f"{state} / {name}: {r}" for r in refused_actions(client, result)]
             if result.ok_pages < minima[name]:
                 failures.append(
                     f"{state} / {name}: {result.ok_pages} pages reached, at least "

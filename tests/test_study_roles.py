@@ -8,6 +8,7 @@ page fails `test_every_study_page_declares_the_role_it_needs` until it is added 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,3 +224,47 @@ def test_each_persona_reaches_exactly_the_pages_its_role_allows(
             data = {k: team.args[v] for k, v in POST_DATA.get(name, {}).items()}
             status = client.post(url, data).status_code
             _check(status, _expected(member_role, post_role), f"POST {name} as {persona}: {status}")
+
+
+# page -> (an action it offers, the role that action needs). Each member must see exactly
+# the actions its role allows (the crawl checks the viewer is offered none that answer 403;
+# this checks the actions are still offered to those who may take them).
+OFFERED = {
+    "studies:study_report": ("studies:study_report_build", E),
+    "studies:study_progress": ("studies:study_close", OW),
+    "studies:study_reviewers": ("studies:reviewers_approve_by_rule", E),
+    "studies:study_settings": ("studies:study_settings", E),
+    "studies:study_plan": ("studies:study_plan", E),
+    "studies:study_import": ("studies:study_import", E),
+    "studies:pair_tasks": ("studies:pair_tasks_upload", E),
+    "judging:run_create": ("judging:run_create", E),
+}
+
+# Pages that tell a viewer, once, why their actions are missing.
+NOTED = {"studies:study_progress", "studies:study_reviewers", "studies:study_import"}
+
+
+def _posts_to(html: str, page_url: str, target: str) -> bool:
+    """Whether a form on the page posts to `target` (a form without action posts to its page)."""
+    for tag in re.findall(r"<form\b[^>]*>", html):
+        if 'method="post"' not in tag:
+            continue
+        action = re.search(r'action="([^"]*)"', tag)
+        if (action.group(1) if action else page_url) == target:
+            return True
+    return False
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "persona, member_role", [("co-owner", OW), ("co-editor", E), ("co-viewer", V)]
+)
+def test_pages_offer_exactly_the_actions_the_role_may_take(client, team, persona, member_role):
+    client.force_login(team.users[persona])
+    for page, (action, needed) in OFFERED.items():
+        page_url = reverse(page, args=[team.study.slug])
+        html = client.get(page_url).content.decode()
+        offered = _posts_to(html, page_url, reverse(action, args=[team.study.slug]))
+        assert offered == (RANK[member_role] >= RANK[needed]), f"{persona} on {page}: {offered}"
+        if page in NOTED:
+            assert ('id="read-only"' in html) == (member_role == V), f"{persona} on {page}"

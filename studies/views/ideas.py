@@ -36,7 +36,7 @@ from ..idea_forms import (
     TopicReasonForm,
 )
 from ..import_samples import IDEA_COLUMNS
-from ..models import DuplicatePair, Idea, IdeaUpload, JobRun, LeakageExport, Study, StudyMember
+from ..models import DuplicatePair, Idea, IdeaUpload, JobRun, LeakageExport, Study
 from ..protocol.ideafiles import IdeaBatch
 from ..protocol.normalization import (
     NORMALIZATION_PROMPT,
@@ -597,7 +597,6 @@ def signoff_approve_passed(request: HttpRequest, slug: str) -> HttpResponse:
             "rows": rows,
             "token": ideaprep.signoff_token(ideas),
             "waiting": len(ideaprep.signoff_queue(study)),
-            "can_approve": StudyMember.role_at_least(study.member_role, EDITOR),  # type: ignore[attr-defined]
         },
     )
 

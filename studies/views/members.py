@@ -42,7 +42,6 @@ def study_members(request: HttpRequest, slug: str) -> HttpResponse:
             "members": members,
             "form": form,
             "roles": StudyMember.Role.choices,
-            "is_owner": study.member_role == OWNER,  # type: ignore[attr-defined]
         },
         status=400 if form.errors else 200,
     )

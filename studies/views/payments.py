@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from ..forms import PaymentSeedForm, ReviewDecisionForm
-from ..models import Review, Study, StudyMember
+from ..models import Review, Study
 from ..payments import (
     PaymentError,
     payment_seed_default,
@@ -96,7 +96,6 @@ def payment_reviews(request: HttpRequest, slug: str) -> HttpResponse:
             "study": study,
             "rows": rows,
             "undecided": sum(1 for row in rows if row["acceptance"] is None),
-            "can_decide": StudyMember.role_at_least(study.member_role, EDITOR),  # type: ignore[attr-defined]
         },
     )
 

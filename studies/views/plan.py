@@ -33,6 +33,7 @@ class PlanDocumentForm(forms.Form):
 def _context(study: Study, form: PlanDocumentForm) -> dict[str, object]:
     plan = study_plan(study)
     digest = plan_hash(plan)
+    form.fields["document"].disabled = not study.may.edit  # type: ignore[attr-defined]
     return {
         "study": study,
         "form": form,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
@@ -57,12 +58,34 @@ def _user_id(request: HttpRequest) -> int:
     return int(request.user.pk or 0)
 
 
+@dataclass(frozen=True)
+class StudyPermissions:
+    """What the member may do on a study's pages, for the templates (as `study.may`).
+
+    Pages show an action only where the member may take it, so nobody is offered a
+    button that answers 403; the templates read these flags and never compare roles.
+    """
+
+    role: str
+    edit: bool  # editor or owner: every change to the study
+    own: bool  # owner: the team, closing, deleting, freezing the plan
+
+    @classmethod
+    def of(cls, role: str) -> StudyPermissions:
+        return cls(
+            role=role,
+            edit=StudyMember.role_at_least(role, StudyMember.Role.EDITOR),
+            own=StudyMember.role_at_least(role, StudyMember.Role.OWNER),
+        )
+
+
 def get_study_for_member(request: HttpRequest, slug: str, *, role: str) -> Study:
     """The study if the user is on its team with at least `role` (viewer < editor < owner).
 
     404, not 403, for studies whose team you are not on: their existence is not
     disclosed. A member whose role is too low gets 403: they know the study exists.
-    The member's role is left on the study as `member_role` for the templates.
+    The member's role is left on the study as `member_role`, and what it allows as
+    `may` (`StudyPermissions`), for the templates.
     """
     study = get_object_or_404(
         Study.objects.select_related("review_form"),
@@ -73,6 +96,7 @@ def get_study_for_member(request: HttpRequest, slug: str, *, role: str) -> Study
     if not StudyMember.role_at_least(member_role, role):
         raise PermissionDenied(f"This needs the {role} role on the study; you are {member_role}.")
     study.member_role = member_role  # type: ignore[attr-defined]
+    study.may = StudyPermissions.of(member_role)  # type: ignore[attr-defined]
     return study
 
 

@@ -8,17 +8,16 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from ..models import StudyMember
 from ..study_forms import SETTINGS_FIELDS, StudySettingsForm
 from ..study_setup import SettingsChange, SetupError, study_locks, study_settings_update
-from .study import EDITOR, get_study_for_member, role_by_method
+from .study import get_study_for_member, role_by_method
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=role_by_method(request))
-    may_edit = StudyMember.role_at_least(study.member_role, EDITOR)  # type: ignore[attr-defined]
+    may_edit = study.may.edit  # type: ignore[attr-defined]
     locks = study_locks(study)
     form = StudySettingsForm(request.POST or None, instance=study, locks=locks)
     if not may_edit:
@@ -44,6 +43,6 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     return render(
         request,
         "studies/study_settings.html",
-        {"study": study, "form": form, "locks": locks, "may_edit": may_edit, "error": error},
+        {"study": study, "form": form, "locks": locks, "error": error},
         status=400 if error or form.errors else 200,
     )
