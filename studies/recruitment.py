@@ -431,6 +431,7 @@ def reviewer_screen(*, reviewer: Reviewer, approve: bool, reason: str = "", acto
         raise RecruitmentError(f"{reviewer.pseudonym} has not completed the profile yet.")
     if not approve and not reason.strip():
         raise RecruitmentError("Give a reason for the rejection.")
+    newly_rejected = not approve and reviewer.screening != Reviewer.Screening.REJECTED
     reviewer.screening = Reviewer.Screening.APPROVED if approve else Reviewer.Screening.REJECTED
     reviewer.screening_reason = reason.strip()
     reviewer.screened_at = timezone.now()
@@ -442,6 +443,37 @@ def reviewer_screen(*, reviewer: Reviewer, approve: bool, reason: str = "", acto
         reviewer=reviewer.pseudonym,
         decision=reviewer.screening,
     )
+    if newly_rejected:
+        reviewer_id = reviewer.pk
+        transaction.on_commit(lambda: reviewer_notify_rejected(reviewer_id=reviewer_id))
+
+
+def reviewer_notify_rejected(*, reviewer_id: int) -> bool:
+    """Tell a reviewer, politely, that their sign-up was not accepted (True if mailed).
+
+    The mail names the study they signed up to and nothing else: not the owner's reason
+    (free text that may mention people or ideas), not the other reviewers, not the ideas.
+    """
+    from django.urls import reverse
+
+    reviewer = Reviewer.objects.select_related("study", "user").get(pk=reviewer_id)
+    email = (reviewer.user.email if reviewer.user else "") or reviewer.email
+    if not email:
+        return False
+    title = reviewer.study.title
+    send_mail(
+        f"Your sign-up to review: {title}",
+        "Hello,\n\n"
+        f"Thank you for signing up to review research ideas in the study “{title}” and for "
+        "completing your profile. The study team has reviewed the sign-ups, and this time "
+        "they cannot include you as a reviewer, so no ideas will be assigned to you.\n\n"
+        "There is nothing more you need to do. Your account stays open; you can see its "
+        f"status here: {default_link_for(reverse('studies:reviewer_home'))}\n\n"
+        "Thank you again for your time and interest.\n",
+        None,
+        [email],
+    )
+    return True
 
 
 def reviewers_screen_by_rule(*, study: Study, actor: Any) -> int:
