@@ -398,6 +398,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A prefork pool process that dies is reported (WorkerLostError) after the pool waited
+# this long for a result it may have sent just before; job state lives in rows, so the
+# wait only delays marking its job lost (studies/jobs.py). Celery's default is 10 s.
+CELERY_WORKER_LOST_WAIT = 2.0
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 3600)
 
 # Reviewer time: gaps between a reviewer's events longer than this count as this long.

@@ -17,18 +17,27 @@ what happened to a job whose worker died. The rules:
   stops at its next progress tick, and cancel is a plain row update that needs no worker.
 - Retry puts the same row back in the queue; the job's work is written to resume (skip
   what is already stored) or to start over cleanly.
+- A worker's main process knows sooner than the heartbeat when one of its pool processes
+  dies (Celery's WorkerLostError): it marks the job that process held lost at once. It
+  also writes when it takes a job's message off the queue, so a job whose worker died
+  after taking the message but before claiming the job is lost too, not queued for ever.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from celery import signals
+from celery.exceptions import WorkerLostError
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.db.models import Q
@@ -133,8 +142,13 @@ def _lost_after() -> timedelta:
 
 def job_mark_if_lost(*, job: JobRun) -> bool:
     """Mark a running job lost when its worker has not written a heartbeat for
-    JOB_LOST_AFTER_SECONDS. A queued job is never lost: it waits for a worker (with one
-    worker it may wait behind a six-hour normalization), and its page says so."""
+    JOB_LOST_AFTER_SECONDS, and a queued job whose message a worker took that long ago
+    without claiming the job (the worker died in between; on the filesystem broker the
+    message is gone). A queued job no worker has taken is never lost: it waits for a
+    worker (with one worker it may wait behind a six-hour normalization), and its page
+    says so."""
+    if job.status == JobRun.Status.QUEUED and job.received_at is not None:
+        return _mark_if_never_claimed(job)
     if job.status != JobRun.Status.RUNNING:
         return False
     last = job.heartbeat_at or job.started_at or job.created_at
@@ -149,6 +163,25 @@ def job_mark_if_lost(*, job: JobRun) -> bool:
         error=(
             f"lost: its worker has sent no heartbeat for {seconds} s (the process was "
             "killed or its machine stopped). Retry it: it resumes where it can, and "
+            "check that a Celery worker is running."
+        ),
+    )
+
+
+def _mark_if_never_claimed(job: JobRun) -> bool:
+    received = job.received_at
+    assert received is not None
+    if received > timezone.now() - _lost_after():
+        return False
+    seconds = int((timezone.now() - received).total_seconds())
+    return _set(
+        job,
+        JobRun.objects.filter(pk=job.pk, status=JobRun.Status.QUEUED, received_at=received),
+        status=JobRun.Status.LOST,
+        finished_at=timezone.now(),
+        error=(
+            f"lost: a worker took it from the queue {seconds} s ago but never started it "
+            "(the worker was killed, or could not reach the database). Retry it, and "
             "check that a Celery worker is running."
         ),
     )
@@ -187,6 +220,8 @@ def job_retry(*, job: JobRun) -> JobRun:
         finished_at=None,
         lease="",
         heartbeat_at=None,
+        worker="",
+        received_at=None,
     ):
         raise JobNotRetryable("the job changed meanwhile; reload the page")
     return job_enqueue(job=job)
@@ -220,6 +255,7 @@ def job_claim(*, job_id: int, kind: str) -> JobRun | None:
     taken = JobRun.objects.filter(claimable, pk=job_id, kind=kind).update(
         status=JobRun.Status.RUNNING,
         lease=lease,
+        worker=f"{_node()}:{os.getpid()}",
         heartbeat_at=now,
         started_at=job.started_at or now,
         attempts=job.attempts + 1,
@@ -329,3 +365,97 @@ def job_finish(*, job: JobRun, error: str = "") -> None:
         fields["done"] = job.total
     if not _set(job, _held(job), **fields):
         log.info("%s job %s ended after it was cancelled or taken over", job.kind, job.pk)
+
+
+# ------------------------------------------------------------- the worker's main process
+#
+# Celery sends these signals in the worker's main process: task_received when it takes a
+# message off the queue (before any pool process runs it), task_failure with
+# WorkerLostError when a prefork pool process died while running a task. (At the hard
+# time limit Celery sends task_failure before it kills the process, so the process still
+# lives then and the heartbeat rule marks the job.) With the solo pool the main process
+# runs the tasks itself, so only task_received applies there.
+
+_NODE = {"name": ""}
+
+
+@signals.celeryd_init.connect
+def _remember_node(sender: str | None = None, **_: Any) -> None:
+    """The worker's node name; pool processes forked from this one inherit it."""
+    _NODE["name"] = sender or ""
+
+
+def _node() -> str:
+    return _NODE["name"] or socket.gethostname()
+
+
+def _job_task(name: str | None) -> bool:
+    return any(kind.task.name == name for kind in JOB_KINDS.values())
+
+
+@contextmanager
+def _main_process_database() -> Iterator[None]:
+    """Database work in a signal handler of the worker's main process: a fresh
+    connection, closed again so no pool process forked later inherits it, and an error
+    logged instead of raised into the consumer."""
+    close_old_connections()
+    try:
+        yield
+    except Exception:
+        log.exception("job bookkeeping in the worker's main process failed")
+    finally:
+        connection.close()
+
+
+@signals.task_received.connect
+def _job_message_received(request: Any = None, **_: Any) -> None:
+    if request is None or not _job_task(request.name) or not request.args:
+        return
+    with _main_process_database():
+        JobRun.objects.filter(pk=request.args[0], status=JobRun.Status.QUEUED).update(
+            received_at=timezone.now()
+        )
+
+
+@signals.task_failure.connect
+def _job_process_died(
+    sender: Any = None, exception: BaseException | None = None, args: Any = None, **_: Any
+) -> None:
+    if not isinstance(exception, WorkerLostError):
+        return
+    if not args or not _job_task(getattr(sender, "name", None)):
+        return
+    with _main_process_database():
+        job_mark_process_died(job_id=args[0], reason=f"{type(exception).__name__}: {exception}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a process of another user: alive
+        return True
+    return True
+
+
+def job_mark_process_died(*, job_id: int, reason: str) -> bool:
+    """Mark the job lost now if it is running under a process of this worker that no
+    longer exists. A job held by a live process (another delivery that took it over, on
+    this worker or another) is left alone."""
+    node = f"{_node()}:"
+    job = JobRun.objects.filter(
+        pk=job_id, status=JobRun.Status.RUNNING, worker__startswith=node
+    ).first()
+    if job is None or _alive(int(job.worker[len(node) :])):
+        return False
+    return _set(
+        job,
+        JobRun.objects.filter(pk=job.pk, status=JobRun.Status.RUNNING, lease=job.lease),
+        status=JobRun.Status.LOST,
+        finished_at=timezone.now(),
+        error=(
+            f"lost: the worker process that ran it ({job.worker}) died ({reason}). Retry "
+            "it: it resumes where it can."
+        ),
+    )

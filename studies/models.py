@@ -795,6 +795,11 @@ class JobRun(models.Model):
     lease = models.CharField(max_length=32, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    # The process that holds the lease ("worker node:pid"), so the worker's main process
+    # can tell its pool child running the job died; and when a worker last took the job's
+    # message off the queue, so a queued job whose worker died before claiming it is lost.
+    worker = models.CharField(max_length=300, blank=True)
+    received_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -26,4 +26,17 @@ def sleep_job(job_id: int) -> None:
     job_run(job_id=job_id, kind="test-sleep", work=_sleep)
 
 
+@shared_task(acks_late=True)
+def held_sleep_job(job_id: int) -> None:
+    """The sleep job, but the first delivery of its message hangs before it claims the
+    job, as a worker does that dies between taking a message and claiming its job."""
+    held = Path(JobRun.objects.get(pk=job_id).params["held"])
+    first = not any(held.iterdir())
+    (held / str(os.getpid())).touch()
+    if first:
+        time.sleep(600)
+    job_run(job_id=job_id, kind="test-held", work=_sleep)
+
+
 job_kind_register(JobKind("test-sleep", sleep_job, "studies:study_detail", "Sleeping"))
+job_kind_register(JobKind("test-held", held_sleep_job, "studies:study_detail", "Held"))

@@ -54,6 +54,88 @@ def test_a_queued_job_is_never_taken_for_lost(si2024_study, settings):
     assert job.status == JobRun.Status.QUEUED
 
 
+@pytest.fixture
+def bare_study(owner):
+    from studies.services import study_create
+
+    return study_create(owner=owner, slug="bare", title="Bare")
+
+
+@pytest.mark.django_db
+def test_a_queued_job_whose_message_a_worker_took_is_lost_once_not_claimed_within_the_setting(
+    bare_study, settings
+):
+    settings.JOB_LOST_AFTER_SECONDS = 120
+    now = timezone.now()
+    job = JobRun.objects.create(
+        study=bare_study, kind="report", received_at=now - timedelta(seconds=100)
+    )
+    assert not jobs.job_mark_if_lost(job=job) and job.status == JobRun.Status.QUEUED
+    JobRun.objects.filter(pk=job.pk).update(received_at=now - timedelta(seconds=121))
+    job.refresh_from_db()
+    assert jobs.job_active(study=bare_study, kind="report") is None
+    job.refresh_from_db()
+    assert job.status == JobRun.Status.LOST and "took it from the queue 121 s ago" in job.error
+    # a retry waits for a worker again, with no trace of the dead one's receipt
+    jobs.job_retry(job=job)
+    job.refresh_from_db()
+    assert job.status == JobRun.Status.QUEUED and job.received_at is None
+    assert not jobs.job_mark_if_lost(job=job)
+
+
+@pytest.mark.django_db
+def test_a_received_job_that_was_claimed_meanwhile_is_not_marked_lost_from_a_stale_copy(
+    bare_study, settings
+):
+    settings.JOB_LOST_AFTER_SECONDS = 120
+    old = timezone.now() - timedelta(seconds=500)
+    job = JobRun.objects.create(study=bare_study, kind="report", received_at=old)
+    stale_copy = JobRun.objects.get(pk=job.pk)
+    assert jobs.job_claim(job_id=job.pk, kind="report") is not None
+    assert not jobs.job_mark_if_lost(job=stale_copy)
+    job.refresh_from_db()
+    assert job.status == JobRun.Status.RUNNING
+
+
+def dead_pid() -> int:
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.mark.django_db
+def test_a_job_whose_pool_process_died_is_lost_at_once_but_not_one_a_live_process_holds(
+    bare_study,
+):
+    import os
+
+    node = jobs._node()
+    dead = running(bare_study, worker=f"{node}:{dead_pid()}")
+    assert jobs.job_mark_process_died(job_id=dead.pk, reason="WorkerLostError: signal 9")
+    dead.refresh_from_db()
+    assert dead.status == JobRun.Status.LOST and "signal 9" in dead.error
+    assert not jobs.job_mark_process_died(job_id=dead.pk, reason="again")  # once
+
+    # taken over by a live process (another delivery), here or on another worker
+    live = running(bare_study, kind="duplicates", worker=f"{node}:{os.getpid()}")
+    elsewhere = running(bare_study, kind="leakage", worker=f"other@host:{dead_pid()}")
+    for job in (live, elsewhere):
+        assert not jobs.job_mark_process_died(job_id=job.pk, reason="WorkerLostError")
+        job.refresh_from_db()
+        assert job.status == JobRun.Status.RUNNING
+
+
+@pytest.mark.django_db
+def test_a_claim_records_the_process_that_holds_the_job(bare_study):
+    import os
+
+    job = JobRun.objects.create(study=bare_study, kind="report")
+    claimed = jobs.job_claim(job_id=job.pk, kind="report")
+    assert claimed is not None and claimed.worker == f"{jobs._node()}:{os.getpid()}"
+
+
 @pytest.mark.django_db
 def test_a_second_delivery_leaves_a_job_with_a_fresh_heartbeat_alone_and_takes_a_stale_one(
     si2024_study, settings

@@ -19,7 +19,7 @@ from django.db import connection
 from django.urls import reverse
 
 from ideareview.celery import app
-from studies.jobs import job_enqueue, job_mark_if_lost, job_start
+from studies.jobs import job_enqueue, job_mark_if_lost, job_retry, job_start
 from studies.models import JobRun, StudyReport
 from tests import jobtasks
 from tests.conftest import ROOT, TEST_VAR_DIR
@@ -54,7 +54,7 @@ class Workers:
         self.tmp = tmp
         self.procs: list[subprocess.Popen] = []
 
-    def start(self) -> subprocess.Popen:
+    def start(self, pool: str = "solo", **environ: str) -> subprocess.Popen:
         n = len(self.procs) + 1
         log = self.tmp / f"worker{n}.log"
         env = {
@@ -68,10 +68,11 @@ class Workers:
             "IDEAREVIEW_BROKER_RESTORE_SECONDS": str(RESTORE),
             "IDEAREVIEW_CONSISTENCY_SPLITS": "50",
             "IDEAREVIEW_MIXED_ENGINE": "sparse",
+            **environ,
         }
         cmd = [
-            sys.executable, "-m", "celery", "-A", "ideareview", "worker", "--pool=solo",
-            "-I", "tests.jobtasks", "--without-mingle", "--without-gossip",
+            sys.executable, "-m", "celery", "-A", "ideareview", "worker", f"--pool={pool}",
+            "--concurrency=1", "-I", "tests.jobtasks", "--without-mingle", "--without-gossip",
             "--without-heartbeat", "-n", f"test{n}-{os.getpid()}@%h", "-l", "INFO",
         ]  # fmt: skip
         proc = subprocess.Popen(
@@ -272,6 +273,61 @@ def holder(workers: Workers, tmp_path: Path) -> subprocess.Popen:
     """The solo worker whose process runs the sleep job (its pid names the start's file)."""
     (pid,) = {int(name.split("-")[1]) for name in starts(tmp_path)}
     return next(p for p in workers.procs if p.pid == pid)
+
+
+def test_a_prefork_workers_killed_pool_process_marks_its_job_lost_at_once_and_retry_resumes_it(
+    bare_study, tmp_path, workers
+):
+    # the heartbeat rule alone would wait a minute; nothing polls the job here anyway
+    workers.start(pool="prefork", IDEAREVIEW_JOB_LOST_AFTER_SECONDS="60")
+    job = sleep_job(bare_study, tmp_path, seconds=2 * LOST_AFTER)
+    wait_started(job, tmp_path)
+    (start,) = starts(tmp_path)
+    child = int(start.split("-")[1])
+    assert child not in {p.pid for p in workers.procs}  # a pool process, not the worker
+    assert job.worker.endswith(f"@{os.uname().nodename}:{child}"), job.worker
+    os.kill(child, signal.SIGKILL)  # a process of the worker this test started
+    killed = time.monotonic()
+    # the worker's main process sees its pool process die and marks the job at once:
+    # Celery reports it at the first check of its pool (every 5 s) after the lost wait
+    lost = wait_until(lambda: status_of(job) == "lost", seconds=30, what="marked lost")
+    assert lost - killed <= django_settings.CELERY_WORKER_LOST_WAIT + 5 + 1, lost - killed
+    assert "SIGKILL" in job.error and f":{child})" in job.error, job.error
+    # the worker started a new pool process; Retry runs the job there
+    job_retry(job=job)
+    wait_until(lambda: status_of(job) == "done", seconds=60, what="retried job done")
+    assert job.attempts == 2 and len({name.split("-")[1] for name in starts(tmp_path)}) == 2
+
+
+def test_a_job_whose_worker_died_after_taking_its_message_but_before_claiming_it_is_lost(
+    bare_study, tmp_path, workers
+):
+    first = workers.start()
+    held = tmp_path / "held"
+    held.mkdir()
+    (tmp_path / "marks").mkdir()
+    job = job_start(
+        study=bare_study,
+        kind="test-held",
+        total=1,
+        seconds=1,
+        marks=str(tmp_path / "marks"),
+        held=str(held),
+    )
+    job_enqueue(job=job)
+    wait_until(lambda: any(held.iterdir()), what="message taken")
+    job.refresh_from_db()
+    assert job.status == "queued" and job.received_at is not None
+    killed = workers.kill(first)
+    # on the filesystem broker the message is gone with the worker: only this rule
+    # ends the wait (on Redis it would also come back after the visibility timeout)
+    lost = wait_until(lambda: job_mark_if_lost(job=job), seconds=LOST_AFTER + 10)
+    assert lost - killed <= LOST_AFTER + 2
+    assert status_of(job) == "lost" and "never started it" in job.error
+    workers.start()
+    job_retry(job=job)
+    wait_until(lambda: status_of(job) == "done", seconds=60, what="retried job done")
+    assert job.attempts == 1 and len(starts(tmp_path)) == 1
 
 
 def small_judged_study(owner):
