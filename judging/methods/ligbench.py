@@ -17,7 +17,12 @@ Two rules choose the next reference:
   outcome against a reference of about the idea's own score is the least predictable, so
   it moves the estimate most where it is still uncertain. It runs up to `max_steps` (the
   registry's default for this rule is lower), usually without an ε-stop: near references
-  keep |S − E| near ½.
+  keep |S − E| near ½;
+- `"information"`: a posterior over the idea's score instead of the Elo chain
+  (`judging.methods.ligbench_posterior`): the next reference is the one whose verdict is
+  expected to tell most about the score, the judge's errors are modelled (a lapse rate
+  and a logistic slope), and the reported score is the posterior mean. Runs up to
+  `max_steps`, or until the posterior sd falls below `sd_stop`.
 
 Several dimensions share one judge call per reference; a dimension that has stopped
 ignores later answers, and the schedule ends once every dimension has stopped.
@@ -28,22 +33,38 @@ from __future__ import annotations
 import random
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from judging.methods.elo import GAMMA, K_MAX, MAX_STEPS, D, EloChain
+from judging.methods.ligbench_posterior import (
+    LAPSE,
+    PRIOR_SD,
+    SD_STOP,
+    SLOPE,
+    PosteriorChain,
+    most_informative,
+)
 
 __all__ = [
+    "ESTIMATES",
     "EXAMPLE_CHOICES",
     "SELECTIONS",
+    "Chain",
     "Schedule",
+    "advance",
     "calibration_examples",
     "finish",
     "next_reference",
     "paper_order",
+    "posterior_of",
     "replay",
+    "reported",
+    "start",
 ]
 
-SELECTIONS = ("paper", "nearest")
+SELECTIONS = ("paper", "nearest", "information")
 EXAMPLE_CHOICES = ("spread", "related")
+ESTIMATES = ("chain", "posterior")
 
 
 def calibration_examples(
@@ -77,16 +98,37 @@ class Schedule:
     k_max: float = K_MAX
     gamma: float = GAMMA
     seed: int | str = 0
+    prior_sd: float = PRIOR_SD
+    """"information" only: the prior's sd around the initial score, the judge model's
+    logistic slope and lapse rate, and the posterior sd below which a dimension stops."""
+    slope: float = SLOPE
+    lapse: float = LAPSE
+    sd_stop: float = SD_STOP
+    estimate: str = "chain"
+    """What an Elo rule ("paper", "nearest") reports: "chain", the chain's final score
+    (the paper's), or "posterior", the posterior mean given the same initial score and
+    verdicts (with `prior_sd`, `slope`, `lapse`); the chain still decides when to stop."""
 
     def __post_init__(self) -> None:
         if self.selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}")
+        if self.estimate not in ESTIMATES:
+            raise ValueError(f"estimate must be one of {', '.join(ESTIMATES)}")
         if self.max_steps < 1 or self.epsilon < 0:
             raise ValueError("max_steps must be at least 1 and epsilon not negative")
+        if self.prior_sd <= 0 or self.slope <= 0 or not 0 <= self.lapse < 1 or self.sd_stop < 0:
+            raise ValueError(
+                "prior_sd and slope must be positive, lapse in [0, 1), sd_stop not negative"
+            )
+
+    @property
+    def posterior(self) -> bool:
+        return self.selection == "information"
 
 
 Outcomes = Mapping[str, float | None]
 Pool = Mapping[Hashable, Mapping[str, float]]
+Chain = EloChain | PosteriorChain
 
 
 def paper_order(pool: Sequence[Hashable], seed: int | str, key: Hashable) -> list[Hashable]:
@@ -96,31 +138,92 @@ def paper_order(pool: Sequence[Hashable], seed: int | str, key: Hashable) -> lis
     return order
 
 
+def start(initial: Mapping[str, float], schedule: Schedule) -> dict[str, Chain]:
+    """Every dimension's chain (or posterior) before any comparison."""
+    if schedule.posterior:
+        return {dim: PosteriorChain.start(s0, schedule.prior_sd) for dim, s0 in initial.items()}
+    return {dim: EloChain.start(s0) for dim, s0 in initial.items()}
+
+
+def _advance(
+    chain: Chain, ref: Hashable, s_ref: float, outcome: float | None, schedule: Schedule
+) -> Chain:
+    if isinstance(chain, PosteriorChain):
+        return chain.advance(
+            ref,
+            s_ref,
+            outcome,
+            sd_stop=schedule.sd_stop,
+            max_steps=schedule.max_steps,
+            slope=schedule.slope,
+            lapse=schedule.lapse,
+        )
+    return chain.advance(
+        ref,
+        s_ref,
+        outcome,
+        epsilon=schedule.epsilon,
+        max_steps=schedule.max_steps,
+        d=schedule.d,
+        k_max=schedule.k_max,
+        gamma=schedule.gamma,
+    )
+
+
+def advance(
+    chains: Mapping[str, Chain], ref: Hashable, pool: Pool, outcomes: Outcomes, schedule: Schedule
+) -> dict[str, Chain]:
+    """Every dimension's chain after one more judged comparison (a missing or None
+    outcome is an unparseable answer for that dimension)."""
+    return {
+        dim: _advance(chain, ref, pool[ref][dim], outcomes.get(dim), schedule)
+        for dim, chain in chains.items()
+    }
+
+
 def replay(
     initial: Mapping[str, float],
     pool: Pool,
     played: Sequence[tuple[Hashable, Outcomes]],
     schedule: Schedule,
-) -> dict[str, EloChain]:
-    """Every dimension's chain after the comparisons already judged, in their order."""
-    chains = {dim: EloChain.start(s0) for dim, s0 in initial.items()}
+) -> dict[str, Chain]:
+    """Every dimension's chain (or posterior) after the comparisons already judged, in
+    their order."""
+    chains = start(initial, schedule)
     for ref, outcomes in played:
-        for dim, chain in chains.items():
-            chains[dim] = chain.advance(
-                ref,
-                pool[ref][dim],
-                outcomes.get(dim),
-                epsilon=schedule.epsilon,
-                max_steps=schedule.max_steps,
-                d=schedule.d,
-                k_max=schedule.k_max,
-                gamma=schedule.gamma,
-            )
+        chains = advance(chains, ref, pool, outcomes, schedule)
     return chains
 
 
+def posterior_of(chain: Chain, schedule: Schedule) -> PosteriorChain:
+    """The posterior over the score given the chain's initial score and every verdict it
+    applied (an Elo chain's steps replayed through the posterior, which never stops)."""
+    if isinstance(chain, PosteriorChain):
+        return chain
+    post = PosteriorChain.start(chain.initial, schedule.prior_sd)
+    for step in chain.steps:
+        post = post.advance(
+            step.reference,
+            step.reference_score,
+            step.outcome,
+            max_steps=len(chain.steps) + 1,
+            slope=schedule.slope,
+            lapse=schedule.lapse,
+        )
+    return post
+
+
+def reported(chain: Chain, schedule: Schedule) -> float:
+    """The score a run reports for one dimension: the Elo chain's final score (estimate
+    "chain", the paper's), or the posterior mean given the same verdicts ("posterior";
+    always for the "information" rule)."""
+    if schedule.estimate == "chain" and isinstance(chain, EloChain):
+        return chain.score
+    return posterior_of(chain, schedule).score
+
+
 def next_reference(
-    chains: Mapping[str, EloChain],
+    chains: Mapping[str, Chain],
     pool: Pool,
     played: Sequence[Hashable],
     schedule: Schedule,
@@ -137,15 +240,21 @@ def next_reference(
         return None
     if schedule.selection == "paper":
         return next(r for r in paper_order(list(pool), schedule.seed, key) if r not in seen)
+    coin = random.Random(f"ligbench-tie:{schedule.seed}:{key}:{len(played)}")
+    if schedule.posterior:
+        running_chains = {dim: cast(PosteriorChain, chains[dim]) for dim in running}
+        return coin.choice(
+            most_informative(running_chains, pool, left, schedule.slope, schedule.lapse)
+        )
 
     def distance(ref: Hashable) -> float:
         return sum(abs(pool[ref][dim] - chains[dim].score) for dim in running) / len(running)
 
     best = min(distance(ref) for ref in left)
     tied = [ref for ref in left if distance(ref) - best <= 1e-12]
-    return random.Random(f"ligbench-tie:{schedule.seed}:{key}:{len(played)}").choice(tied)
+    return coin.choice(tied)
 
 
-def finish(chains: Mapping[str, EloChain]) -> dict[str, EloChain]:
+def finish(chains: Mapping[str, Chain]) -> dict[str, Chain]:
     """Chains that still run when the references ran out are marked exhausted."""
     return {dim: chain.finish() for dim, chain in chains.items()}

@@ -9,11 +9,13 @@ import pytest
 from judging.corpus import reference_corpus_import
 from judging.llm.models import LLMCall
 from judging.methods.elo import expected_score, k_factor, soft_clamp
+from judging.methods.ligbench_posterior import LAPSE, PRIOR_SD, SLOPE
 from judging.methods.novelty import novelty_score
 from judging.methods.prompts import LIGBENCH_DIMENSIONS
 from judging.models import Formalisation, IdeaRating, JudgeRun, Judgment, ReferenceComparison
 from judging.services import JudgeRunRefused, judge_run_create, judge_run_execute
 from tests.judging.embedding_cache import remembered_embeddings  # noqa: F401
+from tests.judging.posterior_reference import density, mutual_information, posterior_mean
 
 CORPUS = Path(__file__).parent / "data" / "references.json"
 Status = JudgeRun.Status
@@ -67,7 +69,13 @@ def test_ligbench_uses_the_corpus_with_debiased_scores_calibration_and_novelty(
             e = expected_score(s, ref.rating_debiased)
             s = soft_clamp(s + k_factor(step["t"]) * (step["outcome"] - e))
             assert step["score"] == pytest.approx(s)
-        assert rating.score == pytest.approx(s)
+        # The chain decides the steps; the reported score is (by default) the posterior
+        # mean given the initial score and the same verdicts.
+        assert last["estimate"] == "posterior" and last["chain_score"] == pytest.approx(s)
+        verdicts = [(x["reference_score"], x["outcome"]) for x in steps]
+        assert rating.score == pytest.approx(
+            posterior_mean(last["initial"], verdicts, PRIOR_SD, SLOPE, LAPSE), abs=2e-3
+        )
     for rating in IdeaRating.objects.filter(run=r, dimension="ligbench_novelty"):
         h = rating.history[0]
         s_llm = Judgment.objects.get(run=r, idea=rating.idea, metric="novelty_llm").score
@@ -233,6 +241,62 @@ def test_the_nearest_reference_option_meets_references_near_the_current_score(
             # No reference still unmet was nearer the chains' scores at that step.
             assert distance(chosen) <= min(distance(p) for p in unmet) + 1e-9
             met.add(chosen.pk)
+
+
+def test_the_information_option_asks_the_most_informative_reference_and_stops_on_sd(
+    study, judge, scripted, corpus
+):
+    params = {"references": 18, "selection": "information", "sd_stop": 0.42}
+    r = judge_run_execute(
+        run=judge_run_create(study=study, method="ligbench", config=judge, params=params)
+    )
+    assert r.status == Status.DONE, r.message
+    assert r.summary["selection"] == "information" and r.summary["max_steps"] == 12
+    per_idea = _comparisons_per_idea(r)
+    # No call after an idea's every posterior stopped: its calls are its longest one's steps.
+    assert scripted.requests == r.total_calls == 6 + 6 + sum(per_idea.values())
+    papers = {p.pk: p for p in corpus.papers.all()}
+    dims = ("rating", "contribution", "soundness")
+    stopped_early = 0
+    for idea, n in per_idea.items():
+        rows = {d: IdeaRating.objects.get(run=r, idea=idea, dimension=f"elo_{d}") for d in dims}
+        hist = {d: rows[d].history for d in dims}
+        assert n == max(len(h) - 1 for h in hist.values()) <= 12
+        stopped_early += n < 12
+        met: set[int] = set()
+        for i in range(n):
+            running = [d for d in dims if len(hist[d]) - 1 > i]
+            verdicts = {
+                d: [(x["reference_score"], x["outcome"]) for x in hist[d][:i]] for d in running
+            }
+            points = {
+                d: density(hist[d][-1]["initial"], verdicts[d], PRIOR_SD, SLOPE, LAPSE, n=800)
+                for d in running
+            }
+
+            def gain(p, points=points, running=running):
+                return sum(
+                    mutual_information(points[d], p.debiased(d), SLOPE, LAPSE) for d in running
+                )
+
+            chosen = papers[hist[running[0]][i]["reference"]]
+            unmet = [
+                p
+                for p in papers.values()
+                if p.pk not in met and all(p.debiased(d) is not None for d in dims)
+            ]
+            # No unmet reference promised more information at that step.
+            assert gain(chosen) >= max(gain(p) for p in unmet) - 1e-3
+            met.add(chosen.pk)
+        for d in dims:
+            end = hist[d][-1]
+            assert end["stopped"] in {"converged", "max_steps"}
+            assert (end["posterior_sd"] < 0.42) == (end["stopped"] == "converged")
+            every = [(x["reference_score"], x["outcome"]) for x in hist[d][:-1]]
+            assert rows[d].score == pytest.approx(
+                posterior_mean(end["initial"], every, PRIOR_SD, SLOPE, LAPSE), abs=2e-3
+            )
+    assert stopped_early > 0
 
 
 def test_a_ligbench_run_resumed_after_a_crash_continues_each_chain_where_it_stopped(

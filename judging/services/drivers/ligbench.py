@@ -18,9 +18,11 @@ from ...methods.ligbench import (
     Schedule,
     calibration_examples,
     next_reference,
+    posterior_of,
     replay,
 )
 from ...methods.ligbench import finish as finish_chains
+from ...methods.ligbench_posterior import LAPSE, PRIOR_SD, SD_STOP, SLOPE, PosteriorChain
 from ...methods.novelty import (
     MU,
     K,
@@ -71,11 +73,14 @@ _VALUE = {"A": 1.0, "B": 0.0, "tie": 0.5}
 
 
 def schedule_from(params: dict[str, Any]) -> Schedule:
-    """The run's comparison schedule; `max_steps` "auto" is the selection rule's default."""
+    """The run's comparison schedule; `max_steps` "auto" is the selection rule's default.
+
+    Runs created before the posterior options existed lack them and keep what they did
+    then: the Elo chain's own final score (`estimate` "chain")."""
     selection = str(params.get("selection", "paper"))
     steps = params["max_steps"]
     if steps == AUTO:
-        steps = ADAPTIVE_MAX_STEPS if selection == "nearest" else MAX_STEPS
+        steps = MAX_STEPS if selection == "paper" else ADAPTIVE_MAX_STEPS
     try:
         return Schedule(
             selection=selection,
@@ -85,6 +90,11 @@ def schedule_from(params: dict[str, Any]) -> Schedule:
             k_max=float(params["k_max"]),
             gamma=float(params["gamma"]),
             seed=params.get("seed", 0),
+            estimate=str(params.get("estimate", "chain")),
+            prior_sd=float(params.get("prior_sd", PRIOR_SD)),
+            slope=float(params.get("slope", SLOPE)),
+            lapse=float(params.get("lapse", LAPSE)),
+            sd_stop=float(params.get("sd_stop", SD_STOP)),
         )
     except ValueError as exc:
         raise JudgeRunRefused(f"ligbench: {exc}") from exc
@@ -394,6 +404,7 @@ class LigBenchCorpusDriver(Driver):
             "selection": self.schedule.selection,
             "epsilon": self.schedule.epsilon,
             "max_steps": self.schedule.max_steps,
+            "estimate": "posterior" if self.schedule.posterior else self.schedule.estimate,
             "novelty": self.novelty,
         }
         if not self.stage2_started:
@@ -421,20 +432,49 @@ class LigBenchCorpusDriver(Driver):
     def _elo_rows(self, target: int) -> list[IdeaRating]:
         initial, source = self._start(target)
         chains = finish_chains(self._chains(target))
-        examples = [r.pk for r in self._examples(target)]
+        final = {
+            "initial_source": source,
+            "calibration_examples": [r.pk for r in self._examples(target)],
+            "comparisons": len(self.played[target]),
+        }
         return [
-            elo_rating_row(
-                self.run,
-                target,
-                dim,
-                chain,
-                initial=initial[dim],
-                initial_source=source,
-                calibration_examples=examples,
-                comparisons=len(self.played[target]),
-            )
+            self._rating_row(target, dim, chain, initial=initial[dim], **final)
             for dim, chain in chains.items()
         ]
+
+    def _rating_row(self, target: int, dim: str, chain: Any, **final: Any) -> IdeaRating:
+        """One dimension's rating: the Elo chain's steps (scored by the chain, or by the
+        posterior given its verdicts), or the posterior's steps for "information"."""
+        sch = self.schedule
+        if not isinstance(chain, PosteriorChain):
+            row = elo_rating_row(self.run, target, dim, chain, **final)
+            if sch.estimate == "posterior":
+                post = posterior_of(chain, sch)
+                row.score = post.score
+                row.history[-1].update(
+                    estimate="posterior", chain_score=chain.score, posterior_sd=post.sd
+                )
+            return row
+        steps = [
+            {
+                "t": s.t,
+                "reference": s.reference,
+                "reference_score": s.reference_score,
+                "outcome": s.outcome,
+                "expected": s.expected,
+                "score": s.score_after,
+                "sd": s.sd_after,
+            }
+            for s in chain.steps
+        ]
+        end = {"stopped": chain.stopped, "skipped": chain.skipped, "estimate": "posterior"}
+        return IdeaRating(
+            run=self.run,
+            idea_id=target,
+            dimension=f"elo_{dim}",
+            score=chain.score,
+            history=[*steps, {**end, "posterior_sd": chain.sd, **final}],
+        )
 
     def _novelty(self, target: int, hits: Sequence[Any], s_llm: float | None) -> IdeaRating:
         p = self.params
