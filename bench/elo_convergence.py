@@ -24,9 +24,13 @@ fixed`). Two protocols are run:
   is judged once, in random order, since a deterministic judge would only repeat itself;
 * "service": the LigBench service's own defaults and schedule
   (`judging.methods.ligbench`): the judge's initial score, then one reference at a time
-  from the related set in a seeded random order until |Δs| < ε or T_max
-  (`--selection paper`, the default), and the "nearest" option (`adaptive`), which meets
-  the reference nearest the current score, up to its own T_max.
+  from the related set in a seeded random order until |Δs| < ε or T_max (the paper's
+  stop rule), reporting the posterior mean given the initial score and the chain's
+  verdicts ("service defaults") or the chain's own final score ("paper's rule exactly");
+  and the "information" option ("adaptive"), a posterior over the score that meets the
+  reference whose verdict tells most, up to its own T_max
+  (`judging.methods.ligbench_posterior`). `--frontier` adds τ against comparisons for
+  other ε, example counts, posterior settings, T_max and the older "nearest" rule.
 
 The service's initial score is an LLM call that reads `calibration` related references
 with their scores, chosen as the service chooses them
@@ -61,7 +65,7 @@ import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
@@ -76,14 +80,16 @@ from judging.methods.elo import (  # noqa: E402
     K_MAX,
     MAX_STEPS,
     D,
-    EloChain,
     run_elo,
 )
 from judging.methods.ligbench import (  # noqa: E402
     Schedule,
+    advance,
     calibration_examples,
     next_reference,
+    reported,
 )
+from judging.methods.ligbench import start as start_chains  # noqa: E402
 from judging.methods.registry import (  # noqa: E402
     ADAPTIVE_MAX_STEPS,
     LIGBENCH_EPSILON,
@@ -451,26 +457,17 @@ def simulate_service(accuracy: float, world: World, schedule: Schedule, seed: in
         examples = [corpus[cast(int, r)] for r in shown]
         verdicts = [right(init_rng.random(), truth[t] - x) for x in examples]
         s0 = _placement(truth[t], examples, verdicts)
-        position = {ref: j for j, ref in enumerate(pools[t])}
-        pool = {ref: {"s": corpus[ref]} for ref in pools[t]}
-        chain, played = EloChain.start(s0), []
-        while (ref := next_reference({"s": chain}, pool, played, schedule, t)) is not None:
+        position: dict[Hashable, int] = {ref: j for j, ref in enumerate(pools[t])}
+        pool: dict[Hashable, dict[str, float]] = {ref: {"s": corpus[ref]} for ref in pools[t]}
+        chains, played = start_chains({"s": s0}, schedule), cast(list[Hashable], [])
+        while (ref := next_reference(chains, pool, played, schedule, t)) is not None:
             played.append(ref)
             gap = truth[t] - corpus[cast(int, ref)]
             outcome = 0.5 if gap == 0 else float((gap > 0) == right(draws[t][position[ref]], gap))
-            chain = chain.advance(
-                ref,
-                corpus[cast(int, ref)],
-                outcome,
-                epsilon=schedule.epsilon,
-                max_steps=schedule.max_steps,
-                d=schedule.d,
-                k_max=schedule.k_max,
-                gamma=schedule.gamma,
-            )
-        chain = chain.finish()
+            chains = advance(chains, ref, pool, {"s": outcome}, schedule)
+        chain = chains["s"].finish()
         starts.append(s0)
-        finals.append(chain.score)
+        finals.append(reported(chain, schedule))
         used.append(len(chain.steps))
         stopped[chain.stopped] += 1
     return Run(
@@ -495,10 +492,24 @@ def start_kendall(summary: Summary) -> float:
     return statistics.fmean(kendall(r.start, r.truth) for r in summary.runs)
 
 
+def describe(schedule: Schedule) -> str:
+    """The rule, its stop and what it reports, in one line."""
+    if schedule.posterior:
+        rule = f"information, sd-stop {schedule.sd_stop:g}"
+    else:
+        rule = f"{schedule.selection}, ε {schedule.epsilon:g}, estimate {schedule.estimate}"
+    post = schedule.posterior or schedule.estimate == "posterior"
+    knobs = (
+        f" (prior sd {schedule.prior_sd:g} slope {schedule.slope:g} lapse {schedule.lapse:g})"
+        if post
+        else ""
+    )
+    return f"{rule}, T_max {schedule.max_steps}{knobs}"
+
+
 def print_service(title: str, summaries: Sequence[Summary], schedule: Schedule) -> None:
     print(
-        f"\n{title}: selection {schedule.selection}, ε {schedule.epsilon:g}, "
-        f"T_max {schedule.max_steps}, initial scoring from {SERVICE_CALIBRATION} {SERVICE_CHOICE} examples "
+        f"\n{title}: {describe(schedule)}, initial scoring from {SERVICE_CALIBRATION} {SERVICE_CHOICE} examples "
         "(one call, not counted below)"
     )
     print(
@@ -523,19 +534,36 @@ def print_frontier(
         s = service_summary(0.8, world, schedule, reps, seed)
         print(
             f"  noise {world.noise:<4} examples {world.calibration:>2} {world.calibration_choice:<7}"
-            f" {schedule.selection:<7} ε {schedule.epsilon:<6g} T_max {schedule.max_steps:>3}  "
-            f"kendall {s.kendall[0]:.3f}  τ initial {start_kendall(s):.3f}  "
+            f" {describe(schedule)}:  kendall {s.kendall[0]:.3f}  τ initial {start_kendall(s):.3f}  "
             f"comparisons {s.comparisons:5.1f}  conv {s.converged:6.1%}"
         )
 
 
 def frontier_rows(world: World) -> list[tuple[World, Schedule]]:
-    """The settings tried for the service defaults (paper rule) and for "nearest"."""
-    rows = [(world, replace(PAPER_RULE, epsilon=e)) for e in (0.02, 0.01, 0.006, 0.005, 0.002)]
-    for n, choice in ((3, "related"), (3, "spread"), (20, "spread")):
-        shown = replace(world, calibration=n, calibration_choice=choice)
-        rows += [(shown, replace(PAPER_RULE, epsilon=e)) for e in (0.01, 0.006, 0.005)]
-    rows += [(world, replace(ADAPTIVE, max_steps=n)) for n in (6, 8, 10, 12, 16)]
+    """The settings tried for the service defaults (paper rule) and the adaptive option."""
+    exact = replace(PAPER_RULE, estimate="chain")
+    rows = [(world, replace(exact, epsilon=e)) for e in (0.01, 0.007, 0.006)]
+    rows += [(world, replace(PAPER_RULE, epsilon=e)) for e in (0.01, 0.008, 0.007, 0.006, 0.005)]
+    for n, choice in ((3, "related"), (20, "spread")):
+        rows.append((replace(world, calibration=n, calibration_choice=choice), PAPER_RULE))
+    rows += [
+        (world, replace(PAPER_RULE, **knob))  # type: ignore[arg-type]
+        for knob in ({"prior_sd": 0.35}, {"prior_sd": 0.7}, {"lapse": 0.1}, {"slope": 1.5})
+    ]
+    rows += [(world, replace(ADAPTIVE, max_steps=n)) for n in (6, 8, 10, 16)]
+    rows += [
+        (world, replace(ADAPTIVE, **knob))  # type: ignore[arg-type]
+        for knob in (
+            {"prior_sd": 0.35},
+            {"prior_sd": 0.7},
+            {"lapse": 0.1},
+            {"slope": 1.5},
+            {"slope": 6.0},
+            {"sd_stop": 0.3, "max_steps": 20},
+        )
+    ]
+    nearest = Schedule(selection="nearest", epsilon=LIGBENCH_EPSILON, max_steps=ADAPTIVE_MAX_STEPS)
+    rows += [(world, nearest), (world, replace(nearest, estimate="posterior"))]
     return rows
 
 
@@ -546,9 +574,26 @@ def _line(label: str, s: Summary) -> str:
     )
 
 
-PAPER_RULE = Schedule(selection="paper", epsilon=LIGBENCH_EPSILON, max_steps=MAX_STEPS)
+_POSTERIOR = {k: float(_LIGBENCH[k]) for k in ("prior_sd", "slope", "lapse", "sd_stop")}
+PAPER_RULE = Schedule(
+    selection="paper",
+    epsilon=LIGBENCH_EPSILON,
+    max_steps=MAX_STEPS,
+    estimate=str(_LIGBENCH["estimate"]),
+    **_POSTERIOR,  # type: ignore[arg-type]
+)
 """The service's default schedule (registry: selection "paper", max_steps "auto")."""
-ADAPTIVE = Schedule(selection="nearest", epsilon=LIGBENCH_EPSILON, max_steps=ADAPTIVE_MAX_STEPS)
+PAPER_EXACT = replace(PAPER_RULE, estimate="chain")
+"""The paper's Algorithm 1 as it is: the chain's own final score."""
+ADAPTIVE = replace(PAPER_RULE, selection="information", max_steps=ADAPTIVE_MAX_STEPS)
+"""The adaptive option: `selection` "information", `max_steps` "auto"."""
+
+
+SCHEDULES = (
+    ("paper's rule exactly", PAPER_EXACT),
+    ("service defaults", PAPER_RULE),
+    ("adaptive", ADAPTIVE),
+)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -573,6 +618,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--skip-service", action="store_true", help="only the paper protocol")
     ap.add_argument(
         "--frontier", action="store_true", help="τ against comparisons for ε and T_max grids"
+    )
+    ap.add_argument(
+        "--frontier-reps", type=int, default=None, help="seeds per frontier row (default --reps)"
     )
     args = ap.parse_args(argv)
 
@@ -605,7 +653,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.skip_service:
             continue
         world = replace(base, references=SERVICE_REFERENCES, calibration=SERVICE_CALIBRATION)
-        for label, schedule in (("service defaults", PAPER_RULE), ("adaptive", ADAPTIVE)):
+        for label, schedule in SCHEDULES:
             summaries = [
                 service_summary(a, world, schedule, args.reps, args.seed) for a in args.accuracies
             ]
@@ -614,7 +662,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 (s for s in summaries if s.accuracy == 0.8), None
             )
         if args.frontier:
-            print_frontier(f"frontier, noise {noise}", frontier_rows(world), args.reps, args.seed)
+            reps = args.frontier_reps or args.reps
+            print_frontier(f"frontier, noise {noise}", frontier_rows(world), reps, args.seed)
     print(
         f"\npaper Table 10: {PAPER_ITERATIONS} iterations to converge at these K_max, γ. "
         "Table 11's unnamed rank correlation sits nearer our Kendall τ than our Spearman ρ."
@@ -630,7 +679,7 @@ def _closing(finals: dict[str, dict[str, Summary | None]]) -> None:
         for noise, s in noise_runs.items():
             if s is None:
                 continue
-            if label == "service defaults":
+            if label != "adaptive":
                 met = s.kendall[0] >= tau and s.converged >= conv and s.comparisons <= comps
                 goal = f"kendall >= {tau} conv >= {conv:.0%} comparisons <= {comps:g}"
             else:

@@ -104,3 +104,22 @@ def test_the_gap_judge_is_calibrated_to_its_mean_accuracy():
     ]
     mean = sum(1 / (1 + math.exp(-scale * g)) for g in pairs) / len(pairs)
     assert mean == pytest.approx(0.8, abs=0.01)
+
+
+def test_the_service_defaults_report_a_better_score_than_the_chain_on_the_same_steps():
+    world = sim.replace(sim.World(targets=80, corpus=400), noise="flat")
+    exact = sim.service_summary(0.8, world, sim.PAPER_EXACT, 2, 0)
+    posterior = sim.service_summary(0.8, world, sim.PAPER_RULE, 2, 0)
+    # The same stop rule, hence the same comparisons, read by a posterior instead.
+    assert [r.comparisons for r in exact.runs] == [r.comparisons for r in posterior.runs]
+    assert posterior.kendall[0] > exact.kendall[0] + 0.03
+    assert posterior.mae[0] < exact.mae[0]
+
+
+def test_the_information_option_beats_the_nearest_rule_at_the_same_budget_under_gap_noise():
+    world = sim.replace(sim.World(targets=80, corpus=400), noise="gap")
+    nearest = sim.Schedule(selection="nearest", epsilon=0.0, max_steps=sim.ADAPTIVE.max_steps)
+    near = sim.service_summary(0.8, world, nearest, 2, 0)
+    info = sim.service_summary(0.8, world, sim.ADAPTIVE, 2, 0)
+    assert info.comparisons == near.comparisons == sim.ADAPTIVE.max_steps
+    assert info.kendall[0] > near.kendall[0] + 0.02
