@@ -9,6 +9,7 @@ environment or a setting with a default of its own: every setting is defined her
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -242,8 +243,29 @@ STATIC_ROOT.mkdir(exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 MEDIA_ROOT = VAR_DIR / "media"
 REPORTS_ROOT = VAR_DIR / "reports"
+
+
+def env_storage(name: str, backend: str) -> dict[str, Any]:
+    """A STORAGES entry from IDEAREVIEW_<NAME>_STORAGE (the backend's dotted path) and
+    IDEAREVIEW_<NAME>_STORAGE_OPTIONS (a JSON object of the backend's options)."""
+    prefix = f"IDEAREVIEW_{name.upper()}_STORAGE"
+    raw = os.environ.get(f"{prefix}_OPTIONS") or "{}"
+    try:
+        options = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(f"{prefix}_OPTIONS is not JSON: {exc}") from None
+    if not isinstance(options, dict):
+        raise ImproperlyConfigured(f"{prefix}_OPTIONS={raw!r} is not a JSON object")
+    return {"BACKEND": os.environ.get(prefix) or backend, "OPTIONS": options}
+
+
+# Files every machine must see go through a named storage, so several machines can share
+# one store (docs/deploy.md, "Several machines"): "default" keeps large review uploads
+# until their import job reads them (MEDIA_ROOT by default), "reports" holds the report
+# files (REPORTS_ROOT by default).
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": env_storage("default", "django.core.files.storage.FileSystemStorage"),
+    "reports": env_storage("reports", "studies.storage.ReportsFolderStorage"),
     "staticfiles": {
         "BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"
         if not DEBUG

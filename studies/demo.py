@@ -42,6 +42,7 @@ from .models import Assignment, Idea, JobRun, PairTask, Reviewer, Study, StudyRe
 from .protocol.template import render_sections
 from .reporting import report_build
 from .services import study_create
+from .storage import report_file_open
 
 HUMAN, AI = "Human", "AI"
 TOPICS = ("Factuality", "Reasoning")
@@ -76,7 +77,7 @@ class Check:
 class DemoResult:
     study: Study
     report: StudyReport
-    directory: Path
+    where: str
     checks: list[Check] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     judge_runs: list[DemoJudgeOutcome] = field(default_factory=list)
@@ -88,7 +89,7 @@ class DemoResult:
     def summary(self) -> list[str]:
         lines = [
             f"study {self.study.slug}: " + ", ".join(f"{v} {k}" for k, v in self.counts.items()),
-            f"report and package in {self.directory}",
+            f"report and package in {self.where}",
         ]
         for run in self.judge_runs:
             lines.append(f"judge {run.method}: {run.status} ({run.message})")
@@ -335,7 +336,7 @@ def _build(
     snapshot = report_build(
         study=study, out_dir=out_dir, options=options or _demo_report_options(seed), echo=None
     )
-    directory = Path(snapshot.directory)
+    where = str(out_dir) if out_dir else f"{snapshot.directory} in the reports storage"
     say(f"report built in {snapshot.data.get('timing_seconds')} s")
     counts = {
         "ideas": len(truth),
@@ -343,10 +344,8 @@ def _build(
         "reviews": submitted,
         "pair ratings": rated,
     }
-    demo = DemoResult(
-        study=study, report=snapshot, directory=directory, counts=counts, judge_runs=runs
-    )
-    demo.checks = demo_checks(directory, runs)
+    demo = DemoResult(study=study, report=snapshot, where=where, counts=counts, judge_runs=runs)
+    demo.checks = demo_checks(snapshot.directory, runs)
     return demo
 
 
@@ -524,10 +523,21 @@ def _pairwise_check(agreement: dict[str, Any]) -> Check:
     return Check(name, False, "the agreement section has no pairwise judge")
 
 
-def demo_checks(directory: Path, runs: list[DemoJudgeOutcome]) -> list[Check]:
-    """Do the simulated effects show up in the report on disk? (The judges' checks only
-    when judges ran.)"""
-    report = json.loads((directory / "report.json").read_text())
+def _stored(version: str, name: str) -> bytes | None:
+    document = report_file_open(version, name)
+    if document is None:
+        return None
+    with document:
+        return bytes(document.read())
+
+
+def demo_checks(version: str, runs: list[DemoJudgeOutcome]) -> list[Check]:
+    """Do the simulated effects show up in the report's files (`version` in the reports
+    storage)? (The judges' checks only when judges ran.)"""
+    raw = _stored(version, "report.json")
+    if raw is None:
+        return [Check("files", False, f"no report.json in {version}")]
+    report = json.loads(raw)
     checks: list[Check] = []
     comparisons = {(c["metric"], c["condition"]): c for c in report["by_review"]["comparisons"]}
     for metric in CHECKED_METRICS:
@@ -560,7 +570,7 @@ def demo_checks(directory: Path, runs: list[DemoJudgeOutcome]) -> list[Check]:
         )
         checks.append(_pairwise_check(report.get("agreement") or {}))
     missing = [
-        n for n in ("report.json", "report.html", "package.zip") if not (directory / n).exists()
+        n for n in ("report.json", "report.html", "package.zip") if _stored(version, n) is None
     ]
     checks.append(
         Check("files", not missing, "missing: " + ", ".join(missing) if missing else "all present")

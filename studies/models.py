@@ -844,7 +844,11 @@ class StudyReport(models.Model):
         JobRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="report"
     )
     data = models.JSONField()
-    directory = models.CharField(max_length=500)
+    # Named only once every file is saved there (studies.reporting).
+    directory = models.CharField(
+        max_length=500,
+        help_text="The report's version folder in the reports storage: <study slug>/<version>.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

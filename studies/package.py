@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from django.conf import settings
+from django.core.exceptions import SuspiciousFileOperation
 from django.utils import timezone
 
 from . import csvsafe
@@ -46,6 +47,7 @@ from .models import (
     StudyReport,
 )
 from .plans import plan_registration, study_plan, study_registered_plan
+from .storage import reports_storage
 
 PACKAGE_SCHEMA = "ideareview.package/1"
 REPORT_TEXT_FILES = (".json", ".html", ".csv")
@@ -308,9 +310,8 @@ class _Collector:
         for folder, section in _sections.items():
             section(PackageWriter(self.study, self.p, self.idea_name, self.files, folder))
 
-    def report(self, directory: Path | None) -> list[str]:
-        if directory is None or not directory.exists():
-            return []
+    def report(self, files: dict[str, bytes]) -> list[str]:
+        """The report's files (name → content), ids swapped for pseudonyms."""
         ids = dict(self.external)
         # Lettered ids only: a bare number could be part of any figure in the text.
         lettered = sorted((k for k in ids if re.search(r"[A-Za-z]", k)), key=len, reverse=True)
@@ -320,36 +321,63 @@ class _Collector:
             else None
         )
         names = []
-        for path in sorted(directory.iterdir()):
-            if path.name == "package.zip" or not path.is_file():
+        for name, body in sorted(files.items()):
+            if name == "package.zip":
                 continue
-            arc = f"report/{path.name}"
-            if path.suffix == ".json":
-                data = _replace_ids(json.loads(path.read_text()), ids)
+            arc, suffix = f"report/{name}", Path(name).suffix
+            if suffix == ".json":
+                data = _replace_ids(json.loads(body), ids)
                 data.get("study", {}).pop("slug", None)
                 self.files[arc] = _json(data)
-            elif path.suffix in REPORT_TEXT_FILES:
-                text = path.read_text()
+            elif suffix in REPORT_TEXT_FILES:
+                text = body.decode()
                 if pattern is not None:
                     text = pattern.sub(lambda m: ids[m.group(1)], text)
                 self.files[arc] = text
             else:
-                self.files[arc] = path.read_bytes()
-            names.append(path.name)
+                self.files[arc] = body
+            names.append(name)
         return names
 
 
+def _report_files(report: StudyReport | None, report_dir: Path | None) -> dict[str, bytes]:
+    """A report's files: from the folder a build is still writing, or from the report's
+    version in the reports storage."""
+    if report_dir is not None:
+        return {p.name: p.read_bytes() for p in report_dir.iterdir() if p.is_file()}
+    if report is None:
+        return {}
+    storage = reports_storage()
+    try:
+        _, names = storage.listdir(report.directory)
+    except (FileNotFoundError, SuspiciousFileOperation):
+        return {}
+    files = {}
+    for name in names:
+        with storage.open(f"{report.directory}/{name}", "rb") as fh:
+            files[name] = fh.read()
+    return files
+
+
 def package_build(
-    *, study: Study, out: Path, report: StudyReport | None = None, use_report: bool = True
+    *,
+    study: Study,
+    out: Path,
+    report: StudyReport | None = None,
+    use_report: bool = True,
+    report_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Write the study's reproducibility package to `out` (a .zip); returns its manifest."""
-    if report is None and use_report:
+    """Write the study's reproducibility package to `out` (a .zip); returns its manifest.
+
+    The report's files come from `report_dir` (a build's own folder), else from
+    `report` (default: the study's newest) in the reports storage."""
+    if report is None and use_report and report_dir is None:
         report = StudyReport.objects.filter(study=study).first()
     c = _Collector(study)
     c.data()
     c.design()
     c.sections()
-    report_files = c.report(Path(report.directory) if report else None)
+    report_files = c.report(_report_files(report, report_dir))
     human = [k.key for k in study.conditions.all() if k.kind == "human"]
     c.files["software.json"] = _json(software_versions())
     c.files.update(_plan_files(study))

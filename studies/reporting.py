@@ -15,6 +15,8 @@ from typing import Any
 
 import pandas as pd
 from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import Storage
 from django.template.loader import render_to_string
 from django.utils import timezone
 
@@ -41,6 +43,7 @@ from .selectors import (
     review_frame,
 )
 from .services import audit
+from .storage import reports_storage, storage_folder_remove
 
 
 def report_build(
@@ -51,7 +54,8 @@ def report_build(
     options: ReportOptions | None = None,
     echo: Callable[[str], None] | None = None,
 ) -> StudyReport:
-    """Compute the full report of a study and write it to `out_dir` (default var/reports).
+    """Compute the full report of a study and save its files into the "reports" storage
+    (`studies.storage`), and a copy into the folder `out_dir` when one is given.
 
     BLAS threads are limited to ``ANALYSIS_BLAS_THREADS`` for the whole job (the worker's
     report task and the command alike); the report records the counts it ran with.
@@ -126,9 +130,39 @@ def _report_build(
     progress(
         report["progress_total"] - 1, report["progress_total"], "drawing plots and writing files"
     )
-    stamp = timezone.now().strftime("%Y%m%dT%H%M%S%f")
-    final = Path(out_dir) if out_dir else Path(settings.REPORTS_ROOT) / study.slug / stamp
-    out = _partial_folder(final)
+    version = f"{study.slug}/{timezone.now().strftime('%Y%m%dT%H%M%S%f')}"
+    storage = reports_storage()
+    _versions_remove_unshown(storage, study)
+    with tempfile.TemporaryDirectory(prefix="ideareview-report-") as tmp:
+        # matplotlib, chromium and the zip writer want real paths: the files are made
+        # in a local folder, then saved into the storage.
+        out = Path(tmp)
+        _write_files(study, report, df, judges, out, started=started)
+        _save_version(storage, out, version)
+        if out_dir is not None:
+            # A folder named on the command line gets a copy; its other files stay.
+            shutil.copytree(out, out_dir, dirs_exist_ok=True)
+    # Only now, with every file saved, does a row (and so a page) name the version.
+    snapshot = StudyReport.objects.create(study=study, job=job, data=report, directory=version)
+    audit(
+        study=study,
+        actor=job.created_by if job else None,
+        verb="report_built",
+        directory=version,
+    )
+    return snapshot
+
+
+def _write_files(
+    study: Study,
+    report: dict[str, Any],
+    df: pd.DataFrame,
+    judges: list[JudgeData],
+    out: Path,
+    *,
+    started: float,
+) -> None:
+    """Write the report's files (CSVs, HTML, PDF, JSON, package) into the folder `out`."""
     tables = tidy_tables(report, df)
     csv_names = []
     for name, table in tables.items():
@@ -157,43 +191,34 @@ def _report_build(
     (out / "report.json").write_text(json.dumps(report, indent=2, allow_nan=False))
     t0 = time.perf_counter()
     # The package reads the report's files from the folder still being written.
-    package_build(study=study, out=out / "package.zip", report=StudyReport(directory=str(out)))
+    package_build(study=study, out=out / "package.zip", report_dir=out)
     report["timings"]["package"] = round(time.perf_counter() - t0, 3)
-    _move_into_place(out, final)
-    snapshot = StudyReport.objects.create(study=study, job=job, data=report, directory=str(final))
-    audit(
-        study=study,
-        actor=job.created_by if job else None,
-        verb="report_built",
-        directory=str(final),
-    )
-    return snapshot
 
 
-PARTIAL_PREFIX = ".partial-"
+def _save_version(storage: Storage, out: Path, version: str) -> None:
+    """Save every file of `out` under `version` in the storage. A build killed in here
+    leaves a version no row names: no page shows it, and the next build removes it."""
+    for path in sorted(out.iterdir()):
+        name = f"{version}/{path.name}"
+        with path.open("rb") as fh:
+            saved = storage.save(name, File(fh, name=path.name))
+        if saved != name:
+            raise OSError(f"report storage saved {name} as {saved}: the version is not fresh")
 
 
-def _move_into_place(out: Path, final: Path) -> None:
-    if not final.exists():
-        out.rename(final)
+def _versions_remove_unshown(storage: Storage, study: Study) -> None:
+    """Remove the study's report versions that no page shows: partial ones left by killed
+    builds and those the newest report replaced. This assumes one build per study at a
+    time: the report page starts no second job while one runs, but a `study_report`
+    command run beside a running job is not guarded against."""
+    shown = StudyReport.objects.filter(study=study).values_list("directory", flat=True).first()
+    try:
+        versions, _ = storage.listdir(study.slug)
+    except FileNotFoundError:
         return
-    # A folder named on the command line that exists already: its other files stay.
-    for path in out.iterdir():
-        path.replace(final / path.name)
-    out.rmdir()
-
-
-def _partial_folder(final: Path) -> Path:
-    """A fresh folder beside `final` for the files while they are written; it is renamed
-    to `final` only once complete, so a killed build never leaves a half-written report
-    where one is expected. Partial folders left by killed builds are removed here (one
-    report job per study runs at a time)."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    for old in final.parent.glob(PARTIAL_PREFIX + "*"):
-        shutil.rmtree(old, ignore_errors=True)
-    out = final.parent / f"{PARTIAL_PREFIX}{final.name}"
-    out.mkdir()
-    return out
+    for name in versions:
+        if f"{study.slug}/{name}" != shown:
+            storage_folder_remove(storage, f"{study.slug}/{name}")
 
 
 def study_judges(

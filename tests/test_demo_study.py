@@ -91,7 +91,8 @@ def test_without_judging_the_demo_asks_for_a_server_and_changes_nothing(db, monk
     assert not Study.objects.filter(slug="no-judging").exists()
 
 
-def _report_dir(tmp_path, agreement):
+def _report_version(tmp_path, agreement):
+    """A report version in the reports storage (a folder under REPORTS_ROOT = tmp_path)."""
     from studies.demo import EFFECTS
 
     comparisons = [
@@ -100,17 +101,20 @@ def _report_dir(tmp_path, agreement):
         for m in ("novelty", "overall")
     ]
     report = {"by_review": {"comparisons": comparisons}, "agreement": agreement}
-    (tmp_path / "report.json").write_text(json.dumps(report))
+    folder = tmp_path / "demo" / "v1"
+    folder.mkdir(parents=True)
+    (folder / "report.json").write_text(json.dumps(report))
     for name in ("report.html", "package.zip"):
-        (tmp_path / name).write_text("")
-    return tmp_path
+        (folder / name).write_text("")
+    return "demo/v1"
 
 
-def test_the_judge_checks_follow_the_runs_judging_reported(tmp_path):
+def test_the_judge_checks_follow_the_runs_judging_reported(tmp_path, settings):
     from studies.demo import demo_checks
     from studies.demo_judging import DemoJudgeOutcome
 
-    directory = _report_dir(tmp_path, {})
+    settings.REPORTS_ROOT = tmp_path
+    directory = _report_version(tmp_path, {})
     # No judging: the checks are the report's own, and they pass.
     checks = demo_checks(directory, [])
     assert all(c.passed for c in checks) and not any("judge" in c.name for c in checks)

@@ -194,9 +194,9 @@ def test_the_downloaded_report_document_carries_its_own_locked_down_policy(
 
     settings.REPORTS_ROOT = tmp_path
     study = study_create(owner=owner, slug="doc", baseline_condition="Human")
-    (tmp_path / "doc").mkdir()
-    (tmp_path / "doc" / "report.html").write_text("<html><style>p{}</style><p>r</p></html>")
-    StudyReport.objects.create(study=study, data={}, directory=str(tmp_path / "doc"))
+    (tmp_path / "doc" / "v1").mkdir(parents=True)
+    (tmp_path / "doc" / "v1" / "report.html").write_text("<html><style>p{}</style><p>r</p></html>")
+    StudyReport.objects.create(study=study, data={}, directory="doc/v1")
     client.force_login(owner)
     response = client.get(reverse("studies:study_report_file", args=["doc", "report.html"]))
     assert response.status_code == 200

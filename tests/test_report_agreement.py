@@ -5,7 +5,6 @@ pair ratings."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,7 @@ def agreement_report(db, owner, tmp_path, settings):
     settings.REPORTS_ROOT = tmp_path
     seeded = make_agreement_study(owner)
     snap = report_build(study=seeded.study, out_dir=tmp_path / "rep", options=FAST)
-    return seeded, Path(snap.directory), snap
+    return seeded, tmp_path / "rep", snap
 
 
 def _table(report, tid):

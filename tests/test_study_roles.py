@@ -115,8 +115,9 @@ class Team:
 def team(db, owner, other_researcher, settings, tmp_path) -> Team:
     study = study_create(owner=owner, slug="roles", title="Roles study")
     settings.REPORTS_ROOT = str(tmp_path)
-    (tmp_path / "report.html").write_text("<html><body>report</body></html>")
-    StudyReport.objects.create(study=study, data={}, directory=str(tmp_path))
+    (tmp_path / "roles" / "v1").mkdir(parents=True)
+    (tmp_path / "roles" / "v1" / "report.html").write_text("<html><body>report</body></html>")
+    StudyReport.objects.create(study=study, data={}, directory="roles/v1")
     User = get_user_model()
     users = {"owner": owner, "outsider": other_researcher}
     for role in ("owner", "editor", "viewer"):

@@ -84,17 +84,22 @@ def test_owner_imports_through_the_web_and_a_bad_file_changes_nothing(client, ow
 
 @pytest.mark.django_db
 def test_report_files_outside_the_report_folder_are_never_served(
-    client, si2024_study, owner, tmp_path
+    client, si2024_study, owner, tmp_path, settings
 ):
-    StudyReport.objects.create(
-        study=si2024_study, data={"files": {"csv": []}}, directory=str(tmp_path)
-    )
+    settings.REPORTS_ROOT = str(tmp_path / "reports")
+    (tmp_path / "reports" / "si2024" / "v1").mkdir(parents=True)
+    (tmp_path / "secret.txt").write_text("secret")
+    (tmp_path / "report.json").write_text("{}")
     client.force_login(owner)
-    (tmp_path.parent / "secret.txt").write_text("secret")
     base = reverse("studies:study_report", args=["si2024"]) + "files/"
-    for name in ["..%2Fsecret.txt", "settings.py", "report.json", "..%2F..%2Fsecret_key"]:
-        response = client.get(base + name)
-        assert response.status_code == 404, name
+    # a version folder in the storage, and a row naming a path outside it
+    for directory in ["si2024/v1", str(tmp_path), "../.."]:
+        StudyReport.objects.create(
+            study=si2024_study, data={"files": {"csv": []}}, directory=directory
+        )
+        for name in ["..%2Fsecret.txt", "settings.py", "report.json", "..%2F..%2Fsecret_key"]:
+            response = client.get(base + name)
+            assert response.status_code == 404, (directory, name)
 
 
 @pytest.mark.django_db
@@ -108,7 +113,7 @@ def test_every_table_a_report_lists_is_served_and_no_other(
     for name in [*listed, "unlisted.csv", "report.json"]:
         (folder / name).write_text("a,b\n1,2\n")
     StudyReport.objects.create(
-        study=si2024_study, data={"files": {"csv": listed}}, directory=str(folder)
+        study=si2024_study, data={"files": {"csv": listed}}, directory="si2024/build"
     )
     client.force_login(owner)
     for name in [*listed, "report.json"]:

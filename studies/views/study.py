@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
@@ -37,6 +36,7 @@ from ..services import (
     reviews_parse,
     study_create,
 )
+from ..storage import report_file_open
 from ..study_forms import StudyCreateForm
 from ..study_setup import SetupError, is_researcher, study_delete
 from ..tasks import report_enqueue
@@ -297,10 +297,10 @@ def study_report(request: HttpRequest, slug: str) -> HttpResponse:
     report = StudyReport.objects.filter(study=study).first()
     job = job_latest(study=study, kind="report")
     html = ""
-    if report is not None:
-        path = Path(report.directory) / "report.html"
-        if path.exists():
-            html = _report_body(path.read_text())
+    document = report_file_open(report.directory, "report.html") if report else None
+    if document is not None:
+        with document:
+            html = _report_body(document.read().decode())
     return render(
         request,
         "studies/study_report.html",
@@ -384,12 +384,11 @@ def study_report_file(request: HttpRequest, slug: str, name: str) -> FileRespons
     report = StudyReport.objects.filter(study=study).first()
     if report is None or name not in report_file_names(report.data):
         raise Http404("no such report file")
-    path = Path(report.directory) / name
-    root = Path(settings.REPORTS_ROOT).resolve()
-    if not path.resolve().is_relative_to(root) or not path.exists():
+    document = report_file_open(report.directory, name)
+    if document is None:
         raise Http404("no such report file")
     filename = f"{study.slug}-package.zip" if name == "package.zip" else name
-    response = FileResponse(path.open("rb"), as_attachment=name != "report.html", filename=filename)
+    response = FileResponse(document, as_attachment=name != "report.html", filename=filename)
     if name == "report.html":
         # The self-contained document keeps its styles and inline SVG plots inside; it
         # runs no script and loads nothing.

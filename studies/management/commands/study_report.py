@@ -1,4 +1,5 @@
-"""Compute a study's report and write report.json, report.html and tidy CSVs to --out."""
+"""Compute a study's report: report.json, report.html, tidy CSVs, PDF and package, saved
+into the reports storage (and copied to --out when given)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("study", help="study slug")
-        parser.add_argument(
-            "--out", type=Path, help="output folder (default var/reports/<study>/<time>)"
-        )
+        parser.add_argument("--out", type=Path, help="also copy the files into this folder")
         parser.add_argument(
             "--splits", type=int, default=1000, help="consistency splits (default 1000)"
         )
@@ -52,6 +51,11 @@ class Command(BaseCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(f"report written to {snap.directory} ({snap.data['timing_seconds']} s)")
-        for name in ["report.json", "report.html", *snap.data["files"]["csv"]]:
-            self.stdout.write(f"  {Path(snap.directory) / name}")
+        self.stdout.write(
+            f"report saved as {snap.directory} in the reports storage "
+            f"({snap.data['timing_seconds']} s)"
+        )
+        names = ["report.json", "report.html", *snap.data["files"]["csv"]]
+        if opts["out"] is not None:
+            for name in names:
+                self.stdout.write(f"  {opts['out'] / name}")
