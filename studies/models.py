@@ -49,6 +49,12 @@ class TopicChoiceUse(models.TextChoices):
     FIRST_PREFERRED = "first", "First choice preferred"
 
 
+def invitation_bind_email_default() -> bool:
+    """A new study binds its invitation links to the invited address as the deployment's
+    IDEAREVIEW_INVITATION_BIND_EMAIL says; its settings page can change that."""
+    return bool(settings.IDEAREVIEW_INVITATION_BIND_EMAIL)
+
+
 class Study(models.Model):
     class Status(models.TextChoices):
         DRAFT = "draft", "Draft"
@@ -76,6 +82,11 @@ class Study(models.Model):
     screening_min_papers = models.PositiveSmallIntegerField(default=1)
     reviews_due_at = models.DateTimeField(null=True, blank=True)
     invitation_days = models.PositiveSmallIntegerField(default=14)
+    invitation_bind_email = models.BooleanField(
+        default=invitation_bind_email_default,
+        help_text="Only an account with the invited email address may take an invitation "
+        "link (a forwarded link is no use to anyone else).",
+    )
     closed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)

@@ -330,9 +330,10 @@ def _next_pseudonym(study: Study) -> str:
 
 
 def invitation_check_address(invitation: Invitation, email: str) -> None:
-    """With IDEAREVIEW_INVITATION_BIND_EMAIL, only the invited address may take the link
-    (a forwarded link is no use to anyone else)."""
-    if not settings.IDEAREVIEW_INVITATION_BIND_EMAIL or not invitation.email:
+    """In a study that binds its links (``Study.invitation_bind_email``, by default
+    IDEAREVIEW_INVITATION_BIND_EMAIL), only the invited address may take the link (a
+    forwarded link is no use to anyone else)."""
+    if not invitation.study.invitation_bind_email or not invitation.email:
         return
     if email.strip().lower() != invitation.email.strip().lower():
         raise InvitationError(

@@ -139,6 +139,7 @@ SETTINGS_FIELDS = [
     "topic_choice_use",
     "screening_min_papers",
     "invitation_days",
+    "invitation_bind_email",
     "reviews_due_at",
     "rationale_min_words",
     "payment_currency",
@@ -174,6 +175,7 @@ class StudySettingsForm(forms.ModelForm):
             "topic_choice_use": "Use of the reviewers' two topic choices",
             "screening_min_papers": "Screening: papers at major venues needed",
             "invitation_days": "Invitations valid for (days)",
+            "invitation_bind_email": "Invitation links work only for the invited address",
             "reviews_due_at": "Reviews due",
             "rationale_min_words": "Words each rationale needs",
             "payment_per_review": "Payment per accepted review",
@@ -215,6 +217,7 @@ class StudySettingsForm(forms.ModelForm):
             ],
         ),
         ("Deadlines", ["invitation_days", "reviews_due_at"]),
+        ("Invitations", ["invitation_bind_email"]),
         (
             "Payments",
             [

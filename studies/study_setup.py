@@ -107,6 +107,7 @@ LOCKS: list[tuple[str, tuple[str, ...]]] = [
         "closed",
         (
             "invitation_days",
+            "invitation_bind_email",
             "reviews_due_at",
             "payment_currency",
             "payment_per_review",

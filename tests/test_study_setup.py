@@ -221,8 +221,51 @@ def _settings_data(study: Study, **change: object) -> dict[str, object]:
         "topics": "Math\nCoding",
         "review_form": f"{study.review_form.key}@{study.review_form.version}",
     }
+    if study.invitation_bind_email:
+        data["invitation_bind_email"] = "on"  # an unticked box is not sent at all
     data.update(change)
     return data
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("deployment_binds", [False, True])
+def test_each_study_chooses_whether_its_invitation_links_are_bound_to_the_address(
+    client, researcher, settings, deployment_binds
+):
+    from django.test import Client
+
+    from studies.recruitment import invitation_create, invitation_token
+
+    settings.IDEAREVIEW_INVITATION_BIND_EMAIL = deployment_binds
+    # a new study starts with the deployment's choice, and its settings page shows it
+    study = study_create(owner=researcher, slug="bind", baseline_condition="Human")
+    assert study.invitation_bind_email is deployment_binds
+    client.force_login(researcher)
+    url = reverse("studies:study_settings", args=[study.slug])
+    box = client.get(url).content.decode().split('name="invitation_bind_email"')
+    assert len(box) == 2 and ("checked" in box[1].split(">")[0]) is deployment_binds
+    # the owner turns it the other way for this study only
+    data = _settings_data(study, conditions="Human", topics="")
+    if deployment_binds:
+        del data["invitation_bind_email"]
+    else:
+        data["invitation_bind_email"] = "on"
+    assert client.post(url, data).status_code == 302
+    study.refresh_from_db()
+    assert study.invitation_bind_email is not deployment_binds
+    other = study_create(owner=researcher, slug="other", baseline_condition="Human")
+    assert other.invitation_bind_email is deployment_binds
+
+    def forwarded_sign_up(s: Study) -> int:
+        invitation = invitation_create(study=s, email="ada.invited@example.org", send=False)
+        link = reverse("studies:invitation_open", args=[invitation_token(invitation)])
+        password = "Long-pass-9876"
+        form = {"email": f"colleague.{s.slug}@example.org", "password1": password}
+        return Client().post(link, {**form, "password2": password}).status_code
+
+    # a forwarded link is refused exactly where the study binds its links
+    assert forwarded_sign_up(study) == (302 if deployment_binds else 400)
+    assert forwarded_sign_up(other) == (400 if deployment_binds else 302)
 
 
 @pytest.mark.django_db

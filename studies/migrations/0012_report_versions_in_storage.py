@@ -33,7 +33,7 @@ def to_paths(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("studies", "0010_llm_models_moved"),
+        ("studies", "0011_jobrun_worker_received_at"),
     ]
 
     operations = [
