@@ -11,9 +11,12 @@ from judging.llm.models import JudgeConfig
 
 from .models import Condition, Study
 from .protocol.template import SECTIONS
+from .uploads import KeptUploadForm
 
 
-class IdeaUploadForm(forms.Form):
+class IdeaUploadForm(KeptUploadForm):
+    """An idea file, or the one read before (kept) to import its valid rows."""
+
     file = forms.FileField(
         required=False,
         help_text="CSV or JSONL with columns external_id, topic, condition and text (or one "
@@ -21,16 +24,9 @@ class IdeaUploadForm(forms.Form):
         "with front matter (the file name is the id unless external_id is given); or one "
         "Markdown file.",
     )
-    staged = forms.IntegerField(required=False, widget=forms.HiddenInput)
     import_valid_rows = forms.BooleanField(
         required=False, label="Import the valid rows and skip the ones with problems"
     )
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if not data.get("file") and not data.get("staged"):
-            raise forms.ValidationError("Choose a file to upload.")
-        return data
 
 
 class IdeaPasteForm(forms.Form):

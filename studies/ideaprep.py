@@ -40,7 +40,6 @@ from .models import (
     IdeaCondition,
     IdeaExclusion,
     IdeaRevision,
-    IdeaUpload,
     ImportBatch,
     JobRun,
     LeakageExport,
@@ -152,17 +151,6 @@ def ideas_read_pasted(
         title=title,
         institution=institution,
         **_known(study),
-    )
-
-
-def idea_upload_stage(*, study: Study, name: str, data: bytes, actor: Any = None) -> IdeaUpload:
-    """Keep an upload so "import the valid rows" needs no second upload."""
-    return IdeaUpload.objects.create(
-        study=study,
-        name=name,
-        data=data,
-        sha256=hashlib.sha256(data).hexdigest(),
-        created_by=actor if getattr(actor, "pk", None) else None,
     )
 
 

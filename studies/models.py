@@ -891,8 +891,9 @@ class AuditEvent(models.Model):
 
 
 class IdeaUpload(models.Model):
-    """An uploaded idea file kept between "show me the problems" and "import the valid
-    rows", so the owner does not upload it twice. Deleted once imported."""
+    """An uploaded file (ideas or invitations) kept between "show me the problems" and
+    "take the valid rows", so the owner does not upload it twice. Deleted once its rows
+    are taken (studies/uploads.py)."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="idea_uploads")
     name = models.CharField(max_length=300)

@@ -7,8 +7,6 @@ save. Error messages name form fields only, never an idea.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 from pathlib import Path
 from typing import Any, cast
@@ -27,6 +25,7 @@ from .protocol.forms import (
 )
 from .protocol.textcheck import control_character_problem
 from .recruitment import words
+from .uploads import KeptUploadForm
 
 MAX_FORM_FILE_BYTES = 1_000_000
 MAX_INVITATION_FILE_BYTES = 1_000_000
@@ -275,41 +274,19 @@ class InvitationForm(forms.Form):
     email = forms.EmailField()
 
 
-class InvitationUploadForm(forms.Form):
-    """An invitation file, or one read before and carried back (base64) to invite its
-    valid rows."""
+class InvitationUploadForm(KeptUploadForm):
+    """An invitation file, or the one read before (kept) to invite its valid rows."""
+
+    max_bytes = MAX_INVITATION_FILE_BYTES
 
     file = forms.FileField(
         required=False,
         help_text="CSV with columns name,email (a header row is optional), or JSONL with "
         "one object per line holding name and email.",
     )
-    staged = forms.CharField(required=False, widget=forms.HiddenInput)
-    staged_name = forms.CharField(required=False, widget=forms.HiddenInput, max_length=200)
     valid_only = forms.BooleanField(
         required=False, label="Invite the valid rows and skip the ones with problems"
     )
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        upload = data.get("file")
-        if upload is not None:
-            if upload.size and upload.size > MAX_INVITATION_FILE_BYTES:
-                raise forms.ValidationError(
-                    f"{upload.name}: larger than {MAX_INVITATION_FILE_BYTES} bytes"
-                )
-            data["data"], data["name"] = upload.read(), upload.name or "invitations.csv"
-        elif data.get("staged"):
-            try:
-                data["data"] = base64.b64decode(data["staged"], validate=True)
-            except (binascii.Error, ValueError) as exc:
-                raise forms.ValidationError(
-                    "the file read before was damaged; upload it again"
-                ) from exc
-            data["name"] = data.get("staged_name") or "invitations.csv"
-        else:
-            raise forms.ValidationError("choose a CSV or JSONL file")
-        return data
 
 
 class ScreeningForm(forms.Form):

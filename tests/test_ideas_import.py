@@ -127,6 +127,22 @@ def test_the_owner_can_import_the_valid_rows_of_a_bad_batch(study, owner, owner_
     assert study.status == "preparing"
 
 
+def test_a_kept_file_of_another_study_is_not_imported(study, owner, owner_client):
+    from studies.services import study_create
+
+    other = study_create(owner=owner, slug="other", baseline_condition="Human")
+    upload(owner_client, "ideas.csv", csv_bytes(BAD_BATCH))
+    kept = IdeaUpload.objects.get(study=study)
+    IdeaUpload.objects.filter(pk=kept.pk).update(study=other)
+    response = owner_client.post(
+        reverse("studies:ideas_import", args=["prep"]),
+        {"form": "upload", "staged": kept.pk, "import_valid_rows": "on"},
+        follow=True,
+    )
+    assert "no longer kept" in response.content.decode()
+    assert Idea.objects.count() == 0 and IdeaUpload.objects.filter(study=other).exists()
+
+
 def test_a_zip_of_markdown_with_front_matter_imports_in_one_go(study, owner_client):
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:

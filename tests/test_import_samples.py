@@ -11,7 +11,7 @@ from django.core import mail
 from django.urls import reverse
 
 from studies import ideaprep
-from studies.models import Condition, Topic
+from studies.models import Condition, IdeaUpload, Topic
 from studies.protocol.forms import EXECUTION_FORM
 from studies.recruitment import invitations_create_from_csv, invitations_read
 from studies.services import reviews_import, reviews_parse, study_create
@@ -123,12 +123,20 @@ def test_the_invitation_page_offers_to_invite_the_valid_rows(client, owner, stud
     assert "row 2: broken is not an email address" in page
     assert "Invite the 1 valid row(s) of people.csv" in page
     assert study.invitations.count() == 0
+    # the file is kept on the server, as an idea file is, and the page names it by id
     staged = page.split('name="staged" value="')[1].split('"')[0]
-    r = client.post(url, {"staged": staged, "staged_name": "people.csv", "valid_only": "on"})
+    kept = IdeaUpload.objects.get(study=study)
+    assert str(kept.pk) == staged and bytes(kept.data) == upload.getvalue()
+    r = client.post(url, {"staged": staged, "valid_only": "on"})
     assert r.status_code == 302
     assert list(study.invitations.values_list("email", flat=True)) == ["ada@example.org"]
     page = client.get(reverse("studies:study_invitations", args=[study.slug])).content.decode()
     assert "1 invitation(s) sent." in page and "row 2: broken is not an email address" in page
+    # once its rows are taken the kept file is gone: sending its id again invites no one
+    assert not IdeaUpload.objects.exists()
+    r = client.post(url, {"staged": staged, "valid_only": "on"})
+    assert r.status_code == 400 and "no longer kept" in r.content.decode()
+    assert study.invitations.count() == 1 and len(mail.outbox) == 1
 
 
 def test_a_jsonl_invitation_file_with_a_bad_line_names_it(owner, study):

@@ -4,7 +4,6 @@ what is not yours); work happens in `ideaprep`."""
 
 from __future__ import annotations
 
-import datetime
 import secrets
 from typing import Any
 
@@ -14,7 +13,6 @@ from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from judging.llm.models import JudgeConfig
@@ -47,6 +45,7 @@ from ..protocol.normalization import (
 from ..protocol.template import SECTIONS
 from ..recruitment import idea_label
 from ..services import job_latest
+from ..uploads import UploadGone, upload_from_form
 from .study import EDITOR, VIEWER, get_study_for_member, role_by_method
 
 HEADINGS = {s.key: s.heading for s in SECTIONS}
@@ -215,16 +214,11 @@ def ideas_import_view(request: HttpRequest, slug: str) -> HttpResponse:
 
     if which == "upload" and upload_form.is_valid():
         data = upload_form.cleaned_data
-        if data.get("staged"):
-            staged = get_object_or_404(IdeaUpload, pk=data["staged"], study=study)
-        else:
-            upload = data["file"]
-            IdeaUpload.objects.filter(
-                study=study, created_at__lt=timezone.now() - datetime.timedelta(days=1)
-            ).delete()
-            staged = ideaprep.idea_upload_stage(
-                study=study, name=upload.name, data=upload.read(), actor=request.user
-            )
+        try:
+            staged = upload_from_form(study=study, cleaned=data, actor=request.user)
+        except UploadGone as exc:
+            messages.error(request, f"{exc}.")
+            return redirect("studies:ideas_import", study.slug)
         batch = ideaprep.ideas_read_file(study=study, name=staged.name, data=bytes(staged.data))
         valid_only = bool(data.get("import_valid_rows"))
         if batch.records and (batch.ok or valid_only):

@@ -3,7 +3,6 @@ preview and commit, pair tasks and progress. Each starts with `get_study_for_mem
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from django.contrib import messages
@@ -46,6 +45,7 @@ from ..review_forms import (
     PairTaskUploadForm,
     ScreeningForm,
 )
+from ..uploads import UploadGone, upload_from_form
 from .study import EDITOR, OWNER, VIEWER, get_study_for_member, role_by_method
 
 
@@ -244,10 +244,14 @@ def invitations_upload(request: HttpRequest, slug: str) -> HttpResponse:
     if not upload.is_valid():
         problems = [str(e) for e in upload.non_field_errors()] or ["choose a CSV or JSONL file"]
         return _invitations_page(request, study, InvitationForm(), upload, problems)
-    data, name = upload.cleaned_data["data"], upload.cleaned_data["name"]
+    try:
+        kept = upload_from_form(study=study, cleaned=upload.cleaned_data, actor=request.user)
+    except UploadGone as exc:
+        return _invitations_page(request, study, InvitationForm(), upload, [str(exc)])
+    data, name = bytes(kept.data), kept.name
     valid, problems = invitations_read(study=study, data=data, name=name)
     if problems and not (upload.cleaned_data["valid_only"] and valid):
-        staged = {"data": base64.b64encode(data).decode(), "name": name, "valid": len(valid)}
+        staged = {"pk": kept.pk, "name": name, "valid": len(valid)}
         return _invitations_page(request, study, InvitationForm(), upload, problems, staged)
     created, skipped = invitations_create_from_csv(
         study=study,
@@ -257,6 +261,7 @@ def invitations_upload(request: HttpRequest, slug: str) -> HttpResponse:
         link_for=_link_for(request),
         valid_only=True,
     )
+    kept.delete()
     messages.success(request, f"{len(created)} invitation(s) sent.")
     if skipped:
         messages.warning(request, f"{len(skipped)} row(s) skipped: " + "; ".join(skipped[:20]))
