@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 
 from studies.protocol.forms import EXECUTION_FORM
 from studies.study_setup import researcher_grant
+from tests.e2e.pages import login, new_page
 
 pytestmark = pytest.mark.e2e
 TIMEOUT = 60_000
@@ -56,13 +57,8 @@ def test_a_researcher_runs_an_execution_study_from_the_browser(
     data = tmp_path / "execution.csv"
     execution_csv(data)
 
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(TIMEOUT)
-    page = context.new_page()
-    page.goto("/login/")
-    page.fill("input[name=username]", "lab")
-    page.fill("input[name=password]", "lab-pass-12345")
-    page.click("button[type=submit]")
+    context, page = new_page(browser, live_server.url, timeout=TIMEOUT)
+    login(page, "lab", "lab-pass-12345")
     page.wait_for_selector("text=Log out")
 
     page.goto("/studies/new/")

@@ -9,14 +9,12 @@ import io
 import re
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 
-from ideareview.celery import app
 from judging.llm.models import JudgeConfig
 from judging.testserver import Rules, TestServer
 from studies.models import Condition, Idea, JobRun, Topic
 from studies.services import study_create
-from tests.e2e.pages import new_page, owner_login
+from tests.e2e.pages import ideas_upload, new_page, owner_login
 
 pytestmark = pytest.mark.e2e
 
@@ -56,12 +54,6 @@ def ideas_csv() -> bytes:
     return out.getvalue().encode()
 
 
-@pytest.fixture
-def worker():
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
-        yield
-
-
 def test_import_topics_normalization_progress_diff_and_approve(
     browser, live_server, owner, artifacts, worker
 ):
@@ -84,11 +76,7 @@ def test_import_topics_normalization_progress_diff_and_approve(
 
         # Import a CSV of four proposals written in their own style.
         page.goto(f"/studies/{study.slug}/ideas/import/")
-        page.set_input_files(
-            "input[name=file]",
-            files=[{"name": "ideas.csv", "mimeType": "text/csv", "buffer": ideas_csv()}],
-        )
-        page.click("text=Read and import")
+        ideas_upload(page, [{"name": "ideas.csv", "mimeType": "text/csv", "buffer": ideas_csv()}])
         page.wait_for_url(re.compile(r"/ideas/$"))
         page.wait_for_selector("text=Imported 4 idea(s) from ideas.csv")
         assert Idea.objects.filter(study=study).count() == 4

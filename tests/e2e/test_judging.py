@@ -6,9 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from celery.contrib.testing.worker import start_worker
 
-from ideareview.celery import app
 from judging.llm.models import JudgeConfig
 from judging.models import JudgeRun
 from judging.testserver import Rules, TestServer
@@ -16,12 +14,6 @@ from tests.e2e.pages import new_page, owner_login
 from tests.judging.conftest import make_study
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def worker():
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
-        yield
 
 
 def test_owner_creates_a_run_and_watches_it_finish(browser, live_server, owner, artifacts, worker):

@@ -20,6 +20,7 @@ from django.core.management import call_command
 
 from judging.testserver import Rules, TestServer
 from studies.models import Assignment, Idea, Study
+from tests.e2e.pages import ideas_upload, login, new_page, reviewer_sign_up
 
 pytestmark = pytest.mark.e2e
 
@@ -73,25 +74,9 @@ def rationale(n: int) -> str:
 
 def sign_up(browser, base: str, link: str, email: str, n: int):
     """A reviewer's own browser: account, consent, profile. Returns their page."""
-    context = browser.new_context(base_url=base, viewport={"width": 390, "height": 844})
-    context.set_default_timeout(TIMEOUT)
-    rp = context.new_page()
+    _, rp = new_page(browser, base, width=390, height=844, timeout=TIMEOUT)
     rp.goto(link)
-    rp.fill("input[name=password1]", PASSWORD)
-    rp.fill("input[name=password2]", PASSWORD)
-    rp.click("text=Create my account")
-    rp.wait_for_url(re.compile(r"/consent/$"))
-    rp.check("input[name=consent]")
-    rp.check("input[name=honor_code]")
-    rp.click("text=Continue")
-    rp.wait_for_url(re.compile(r"/studies/r/profile/\d+/$"))
-    rp.fill("input[name=institution]", f"Independent Lab {n}")
-    rp.select_option("select[name=position]", "Postdoc")
-    rp.fill("input[name=major_venue_papers]", "2")
-    rp.select_option("select[name=topic_first]", "Factuality")
-    rp.select_option("select[name=preferred_load]", "2")
-    rp.click("text=Save my profile")
-    rp.wait_for_selector("text=with the study team for screening")
+    reviewer_sign_up(rp, PASSWORD, institution=f"Independent Lab {n}", topics=("Factuality",))
     return rp
 
 
@@ -128,9 +113,7 @@ class Walk:
     """One browser page and the screenshots it leaves, numbered in order."""
 
     def __init__(self, browser, base: str, artifacts, width: int = 1280, prefix="walk") -> None:
-        self.context = browser.new_context(base_url=base, viewport={"width": width, "height": 900})
-        self.context.set_default_timeout(TIMEOUT)
-        self.page = self.context.new_page()
+        self.context, self.page = new_page(browser, base, width=width, timeout=TIMEOUT)
         self.artifacts = artifacts
         self.n = 0
         self.prefix = prefix
@@ -141,10 +124,7 @@ class Walk:
         self.page.screenshot(path=str(path), full_page=full_page)
 
     def login(self, username: str, password: str) -> None:
-        self.page.goto("/login/")
-        self.page.fill("input[name=username]", username)
-        self.page.fill("input[name=password]", password)
-        self.page.click("button[type=submit]")
+        login(self.page, username, password)
 
 
 def test_a_new_researcher_runs_a_study_from_login_to_report(
@@ -202,8 +182,7 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
         # Saved under the name the server gave it (the import reads the file type from it).
         sample = tmp_path / download.value.suggested_filename
         download.value.save_as(sample)
-        page.set_input_files("input[name=file]", str(sample))
-        page.click("text=Read and import")
+        ideas_upload(page, str(sample))
         page.wait_for_selector("text=Imported 2 idea(s)")
         walk.shot("ideas-imported")
         page.click("nav >> text=Import")

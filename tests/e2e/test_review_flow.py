@@ -8,7 +8,7 @@ import pytest
 from django.core import mail
 
 from studies.models import Assignment, PairTask, Review, Reviewer
-from tests.e2e.pages import new_page, owner_login
+from tests.e2e.pages import new_page, owner_login, reviewer_login, reviewer_sign_up
 from tests.factories import make_review_study, rationale
 
 pytestmark = pytest.mark.e2e
@@ -40,22 +40,7 @@ def test_invite_sign_up_screen_assign_review_in_two_visits_and_progress(
     rev_ctx, rp = new_page(browser, base)
     rp.goto(link)
     assert rp.input_value("input[name=email]") == "nia@example.org"
-    rp.fill("input[name=password1]", "Str0ng-pass-9")
-    rp.fill("input[name=password2]", "Str0ng-pass-9")
-    rp.click("text=Create my account")
-    rp.wait_for_url(re.compile(r"/consent/$"))
-    rp.check("input[name=consent]")
-    rp.check("input[name=honor_code]")
-    rp.click("text=Continue")
-    rp.wait_for_url(re.compile(r"/studies/r/profile/\d+/$"))
-    rp.fill("input[name=institution]", "Independent Lab")
-    rp.select_option("select[name=position]", "Postdoc")
-    rp.fill("input[name=major_venue_papers]", "2")
-    rp.select_option("select[name=topic_first]", "Bias")
-    rp.select_option("select[name=topic_second]", "Coding")
-    rp.select_option("select[name=preferred_load]", "2")
-    rp.click("text=Save my profile")
-    rp.wait_for_selector("text=with the study team for screening")
+    reviewer_sign_up(rp, "Str0ng-pass-9", institution="Independent Lab", topics=("Bias", "Coding"))
 
     # The owner approves (an htmx row swap) and commits an assignment.
     nia = Reviewer.objects.get(study=study, email="nia@example.org")
@@ -131,11 +116,7 @@ def test_pair_task_from_creation_to_judgment(browser, live_server, owner, artifa
     reviewer = seeded.reviewers[0]
     task = PairTask.objects.get(reviewer=reviewer)
     rev_ctx, rp = new_page(browser, base)
-    rp.goto("/studies/r/login/")
-    rp.fill("input[name=username]", seeded.users[0].username)
-    rp.fill("input[name=password]", "pw-Rev-12345")
-    rp.click("button[type=submit]")
-    rp.wait_for_url(re.compile(r"/studies/r/home/$"))
+    reviewer_login(rp, seeded.users[0].username, "pw-Rev-12345")
     rp.locator("a", has_text="Rate").first.click()
     rp.wait_for_url(re.compile(rf"/studies/r/pairs/{task.pk}/$"))
     first, second = (
