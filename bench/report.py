@@ -45,7 +45,7 @@ def bench_si2024() -> None:
     from django.test.utils import setup_test_environment
 
     from studies.models import Study
-    from studies.reporting import report_build
+    from studies.report_files import report_build
 
     setup_test_environment()
     connection.creation.create_test_db(verbosity=0, keepdb=False, serialize=False)
@@ -92,7 +92,7 @@ def bench_simulated(size: int, n_judges: int, draws: int) -> None:
     from studies.analysis.frame import unique_reviews
     from studies.analysis.report import JudgeData, ReportOptions, build_report, tidy_tables
     from studies.analysis.simulate import simulate_study
-    from studies.reporting import pdf_available, render_report_html, report_pdf
+    from studies.report_files import pdf_available, render_report_html, report_pdf
 
     per_condition = max(10, size // (3 * 3))
     df = simulate_study(

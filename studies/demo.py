@@ -40,7 +40,7 @@ from .analysis.report import ReportOptions
 from .demo_judging import DemoJudgeOutcome, demo_judging
 from .models import Assignment, Idea, JobRun, PairTask, Reviewer, Study, StudyReport
 from .protocol.template import render_sections
-from .reporting import report_build
+from .report_files import report_build
 from .services import study_create
 from .storage import report_file_open
 

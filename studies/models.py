@@ -855,7 +855,7 @@ class StudyReport(models.Model):
         JobRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="report"
     )
     data = models.JSONField()
-    # Named only once every file is saved there (studies.reporting).
+    # Named only once every file is saved there (studies.report_files).
     directory = models.CharField(
         max_length=500,
         help_text="The report's version folder in the reports storage: <study slug>/<version>.",

@@ -6,7 +6,7 @@ django-storages, or a folder on NFS). docs/deploy.md says how to configure it.
 
 A report's files sit under ``<study slug>/<version>/`` in that storage; the
 ``StudyReport`` row names the version folder once every file is saved (see
-``studies.reporting``).
+``studies.report_files``).
 """
 
 from __future__ import annotations

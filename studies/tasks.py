@@ -36,7 +36,7 @@ def report_enqueue(*, study: Study, actor: Any = None) -> JobRun:
 
 @shared_task(soft_time_limit=1800, time_limit=JOB_TIME_LIMITS["report"])
 def build_report(job_id: int) -> None:
-    from .reporting import report_build
+    from .report_files import report_build
 
     job_run(job_id=job_id, kind="report", work=lambda job: report_build(study=job.study, job=job))
 

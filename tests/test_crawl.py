@@ -37,7 +37,7 @@ from studies import ideaprep, recruitment
 from studies.analysis.report import ReportOptions
 from studies.models import Assignment, Idea, JobRun, Reviewer, Study, StudyMember
 from studies.protocol.template import render_sections
-from studies.reporting import report_build
+from studies.report_files import report_build
 from studies.services import reviews_import, reviews_parse, study_create
 from tests.conftest import SI_REVIEWS, SI_TITLES
 

@@ -17,7 +17,7 @@ from studies.analysis import plots
 from studies.analysis.report import ReportOptions
 from studies.models import ReviewScore, Study
 from studies.protocol.forms import EXECUTION_FORM
-from studies.reporting import report_build
+from studies.report_files import report_build
 
 EXEC_METRICS = EXECUTION_FORM.metric_keys
 

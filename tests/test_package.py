@@ -14,7 +14,7 @@ from django.core.management import call_command
 from studies.analysis import hypothesis as hyp
 from studies.models import Study
 from studies.package import package_build
-from studies.reporting import pdf_available, pdf_page_count, report_build
+from studies.report_files import pdf_available, pdf_page_count, report_build
 from studies.selectors import review_frame
 from tests.factories import (
     FAST,

@@ -268,7 +268,7 @@ def test_report_agreement_without_judges_shows_the_ceiling_and_says_why(si2024_r
 
 
 def test_report_pdf_is_written_beside_the_html_and_has_pages(si2024_report):
-    from studies.reporting import pdf_available, pdf_page_count
+    from studies.report_files import pdf_available, pdf_page_count
 
     report = _load(si2024_report)
     if not pdf_available():

@@ -13,7 +13,7 @@ from tests.factories import FAST, make_agreement_study
 
 @pytest.fixture
 def agreement_report(db, owner, tmp_path, settings):
-    from studies.reporting import report_build
+    from studies.report_files import report_build
 
     settings.REPORTS_ROOT = tmp_path
     seeded = make_agreement_study(owner)

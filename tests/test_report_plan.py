@@ -18,7 +18,7 @@ from studies.analysis.plan import PlanError
 from studies.analysis.report import ReportOptions
 from studies.models import Study
 from studies.plans import study_plan_freeze, study_plan_set
-from studies.reporting import report_build
+from studies.report_files import report_build
 
 FIVE = ["novelty", "excitement", "soundness", "effectiveness", "overall"]
 ALL = [*FIVE, "faithfulness", "code_quality"]

@@ -13,7 +13,7 @@ import pytest
 from django.urls import reverse
 
 from studies.models import StudyReport
-from studies.reporting import _versions_remove_unshown
+from studies.report_files import _versions_remove_unshown
 from tests.factories import FAST, make_agreement_study
 
 IN_MEMORY = {"BACKEND": "django.core.files.storage.InMemoryStorage"}
@@ -40,7 +40,7 @@ def memory_reports(settings, tmp_path):
 
 
 def _build(study, options=FAST):
-    from studies.reporting import report_build
+    from studies.report_files import report_build
 
     return report_build(study=study, options=options)
 

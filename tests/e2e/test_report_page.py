@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from studies.reporting import report_build
+from studies.report_files import report_build
 from tests.e2e.pages import new_page, owner_login
 from tests.factories import FAST, make_agreement_study
 

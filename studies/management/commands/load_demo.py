@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from studies.models import Study, StudyReport
-from studies.reporting import report_build
+from studies.report_files import report_build
 from studies.study_setup import researcher_grant
 
 DATA = Path(settings.BASE_DIR) / "data" / "si2024"

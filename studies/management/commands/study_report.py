@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studies.analysis.report import ReportOptions
 from studies.models import Study
-from studies.reporting import report_build
+from studies.report_files import report_build
 
 
 class Command(BaseCommand):
