@@ -569,7 +569,8 @@ class Review(models.Model):
         Assignment, null=True, blank=True, on_delete=models.RESTRICT, related_name="review"
     )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.SUBMITTED)
-    # Raised by every draft save and submit; a tab that sends an older number is stale.
+    # The number of submits: raised by each submit (a draft save keeps it); a tab that
+    # sends an older number is stale.
     version = models.PositiveIntegerField(default=0)
     familiarity = models.PositiveSmallIntegerField(null=True, blank=True)
     familiarity_raw = models.TextField(blank=True)
