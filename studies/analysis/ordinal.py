@@ -52,6 +52,10 @@ _INNER_TOL = 1e-10
 #: The reviewers' Schur complement is factorised densely; beyond this many levels the
 #: model is refused (the caller reports why) rather than allocating gigabytes.
 MAX_DENSE_LEVELS = 6000
+#: Fewer reviews than this per estimated parameter (thresholds, condition effects,
+#: random-effect SDs) and the model is not fitted: the thresholds of a handful of reviews
+#: are not identified, and the optimiser wanders to where probabilities underflow.
+MIN_REVIEWS_PER_PARAMETER = 5
 
 
 @dataclass
@@ -124,9 +128,12 @@ class _Pieces:
 
 
 def _pieces(a: np.ndarray, c: np.ndarray, *, full: bool) -> _Pieces:
+    """A review whose probability underflows to zero gets log-probability -inf (every
+    caller rejects such a point) and finite placeholder derivatives, not 0/0."""
     P = _probability(a, c)
     with np.errstate(divide="ignore"):
         logp = np.log(P)
+    P = np.where(P > 0, P, 1.0)  # only for the quotients below
     _, fa, ga, g1a = _logistic_derivs(a)
     _, fc, gc, g1c = _logistic_derivs(c)
     d1 = (fa - fc) / P
@@ -209,6 +216,8 @@ class _Clmm:
     # -- H = I + M'WM by its Schur complement
     def _factor(self, sig: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, Any, Any]:
         A = 1.0 + sig[0] ** 2 * np.bincount(self.codes[0], w, self.sizes[0])
+        if not np.all(A > 0):  # w >= 0 in exact arithmetic; rounding in the far tails
+            raise np.linalg.LinAlgError("H is not positive definite")
         if self.qR == 0:
             return A, None, None
         q0, qR = self.sizes[0], self.qR
@@ -388,6 +397,26 @@ def _start(y: np.ndarray, K: int, p: int, G: int) -> np.ndarray:
     return np.concatenate([theta, np.zeros(p), np.zeros(G)])
 
 
+def _evaluate(prob: _Clmm, psi: np.ndarray) -> tuple[float, np.ndarray]:
+    """-log L and its gradient; infinite (and a zero gradient) where either is not finite
+    or ``H`` cannot be factorised, so the optimiser backs off from such a point."""
+    try:
+        v, g = prob.value_and_grad(psi)
+    except np.linalg.LinAlgError:
+        return math.inf, np.zeros_like(psi)
+    if not (math.isfinite(v) and np.all(np.isfinite(g))):
+        return math.inf, np.zeros_like(psi)
+    return v, g
+
+
+def _value(prob: _Clmm, psi: np.ndarray) -> float:
+    """-log L alone, infinite where ``H`` cannot be factorised."""
+    try:
+        return prob.value(psi)
+    except np.linalg.LinAlgError:
+        return math.inf
+
+
 def _hessian(prob: _Clmm, psi: np.ndarray, step: float = 1e-4) -> np.ndarray:
     """Central differences of the exact gradient, symmetrised."""
     m = len(psi)
@@ -395,7 +424,7 @@ def _hessian(prob: _Clmm, psi: np.ndarray, step: float = 1e-4) -> np.ndarray:
     for j in range(m):
         e = np.zeros(m)
         e[j] = step
-        H[:, j] = (prob.value_and_grad(psi + e)[1] - prob.value_and_grad(psi - e)[1]) / (2 * step)
+        H[:, j] = (_evaluate(prob, psi + e)[1] - _evaluate(prob, psi - e)[1]) / (2 * step)
     return 0.5 * (H + H.T)
 
 
@@ -404,7 +433,7 @@ def _optimise(prob: _Clmm, psi0: np.ndarray) -> tuple[np.ndarray, np.ndarray, in
     warnings: list[str] = []
 
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-        v, g = prob.value_and_grad(_from_internal(x, k))
+        v, g = _evaluate(prob, _from_internal(x, k))
         if not math.isfinite(v):
             return 1e300, np.zeros_like(x)
         return v, _internal_grad(x, g, k)
@@ -423,8 +452,8 @@ def _optimise(prob: _Clmm, psi0: np.ndarray) -> tuple[np.ndarray, np.ndarray, in
     # L-BFGS put it: the Hessian is not positive definite there.
     H = _hessian(prob, psi)
     for _ in range(5):
-        v, g = prob.value_and_grad(psi)
-        if np.max(np.abs(g)) < 1e-7:
+        v, g = _evaluate(prob, psi)
+        if not math.isfinite(v) or np.max(np.abs(g)) < 1e-7:
             break
         try:
             step = np.linalg.solve(H, g)
@@ -433,7 +462,7 @@ def _optimise(prob: _Clmm, psi0: np.ndarray) -> tuple[np.ndarray, np.ndarray, in
         if not np.all(np.isfinite(step)) or np.linalg.eigvalsh(H).min() <= 0:
             break
         t = 1.0
-        while t > 1e-4 and prob.value(psi - t * step) > v:
+        while t > 1e-4 and _value(prob, psi - t * step) > v:
             t *= 0.5
         if t <= 1e-4:
             break
@@ -481,6 +510,7 @@ def fit_ordinal(
         c, uniq = pd.factorize(prep.group_labels[g])
         codes.append(c.astype(np.intp))
         sizes.append(len(uniq))
+    _check_size(metric, n=len(y), levels=len(observed), p=prep.X.shape[1] - 1, G=len(sizes))
     if sum(sizes) - max(sizes) > MAX_DENSE_LEVELS:
         raise ValueError(
             f"{sum(sizes) - max(sizes)} levels outside the largest factor: more than the "
@@ -490,7 +520,12 @@ def fit_ordinal(
     prob = _Clmm(y, X, codes, sizes)
     psi0 = _start(y, prob.K, prob.p, prob.G)
     psi, H, iterations, warns = _optimise(prob, psi0)
-    value, grad = prob.value_and_grad(psi)
+    value, grad = _evaluate(prob, psi)
+    if not math.isfinite(value):
+        raise ValueError(
+            f"{metric}: the optimiser found no parameters with a finite likelihood "
+            "(scores that separate the conditions completely can do this)"
+        )
     return _result(
         prep=prep,
         metric=metric,
@@ -505,6 +540,19 @@ def fit_ordinal(
         warns=warns,
         seconds=time.perf_counter() - t0,
     )
+
+
+def _check_size(metric: str, *, n: int, levels: int, p: int, G: int) -> None:
+    """Refuse data too small for the model, saying why (`MIN_REVIEWS_PER_PARAMETER`)."""
+    n_params = (levels - 1) + p + G
+    needed = MIN_REVIEWS_PER_PARAMETER * n_params
+    if n < needed:
+        raise ValueError(
+            f"too few reviews: {metric} has {n} review(s) for {n_params} parameters "
+            f"({levels - 1} thresholds between its {levels} observed score levels, {p} "
+            f"condition effect(s), {G} random-effect SD(s)); the ordinal model needs at "
+            f"least {MIN_REVIEWS_PER_PARAMETER} reviews per parameter, here {needed}"
+        )
 
 
 def _level_name(v: float) -> str:

@@ -5,6 +5,8 @@ The equality with R's ``ordinal::clmm`` is in test_ordinal_crosscheck.py (marked
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -72,3 +74,65 @@ def test_ordinal_fit_refuses_data_without_any_grouping_factor() -> None:
     df = _sim().drop(columns=["reviewer_id", "idea_id"])
     with pytest.raises(ValueError, match="no grouping factor"):
         ordinal.fit_ordinal(df, "overall", baseline="Human")
+
+
+def _tiny(seed: int, n: int = 6) -> pd.DataFrame:
+    """The size of the browser walk's study: six reviews, two conditions, scores 1-10."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "condition": ["Human", "AI"] * (n // 2),
+            "reviewer_id": [f"r{i % 3}" for i in range(n)],
+            "idea_id": [f"i{i % 4}" for i in range(n)],
+            "overall": rng.integers(1, 11, n).astype(float),
+        }
+    )
+
+
+def test_a_tiny_study_is_not_fitted_and_the_report_says_why(recwarn) -> None:
+    from studies.analysis.report import ReportOptions, build_ordinal
+
+    df = _tiny(seed=4)  # levels 6, 8, 9, 10: 3 thresholds + 1 effect + 2 SDs
+    with pytest.raises(ValueError, match=r"too few reviews: overall has 6 review\(s\)") as err:
+        ordinal.fit_ordinal(df, "overall", baseline="Human")
+    assert "6 parameters" in str(err.value)
+    assert f"{ordinal.MIN_REVIEWS_PER_PARAMETER * 6}" in str(err.value)
+    section = build_ordinal(
+        df, metrics=["overall"], baseline="Human", idea_unit="idea_id", options=ReportOptions()
+    )
+    assert section["fits"]["overall"]["error"].startswith("too few reviews")
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_the_size_rule_counts_the_parameters_the_model_has() -> None:
+    """Ten levels, three conditions, two factors: 9 thresholds + 2 effects + 2 SDs."""
+    needed = ordinal.MIN_REVIEWS_PER_PARAMETER * 13
+    with pytest.raises(ValueError, match=f"13 parameters .* here {needed}"):
+        ordinal._check_size("overall", n=needed - 1, levels=10, p=2, G=2)
+    ordinal._check_size("overall", n=needed, levels=10, p=2, G=2)
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6, 10, 31])
+def test_fits_past_the_size_rule_raise_no_numpy_warnings(monkeypatch, seed) -> None:
+    """Where the tiny fits used to divide 0 by 0 and take logs of negative curvatures,
+    the optimiser now backs off: no RuntimeWarning, whatever the fit's outcome."""
+    monkeypatch.setattr(ordinal, "MIN_REVIEWS_PER_PARAMETER", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            fit = ordinal.fit_ordinal(_tiny(seed), "overall", baseline="Human")
+        except ValueError as exc:  # a refusal must say why, in words
+            assert "finite likelihood" in str(exc) or "level" in str(exc)
+        else:
+            assert np.isfinite(fit.loglik)
+
+
+def test_review_probabilities_that_underflow_give_no_nan_and_no_warning() -> None:
+    a = np.array([-800.0, 1.0])
+    c = np.array([-900.0, -1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pieces = ordinal._pieces(a, c, full=True)
+    assert pieces.logp[0] == -np.inf and np.isfinite(pieces.logp[1])
+    for name in ("d1", "w", "d3", "la", "lc", "a_d1", "c_d1", "a_d2", "c_d2"):
+        assert np.all(np.isfinite(getattr(pieces, name))), name
