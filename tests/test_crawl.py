@@ -157,12 +157,6 @@ def _actions(base: str, html: str) -> Iterator[str]:
             yield parts.path + (f"?{parts.query}" if parts.query else "")
 
 
-# The job progress partial (studies/_job.html) still offers its cancel and retry buttons to
-# every member; it is another piece of work's file, and these two stay listed until it
-# reads `study.may` like the other templates.
-NOT_YET_CHECKED = {"studies:job_cancel", "studies:job_retry"}
-
-
 def refused_actions(client: Client, result: Crawl) -> list[str]:
     """Each action the crawled pages offered that the same user is refused (403).
 
@@ -174,7 +168,7 @@ def refused_actions(client: Client, result: Crawl) -> list[str]:
     for target, page in sorted(result.actions.items()):
         view = _view_name(target)
         sent[view] += 1
-        if sent[view] > 1 or view in NOT_YET_CHECKED:
+        if sent[view] > 1:
             continue
         with transaction.atomic():
             status = client.post(target).status_code

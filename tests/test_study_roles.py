@@ -269,3 +269,28 @@ def test_pages_offer_exactly_the_actions_the_role_may_take(client, team, persona
         assert offered == (RANK[member_role] >= RANK[needed]), f"{persona} on {page}: {offered}"
         if page in NOTED:
             assert ('id="read-only"' in html) == (member_role == V), f"{persona} on {page}"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "persona, member_role", [("co-owner", OW), ("co-editor", E), ("co-viewer", V)]
+)
+def test_the_job_partial_offers_cancel_and_retry_only_to_editors_and_owners(
+    client, team, persona, member_role
+):
+    client.force_login(team.users[persona])
+    slug, pk = team.study.slug, team.args["report_job"]
+    page_url = reverse("studies:study_report", args=[slug])
+    may = RANK[member_role] >= RANK[E]
+    cancel = reverse("studies:job_cancel", args=[slug, pk])
+    assert _posts_to(client.get(page_url).content.decode(), page_url, cancel) == may
+    JobRun.objects.filter(pk=pk).update(status=JobRun.Status.FAILED, error="broker down")
+    retry = reverse("studies:job_retry", args=[slug, pk])
+    html = client.get(page_url).content.decode()
+    assert _posts_to(html, page_url, retry) == may
+    assert ("An editor or the owner can retry it." in html) == (not may)
+    # the status endpoint the page polls renders the same partial
+    status_url = reverse("studies:job_status", args=[slug, pk])
+    assert (
+        _posts_to(client.get(status_url, HTTP_HX_REQUEST="true").content.decode(), "", retry) == may
+    )
