@@ -108,6 +108,51 @@ def test_the_web_page_shows_the_table_and_the_gate_and_applies_a_proposal(unbala
     assert unbalanced.status == "reviewing"
 
 
+def test_owner_pages_name_ideas_by_external_id_and_row_never_by_database_id(unbalanced, owner):
+    # Push the database ids away from the row numbers 1-6, so neither can pass for the other.
+    bias = unbalanced.topics.get(name="Bias")
+    Idea.objects.filter(
+        pk__in=[add_idea(unbalanced, bias, [], 90 + n).pk for n in range(7)]
+    ).delete()
+    human = unbalanced.conditions.get(key="Human")
+    late = add_idea(unbalanced, bias, [human], 7)
+    ideas = list(Idea.objects.filter(study=unbalanced).order_by("pk"))
+    c = Client()
+    c.force_login(owner)
+
+    listing = c.get(reverse("studies:ideas_list", args=["topics"])).content.decode()
+    for row, idea in enumerate(ideas, start=1):
+        assert f'<td class="num">{row}</td>' in listing
+        assert f"<td>{idea.pk}</td>" not in listing
+    # The row an htmx swap puts back carries the number the whole list gave it.
+    one = c.get(reverse("studies:idea_row", args=["topics", late.pk]), HTTP_HX_REQUEST="true")
+    assert f'<td class="num">{len(ideas)}</td>' in one.content.decode()
+    sections = c.get(reverse("studies:idea_sections", args=["topics", late.pk])).content.decode()
+    assert "Sections of e7:" in sections and f"idea {late.pk}" not in sections
+    edit = c.get(
+        reverse("studies:idea_sections", args=["topics", late.pk]), HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "Idea e7</strong>" in edit
+
+    url = reverse("studies:topic_matching", args=["topics"])
+    proposal = ideaprep.topic_matching_propose(study=unbalanced, seed=3)
+    page = c.get(url, {"seed": 3}).content.decode()
+    for idea in proposal:
+        label = IdeaCondition.objects.filter(idea=idea).order_by("pk")[0].external_id
+        assert f"{label} · {idea.title}" in page and f"#{idea.pk}" not in page
+    ids = ",".join(str(i.pk) for i in proposal)
+    c.post(reverse("studies:topic_matching_apply", args=["topics"]), {"seed": 3, "idea_ids": ids})
+    left_out = c.get(url).content.decode()
+    assert proposal and all(f"#{i.pk}" not in left_out for i in proposal)
+    left_labels = [
+        IdeaCondition.objects.filter(idea=i).order_by("pk")[0].external_id for i in proposal
+    ]
+    assert all(f"<li>{label} · " in left_out for label in left_labels)
+    put_back = c.post(reverse("studies:idea_include", args=["topics", proposal[0].pk]), follow=True)
+    label = IdeaCondition.objects.filter(idea=proposal[0]).order_by("pk")[0].external_id
+    assert f"Idea {label} is back in the study." in put_back.content.decode()
+
+
 def test_unsigned_ideas_also_keep_the_study_closed(unbalanced, owner):
     ideaprep.study_topic_reason_set(study=unbalanced, reason="fine", actor=owner)
     Idea.objects.filter(title="Idea 6").update(normalization_status="proposed")
@@ -159,4 +204,6 @@ def test_a_planted_near_duplicate_pair_is_found_by_the_job(
     c = Client()
     c.force_login(owner)
     page = c.get(reverse("studies:duplicates", args=["topics"])).content.decode()
-    assert f"#{a.pk}" in page and f"#{b.pk}" in page and "across" in page
+    # Named by their external ids, as everywhere an owner reads about ideas.
+    assert "e10 · Idea 10" in page and "e11 · Idea 11" in page and "across" in page
+    assert f"#{a.pk}" not in page and f"#{b.pk}" not in page

@@ -44,6 +44,7 @@ from ..protocol.normalization import (
 )
 from ..protocol.template import SECTIONS
 from ..recruitment import idea_label
+from ..selectors import idea_labels
 from ..services import job_latest
 from ..uploads import UploadGone, upload_from_form
 from .study import EDITOR, VIEWER, get_study_for_member, role_by_method
@@ -59,10 +60,13 @@ def get_idea_for_member(
     return study, idea
 
 
-def _row(idea: Idea) -> dict[str, Any]:
+def _row(idea: Idea, number: int) -> dict[str, Any]:
+    """One line of the ideas list; `number` is its row (ideas are named to owners by
+    their external id and counted by row, never by database id)."""
     status = idea.section_status()
     return {
         "idea": idea,
+        "number": number,
         "found": [HEADINGS[k] for k in status["found"]],
         "missing": [HEADINGS[k] for k in status["missing"]],
         "empty": [HEADINGS[k] for k in status["empty"]],
@@ -70,6 +74,12 @@ def _row(idea: Idea) -> dict[str, Any]:
         "conditions": [m.condition.key for m in idea.memberships.all()],
         "external_id": next((m.external_id for m in idea.memberships.all()), ""),
     }
+
+
+def _row_alone(study: Study, idea: Idea) -> dict[str, Any]:
+    """The row of one idea, numbered as the whole list numbers it."""
+    ideas = _ideas_qs(study)
+    return _row(ideas.get(pk=idea.pk), ideas.filter(pk__lt=idea.pk).count() + 1)
 
 
 def _ideas_qs(study: Study):  # type: ignore[no-untyped-def]
@@ -87,7 +97,7 @@ def _ideas_qs(study: Study):  # type: ignore[no-untyped-def]
 @require_GET
 def ideas_list(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
-    rows = [_row(i) for i in _ideas_qs(study)]
+    rows = [_row(i, n) for n, i in enumerate(_ideas_qs(study), start=1)]
     return render(
         request,
         "studies/ideas/list.html",
@@ -105,8 +115,9 @@ def idea_row(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
     study, idea = get_idea_for_member(request, slug, idea_id, role=VIEWER)
     if not is_htmx(request):
         return redirect(reverse("studies:ideas_list", args=[study.slug]) + f"#idea-{idea.pk}")
-    idea = _ideas_qs(study).get(pk=idea.pk)
-    return render(request, "studies/ideas/list.html#row", {"study": study, "r": _row(idea)})
+    return render(
+        request, "studies/ideas/list.html#row", {"study": study, "r": _row_alone(study, idea)}
+    )
 
 
 @login_required
@@ -123,13 +134,20 @@ def idea_sections(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse
             error = str(exc)
         else:
             if is_htmx(request):
-                idea = _ideas_qs(study).get(pk=idea.pk)
                 return render(
-                    request, "studies/ideas/list.html#row", {"study": study, "r": _row(idea)}
+                    request,
+                    "studies/ideas/list.html#row",
+                    {"study": study, "r": _row_alone(study, idea)},
                 )
-            messages.success(request, f"Sections of idea {idea.pk} saved.")
+            messages.success(request, f"Sections of {idea_label(idea)} saved.")
             return redirect(reverse("studies:ideas_list", args=[study.slug]) + f"#idea-{idea.pk}")
-    context = {"study": study, "idea": idea, "form": form, "error": error}
+    context = {
+        "study": study,
+        "idea": idea,
+        "label": idea_label(idea),
+        "form": form,
+        "error": error,
+    }
     if is_htmx(request):
         return render(request, "studies/ideas/list.html#edit", context)
     return render(request, "studies/ideas/sections.html", context)
@@ -297,6 +315,7 @@ def topic_matching(request: HttpRequest, slug: str) -> HttpResponse:
             "seed": seed,
             "new_seed": secrets.randbelow(10**6),
             "excluded": excluded,
+            "labels": idea_labels(study),
             "reason_form": TopicReasonForm(initial={"reason": study.topic_mismatch_reason}),
             "readiness": ideaprep.study_readiness(study=study),
         },
@@ -343,7 +362,7 @@ def topic_reason(request: HttpRequest, slug: str) -> HttpResponse:
 def idea_include_view(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
     study, idea = get_idea_for_member(request, slug, idea_id, role=EDITOR)
     ideaprep.idea_include(idea=idea, actor=request.user)
-    messages.success(request, f"Idea {idea.pk} is back in the study.")
+    messages.success(request, f"Idea {idea_label(idea)} is back in the study.")
     return redirect("studies:topic_matching", study.slug)
 
 
@@ -390,6 +409,7 @@ def duplicates(request: HttpRequest, slug: str) -> HttpResponse:
             "done": done,
             "pairs": pairs,
             "within": sum(1 for p in pairs if p.scope == "within"),
+            "labels": idea_labels(study),
             "form": DuplicatesForm(
                 initial={"threshold": done.params.get("threshold", 0.8) if done else 0.8}
             ),
