@@ -125,6 +125,48 @@ def test_an_execution_form_import_is_analysed_under_its_own_names_and_scales(
     assert any("code_quality" in (tmp_path / "report" / t).read_text() for t in tables)
 
 
+def test_an_execution_studys_package_exports_its_metrics_and_reimports_the_same_scores(
+    analyst, tmp_path
+):
+    import zipfile
+    from collections import Counter
+
+    from studies.package import package_build
+
+    rows = execution_rows()
+    import_generic(
+        write_csv(tmp_path / "exec.csv", rows),
+        "--study", "exec", "--form", "execution", "--owner", "analyst-x",
+        "--baseline", "Human", "--human-conditions", "Human",
+    )  # fmt: skip
+    study = Study.objects.get(slug="exec")
+    package_build(study=study, out=tmp_path / "package.zip", use_report=False)
+    with zipfile.ZipFile(tmp_path / "package.zip") as z:
+        reviews = z.read("package/data/reviews.csv")
+        form = z.read("package/review_form.json")
+    header = next(csv.reader(io.StringIO(reviews.decode())))
+    assert all(m in header for m in EXEC_METRICS)
+    assert json.loads(form)["metrics"][-1]["maximum"] == 5  # code quality keeps its 1-5
+
+    (tmp_path / "again.csv").write_bytes(reviews)
+    (tmp_path / "form.json").write_bytes(form)
+    import_generic(
+        tmp_path / "again.csv",
+        "--study", "exec-again", "--form", str(tmp_path / "form.json"), "--owner", "analyst-x",
+        "--baseline", "Human", "--human-conditions", "Human",
+    )  # fmt: skip
+    again = Study.objects.get(slug="exec-again")
+    assert again.form_definition() == study.form_definition()
+
+    def scores(s: Study) -> Counter:
+        return Counter(
+            ReviewScore.objects.filter(review__study=s).values_list("metric", "score", "rationale")
+        )
+
+    assert scores(again) == scores(study)
+    assert len(scores(study)) > 0 and sum(scores(study).values()) == len(rows) * len(EXEC_METRICS)
+
+
 def test_a_plot_panel_spans_its_metrics_own_scale():
     df = pd.DataFrame({"condition": ["A", "A", "B"], "code_quality": [1, 5, 3]})
     five = plots.score_distributions(
