@@ -97,6 +97,26 @@ def test_the_summary_counts_what_the_pairs_say(owner):
 
 
 @pytest.mark.django_db
+def test_without_reviewers_of_two_topics_the_topic_choice_plot_is_left_out_and_the_page_says_why(
+    client, owner
+):
+    s = make_review_study(owner, commit=False)
+    job, _, _ = assignment_preview(study=s.study, seed=5)
+    url = reverse("studies:assignment_preview", args=[s.study.slug]) + f"?job={job.pk}"
+    client.force_login(owner)
+    page = client.get(url).content.decode()
+    assert sum(job.params["summary"]["topic_choice"].values()) > 0
+    assert page.count('<img src="data:image/svg+xml;base64,') == 4
+    assert 'id="no-topic-choice"' not in page
+    # The same preview had every reviewer chosen one topic: nothing to draw for a choice.
+    job.params["summary"]["topic_choice"] = {"first": 0, "second": 0}
+    job.save(update_fields=["params"])
+    page = client.get(url).content.decode()
+    assert page.count('<img src="data:image/svg+xml;base64,') == 3
+    assert "First and second topic choice" not in page and 'id="no-topic-choice"' in page
+
+
+@pytest.mark.django_db
 def test_the_same_seed_previews_the_same_assignment_and_commit_writes_it(
     client, owner, django_capture_on_commit_callbacks
 ):
@@ -146,3 +166,19 @@ def test_a_second_preview_while_one_runs_shows_the_running_one(
         second = client.post(url, {"mode": "keep", "seed": "2"})
     assert first["Location"] == second["Location"] and len(sent) == 1
     assert JobRun.objects.filter(study=s.study, kind="assignment").count() == 1
+
+
+def test_preview_bars_keep_their_legend_off_the_bars_and_a_single_level_narrow():
+    from studies.analysis.assignment_plots import _bars
+    from studies.analysis.plots import plt
+
+    fig, ax = plt.subplots(figsize=(3.6, 2.4))
+    # Every reviewer asked for and got 2 ideas: the bars reach the top of the plot.
+    _bars(ax, [2], {"asked for": Counter({2: 3}), "assigned": Counter({2: 3})})
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    for bar in ax.patches:
+        assert not legend.overlaps(bar.get_window_extent())
+    low, high = ax.get_xlim()
+    assert high - low > 1.2  # the two bars (0.8 wide together) do not fill the axis
+    plt.close(fig)

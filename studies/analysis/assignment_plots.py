@@ -25,8 +25,13 @@ def _bars(ax: Any, levels: list[int], series: Mapping[str, Counter[int]]) -> Non
             color=PALETTE[k % len(PALETTE)],
         )
     ax.set_xticks(levels)
+    # Room beside the outer bars, so that one level alone still reads as bars, not a block.
+    ax.set_xlim(min(levels) - 0.7, max(levels) + 0.7)
     if len(series) > 1:
-        ax.legend(frameon=False, fontsize=8)
+        # Above the axes: bars can fill the whole plot, and a legend inside would cover them.
+        ax.legend(
+            frameon=False, fontsize=8, loc="lower left", bbox_to_anchor=(0, 1), ncol=len(series)
+        )
 
 
 def load_plot(summary: Mapping[str, Any]) -> str:
@@ -89,6 +94,10 @@ def assignment_figures(summary: Mapping[str, Any]) -> list[dict[str, str]]:
         ("Loads: asked for and assigned", load_plot(summary)),
         ("Reviews per idea", reviews_per_idea_plot(summary)),
         ("Conditions per reviewer", conditions_plot(summary)),
-        ("First and second topic choice", topic_choice_plot(summary)),
     ]
+    # Only reviewers who chose two topics have a second choice to draw from; without any,
+    # the plot would be two empty bars on a meaningless axis (the page says why it is left out).
+    use = summary["topic_choice"]
+    if use["first"] + use["second"]:
+        figures.append(("First and second topic choice", topic_choice_plot(summary)))
     return [{"title": title, "src": _data_uri(svg)} for title, svg in figures]
