@@ -102,14 +102,14 @@ def cost(name: str, request: Callable[[], Any], n: int) -> dict[str, Any]:
     }
 
 
-def profile(request: Callable[[], Any], n: int) -> str:
+def profile(request: Callable[[], Any], n: int, sort: str = "cumulative") -> str:
     profiler = cProfile.Profile(time.process_time)
     profiler.enable()
     for _ in range(n):
         request()
     profiler.disable()
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(40)
+    pstats.Stats(profiler, stream=out).sort_stats(sort).print_stats(40)
     return out.getvalue()
 
 
@@ -180,6 +180,9 @@ def main() -> None:
     parser.add_argument("--database", default="ir_request_cost")
     parser.add_argument("-n", type=int, default=300, help="requests of each kind")
     parser.add_argument("--profile", help="a request kind to profile with cProfile")
+    parser.add_argument(
+        "--sort", default="cumulative", help="cProfile's order: cumulative or tottime"
+    )
     parser.add_argument("--queries", help="a request kind whose SQL to print")
     parser.add_argument("--login", action="store_true", help="time one password check")
     args = parser.parse_args()
@@ -203,7 +206,7 @@ def main() -> None:
         for sql in captured_queries(kinds[args.queries]):
             print(f"  {sql[:300]}")
     if args.profile:
-        print(profile(kinds[args.profile], args.n))
+        print(profile(kinds[args.profile], args.n, args.sort))
     if args.login:
         login_cost(5)
 

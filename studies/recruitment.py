@@ -30,9 +30,10 @@ from django.core import signing
 from django.core.cache import cache
 from django.core.mail import send_mail
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import Q
 from django.utils import timezone
 
+from .draft_sql import assignment_activity_update, review_draft_update
 from .jobs import ACTIVE as JOB_ACTIVE
 from .jobs import JobStopped, job_enqueue, job_finish, job_progress, job_start
 from .models import (
@@ -1004,12 +1005,8 @@ def review_draft_save(
         _assignment_touch_for_draft(assignment, now)
         review = _review_cached(assignment) or _review_for(assignment)
         stored = {k: str(v)[:MAX_TEXT] for k, v in draft.items()}
-        rows = Review.objects.filter(pk=review.pk)
-        if version is not None:
-            rows = rows.filter(version=version)
-        if not rows.update(draft=stored, draft_saved_at=now):
-            review.refresh_from_db()
-            raise StaleReview(review)
+        if not review_draft_update(review_id=review.pk, draft=stored, at=now, version=version):
+            raise StaleReview(Review.objects.get(pk=review.pk))
     review.draft, review.draft_saved_at = stored, now
     return review
 
@@ -1027,17 +1024,8 @@ def _assignment_touch_for_draft(assignment: Assignment, now: Any) -> None:
     touched it meanwhile, and the row is read again under lock."""
     seen = assignment.last_seen_at
     assignment.record_activity(now, IDLE_CAP_SECONDS)
-    fields: dict[str, Any] = {
-        "opened_at": assignment.opened_at,
-        "last_seen_at": assignment.last_seen_at,
-        "active_seconds": assignment.active_seconds,
-    }
-    if assignment.status == Assignment.Status.PENDING:
-        fields["status"] = Case(
-            When(status=Assignment.Status.PENDING, then=Value(Assignment.Status.DRAFT)),
-            default=F("status"),
-        )
-    if Assignment.objects.filter(pk=assignment.pk, last_seen_at=seen).update(**fields):
+    pending = assignment.status == Assignment.Status.PENDING
+    if assignment_activity_update(assignment=assignment, seen=seen, draft_status=pending):
         return
     locked = Assignment.objects.select_for_update().get(pk=assignment.pk)
     assignment_touch(assignment=locked, now=now)

@@ -133,3 +133,57 @@ def test_the_first_autosave_creates_the_review_and_marks_the_assignment_a_draft(
     other.force_login(built.study.owner)
     assert autosave(other, assignment, {"novelty": "1"}).status_code == 404
     assert Review.objects.get(assignment=assignment).draft == {"novelty": "7"}
+
+
+def test_the_hand_written_read_gives_what_the_orm_reads(built):
+    """Every column the autosave's statement reads, converted as the ORM converts it
+    (datetimes on SQLite, the form's JSON), and the review it points at."""
+    from studies.draft_sql import assignment_for_draft
+
+    assignment = mine(built)[0]
+    at = timezone.now() - timedelta(seconds=40)
+    Assignment.objects.filter(pk=assignment.pk).update(
+        opened_at=at, last_seen_at=at + timedelta(seconds=7), active_seconds=12.5
+    )
+    review_draft_save(assignment=Assignment.objects.get(pk=assignment.pk), draft={"novelty": "3"})
+    orm = Assignment.objects.select_related("study__review_form", "review").get(pk=assignment.pk)
+    read = assignment_for_draft(user_id=built.users[0].pk, assignment_id=assignment.pk)
+    assert read is not None
+    for name in ("id", "study_id", "reviewer_id", "idea_id", "status", "active_seconds"):
+        assert getattr(read, name) == getattr(orm, name), name
+    assert read.opened_at == orm.opened_at and read.last_seen_at == orm.last_seen_at
+    assert read.last_seen_at.tzinfo is not None
+    assert read.study.status == orm.study.status
+    assert read.study.form_definition() == orm.study.form_definition()
+    assert read.review.pk == orm.review.pk
+    # A column it did not read is deferred, so it is read when used, not a default.
+    assert "status" in read.review.get_deferred_fields()
+    assert read.review.status == Review.Status.DRAFT
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["other user", "withdrawn", "dropped", "not approved", "no such assignment"],
+)
+def test_the_hand_written_read_refuses_what_the_reviewer_may_not_write(built, change):
+    from studies.draft_sql import assignment_for_draft
+    from studies.models import Reviewer
+
+    assignment = mine(built)[0]
+    user_id, assignment_id = built.users[0].pk, assignment.pk
+    reviewer = Reviewer.objects.filter(pk=assignment.reviewer_id)
+    if change == "other user":
+        user_id = built.study.owner.pk
+    elif change == "withdrawn":
+        Assignment.objects.filter(pk=assignment_id).update(status=Assignment.Status.WITHDRAWN)
+    elif change == "dropped":
+        reviewer.update(dropped_at=timezone.now())
+    elif change == "not approved":
+        reviewer.update(screening=Reviewer.Screening.PENDING)
+    else:
+        assignment_id = Assignment.objects.order_by("-pk").first().pk + 1
+    assert assignment_for_draft(user_id=user_id, assignment_id=assignment_id) is None
+    client = Client()
+    client.force_login(built.users[0])
+    if change != "other user":
+        assert autosave(client, Assignment(pk=assignment_id), {"novelty": "1"}).status_code == 404

@@ -11,18 +11,20 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
 from django.db.models import Prefetch, Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from ..draft_sql import assignment_for_draft
 from ..http import is_htmx
 from ..models import Assignment, PairTask, Review, Reviewer
 from ..protocol.forms import Scale
@@ -91,31 +93,13 @@ def get_assignment_for_reviewer(request: HttpRequest, assignment_id: int) -> Ass
     )
 
 
-# What an autosave reads: the activity it updates, the study's state and form, and which
-# review is the assignment's (no idea text, no reviewer row; the version is checked by the
-# UPDATE that stores the draft).
-DRAFT_FIELDS = (
-    "status",
-    "opened_at",
-    "last_seen_at",
-    "active_seconds",
-    "idea",
-    "reviewer",
-    "study__status",
-    "study__review_form__definition",
-    "review__id",
-)
-
-
 def get_assignment_for_draft(request: HttpRequest, assignment_id: int) -> Assignment:
-    """get_assignment_for_reviewer's check, in one query that reads only DRAFT_FIELDS and
-    the assignment's review (if any)."""
-    return get_object_or_404(
-        _live_assignments(request)
-        .select_related("study__review_form", "review")
-        .only(*DRAFT_FIELDS),
-        pk=assignment_id,
-    )
+    """get_assignment_for_reviewer's check, in one hand-written query that reads only
+    what an autosave needs (studies/draft_sql.py)."""
+    assignment = assignment_for_draft(user_id=request.user.pk, assignment_id=assignment_id)
+    if assignment is None:
+        raise Http404("No such assignment.")
+    return assignment
 
 
 def get_pair_task_for_reviewer(request: HttpRequest, task_id: int) -> PairTask:
@@ -224,7 +208,7 @@ def invitation_open(request: HttpRequest, token: str) -> HttpResponse:
                     email=form.cleaned_data["email"],
                     password=form.cleaned_data["password1"],
                 )
-                login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+                login(request, user, backend=settings.AUTHENTICATION_BACKENDS[0])
         except InvitationError as exc:
             return render(
                 request,

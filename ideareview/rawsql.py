@@ -1,0 +1,47 @@
+"""Helpers for the few statements written by hand on hot paths (an autosave, loading the
+logged-in user): the models' own table and column names, values converted in and out by
+the model fields exactly as the ORM converts them, so one SQL text serves SQLite and
+PostgreSQL. Elsewhere the ORM is the rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connection
+from django.db.models import Model
+
+
+def quoted(name: str) -> str:
+    """A table or column name quoted for the current database."""
+    return connection.ops.quote_name(name)
+
+
+def table(model: type[Model]) -> str:
+    return quoted(model._meta.db_table)
+
+
+def column(model: type[Model], field: str) -> str:
+    return quoted(model._meta.get_field(field).column)  # type: ignore[union-attr,arg-type]
+
+
+def from_db(field: Any, value: Any) -> Any:
+    """`value` as read from the database, made what the ORM would make of it (a datetime
+    from SQLite's text, a decoded JSON document, ...)."""
+    expression = field.get_col("x")
+    converters = connection.ops.get_db_converters(expression)
+    for convert in converters + expression.get_db_converters(connection):
+        value = convert(value, expression, connection)
+    return value
+
+
+def to_db(field: Any, value: Any) -> Any:
+    """`value` as the ORM would send it to the database for `field`."""
+    return field.get_db_prep_save(value, connection)
+
+
+def loaded(model: type[Model], **values: Any) -> Any:
+    """A model instance as the ORM makes it from a row holding only these columns
+    (attribute names: `study_id`, not `study`); the others are deferred, so using one
+    reads it from the database rather than showing a default."""
+    names = [f.attname for f in model._meta.concrete_fields if f.attname in values]
+    return model.from_db(connection.alias, names, [values[n] for n in names])
