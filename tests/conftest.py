@@ -107,3 +107,47 @@ def _local_llm_servers():
         LLM_HOST_ALLOWLIST=["127.0.0.1", "localhost"], LLM_KEY_ENV_ALLOWLIST=keys
     ):
         yield
+
+
+# --------------------------------------------------------------------------- CI's passes
+#
+# CI runs the suite twice (.ci/run): on the embedded defaults (SQLite, filesystem broker)
+# and on the production parts (PostgreSQL, Redis). IDEAREVIEW_TEST_PASS says which pass
+# this is, so each test runs where its outcome can differ and no test runs twice for
+# nothing:
+# - "embedded": every test except the browser walks (marker e2e);
+# - "production": the tests that use the database (their SQL, transactions and locks
+#   differ between the two) or a worker and broker, and the browser walks, which drive
+#   the app as it is deployed. Tests that touch neither (the statistics, the judging
+#   methods, the R cross-checks) compute the same numbers on both and run once.
+# Unset (a developer's `make test`), everything runs.
+TEST_PASSES = ("embedded", "production")
+DATABASE_FIXTURES = {"db", "transactional_db", "live_server", "django_db_setup"}
+
+
+def _uses_database(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    return item.get_closest_marker("django_db") is not None or bool(names & DATABASE_FIXTURES)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import os
+
+    test_pass = os.environ.get("IDEAREVIEW_TEST_PASS", "")
+    if not test_pass:
+        return
+    if test_pass not in TEST_PASSES:
+        raise pytest.UsageError(
+            f"IDEAREVIEW_TEST_PASS={test_pass!r}: expected one of {', '.join(TEST_PASSES)}"
+        )
+
+    def wanted(item: pytest.Item) -> bool:
+        browser = item.get_closest_marker("e2e") is not None
+        if test_pass == "embedded":
+            return not browser
+        return browser or _uses_database(item)
+
+    keep = [item for item in items if wanted(item)]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if not wanted(item)])
+        items[:] = keep

@@ -1,8 +1,8 @@
 """Our cumulative-link mixed model against R's ``ordinal::clmm`` (Laplace, logit link).
 
-Both fits of a case run in one Rscript process.  The tests need no database, so they run
-in CI's SQLite pass only: the PostgreSQL pass skips them (R's fits take minutes and would
-show nothing new).  Without Rscript or the ordinal package they skip, unless
+Both fits of a case run in one Rscript process.  The tests need no database, so CI runs
+them in its first pass only (tests/conftest.py: R's fits take minutes and would show
+nothing new on PostgreSQL).  Without Rscript or the ordinal package they skip, unless
 IDEAREVIEW_REQUIRE_R=1 (CI), where that is a failure.
 """
 
@@ -17,13 +17,7 @@ from studies.analysis.ordinal import OrdinalResult, fit_ordinal
 from studies.analysis.rcheck import ClmmJob, clmm_fit_many, ordinal_unavailable_reason
 from studies.analysis.simulate import simulate_study
 
-pytestmark = [
-    pytest.mark.r,
-    pytest.mark.skipif(
-        os.environ.get("DATABASE_URL", "").startswith("postgres"),
-        reason="the ordinal R cross-checks use no database; they run in the SQLite pass only",
-    ),
-]
+pytestmark = pytest.mark.r
 
 SI_GROUPS = ("reviewer_id", "source_idea_id")  # reviewer ids are absent: idea effect only
 SIM_GROUPS = ("reviewer_id", "idea_id")

@@ -1,0 +1,66 @@
+"""Which tests each of CI's two passes runs (tests/conftest.py): a browser walk runs in the
+production pass only, a database-free test in the embedded pass only, a database test in
+both; a misspelt pass name stops the run instead of quietly running nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.conftest import pytest_collection_modifyitems
+
+
+@dataclass
+class FakeItem:
+    name: str
+    fixturenames: tuple[str, ...] = ()
+    markers: tuple[str, ...] = ()
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return name if name in self.markers else None
+
+
+@dataclass
+class FakeConfig:
+    deselected: list[str] = field(default_factory=list)
+
+    @property
+    def hook(self) -> FakeConfig:
+        return self
+
+    def pytest_deselected(self, items: list[FakeItem]) -> None:
+        self.deselected += [i.name for i in items]
+
+
+def items() -> list[FakeItem]:
+    return [
+        FakeItem("statistics"),
+        FakeItem("r cross-check", markers=("r",)),
+        FakeItem("page", fixturenames=("client", "db")),
+        FakeItem("worker", fixturenames=("transactional_db",)),
+        FakeItem("marked", markers=("django_db",)),
+        FakeItem("browser", fixturenames=("live_server",), markers=("e2e",)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("test_pass", "kept"),
+    [
+        ("", ["statistics", "r cross-check", "page", "worker", "marked", "browser"]),
+        ("embedded", ["statistics", "r cross-check", "page", "worker", "marked"]),
+        ("production", ["page", "worker", "marked", "browser"]),
+    ],
+)
+def test_each_pass_keeps_the_tests_whose_outcome_can_differ(monkeypatch, test_pass, kept):
+    monkeypatch.setenv("IDEAREVIEW_TEST_PASS", test_pass)
+    collected, config = items(), FakeConfig()
+    pytest_collection_modifyitems(config, collected)  # type: ignore[arg-type]
+    assert [i.name for i in collected] == kept
+    assert sorted(config.deselected) == sorted({i.name for i in items()} - set(kept))
+
+
+def test_an_unknown_pass_name_is_an_error(monkeypatch):
+    monkeypatch.setenv("IDEAREVIEW_TEST_PASS", "postgres")
+    with pytest.raises(pytest.UsageError, match="embedded, production"):
+        pytest_collection_modifyitems(FakeConfig(), items())  # type: ignore[arg-type]
