@@ -243,6 +243,10 @@ STATIC_ROOT.mkdir(exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 MEDIA_ROOT = VAR_DIR / "media"
 REPORTS_ROOT = VAR_DIR / "reports"
+# Local scratch folders of report builds (files are made here, then saved into the
+# "reports" storage). A build killed by SIGKILL leaves its folder; the next build on the
+# same machine removes it (studies/work_folders.py).
+JOB_WORK_ROOT = Path(os.environ.get("IDEAREVIEW_JOB_WORK_ROOT", VAR_DIR / "work"))
 
 
 def env_storage(name: str, backend: str) -> dict[str, Any]:

@@ -7,7 +7,6 @@ import json
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,6 +43,7 @@ from .selectors import (
 )
 from .services import audit
 from .storage import reports_storage, storage_folder_remove
+from .work_folders import work_folder
 
 
 def report_build(
@@ -133,10 +133,9 @@ def _report_build(
     version = f"{study.slug}/{timezone.now().strftime('%Y%m%dT%H%M%S%f')}"
     storage = reports_storage()
     _versions_remove_unshown(storage, study)
-    with tempfile.TemporaryDirectory(prefix="ideareview-report-") as tmp:
+    with work_folder("report") as out:
         # matplotlib, chromium and the zip writer want real paths: the files are made
         # in a local folder, then saved into the storage.
-        out = Path(tmp)
         _write_files(study, report, df, judges, out, started=started)
         _save_version(storage, out, version)
         if out_dir is not None:
@@ -272,7 +271,7 @@ def report_pdf(html: Path, pdf: Path, *, timeout: float = 120) -> Path:
     exe = _chromium()
     if exe is None:
         raise OSError(pdf_unavailable_reason())
-    with tempfile.TemporaryDirectory(prefix="ideareview-pdf-") as profile:
+    with work_folder("pdf") as profile:
         subprocess.run(
             [
                 exe,
