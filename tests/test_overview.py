@@ -181,6 +181,11 @@ def test_the_study_page_shows_the_steps_and_what_to_do_next(owner, other_researc
     assert "Where the study stands" in page
     assert page.count('data-state="blocked"') == 11
     assert reverse("studies:ideas_import", args=[study.slug]) in page
+    # the filled button is the next step, not the report a fresh study does not have
+    button = page[page.index('id="next-step"') :].split("</a>", 1)[0]
+    assert reverse("studies:ideas_import", args=[study.slug]) in button
+    report = reverse("studies:study_report", args=[study.slug])
+    assert f'class="button secondary" href="{report}"' in page
     client.force_login(other_researcher)
     assert client.get(reverse("studies:study_detail", args=[study.slug])).status_code == 404
 
