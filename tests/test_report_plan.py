@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import random
+import re
 import zipfile
 
 import pytest
@@ -19,6 +20,7 @@ from studies.analysis.report import ReportOptions
 from studies.models import Study
 from studies.plans import study_plan_freeze, study_plan_set
 from studies.report_files import report_build
+from studies.templatetags.report_format import pval
 
 FIVE = ["novelty", "excitement", "soundness", "effectiveness", "overall"]
 ALL = [*FIVE, "faithfulness", "code_quality"]
@@ -91,10 +93,28 @@ def _one_sided_plan(method: str) -> dict:
     }
 
 
+def _by_reviewer_p(rows: list[dict], metric: str) -> float:
+    """Test 3 by hand: each reviewer's mean on AI minus their mean on Human, over the
+    reviewers who scored both, one-sided one-sample t against 0 (scipy)."""
+    scores: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        scores.setdefault((r["reviewer_id"], r["condition"]), []).append(r[metric])
+    diffs = [
+        sum(ai) / len(ai) - sum(hu) / len(hu)
+        for (rev, cond), ai in scores.items()
+        if cond == "AI" and (hu := scores.get((rev, "Human")))
+    ]
+    return float(stats.ttest_1samp(diffs, 0.0, alternative="less").pvalue)
+
+
 def _expected(rows: list[dict], method: str, test: str) -> dict[str, tuple[float, float]]:
-    """scipy's one-sided Welch p per metric (reviews or idea means), then statsmodels."""
+    """scipy's one-sided p per metric (Welch on reviews or idea means; Test 3's one-sample
+    t on per-reviewer differences), then statsmodels' adjustment over the five."""
     raw = []
     for m in FIVE:
+        if test == "by_reviewer":
+            raw.append(_by_reviewer_p(rows, m))
+            continue
         if test == "by_review":
             ai = [r[m] for r in rows if r["condition"] == "AI"]
             hu = [r[m] for r in rows if r["condition"] == "Human"]
@@ -118,7 +138,7 @@ def test_one_sided_plan_on_a_non_default_form_gives_statsmodels_adjusted_p(
     out = tmp_path / "report"
     report = report_build(study=study, out_dir=out, options=OPTIONS).data
     assert report["plan"]["multiplicity"]["method"] == method
-    for test in ("by_review", "by_idea"):
+    for test in ("by_review", "by_idea", "by_reviewer"):
         expected = _expected(rows, method, test)
         got = {c["metric"]: c for c in report[test]["comparisons"]}
         for m, (p, q) in expected.items():
@@ -133,13 +153,25 @@ def test_one_sided_plan_on_a_non_default_form_gives_statsmodels_adjusted_p(
             assert float(csv_rows[m]["p_adjusted"]) == pytest.approx(q, rel=1e-9)
             assert csv_rows[m]["alternative"] == "less" and csv_rows[m]["adjustment"] == method
     with (out / "multiplicity.csv").open() as fh:
-        mult = [r for r in csv.DictReader(fh) if r["test"] == "by_review"]
-    assert len(mult) == 5 and {r["method"] for r in mult} == {method}
-    by_review = _expected(rows, method, "by_review")
-    for r in mult:
-        assert float(r["p_adjusted"]) == pytest.approx(by_review[r["metric"]][1], rel=1e-9)
+        mult = list(csv.DictReader(fh))
+    assert len(mult) == 15 and {r["method"] for r in mult} == {method}
+    assert {r["plan"] for r in mult} == {"current"}
+    for test in ("by_review", "by_idea", "by_reviewer"):
+        expected = _expected(rows, method, test)
+        got = {r["metric"]: r for r in mult if r["test"] == test}
+        assert set(got) == set(FIVE) and {r["family_size"] for r in got.values()} == {"5"}
+        for m, (p, q) in expected.items():
+            assert float(got[m]["p_unadjusted"]) == pytest.approx(p, rel=1e-9), (test, m)
+            assert float(got[m]["p_adjusted"]) == pytest.approx(q, rel=1e-9), (test, m)
     html = (out / "report.html").read_text()
     assert "Analysis plan" in html and "p (planned)" in html
+    for test in ("by_review", "by_idea", "by_reviewer"):
+        for m, (p, q) in _expected(rows, method, test).items():
+            cells = (
+                f'<td class="l">{test}</td><td>{m}</td><td class="l">AI</td>'
+                f'<td class="l">less</td><td>{re.escape(pval(p))}</td><td class="[a-z]*">{re.escape(pval(q))}</td>'
+            )
+            assert re.search(cells, html), (test, m, pval(q))
 
 
 def test_a_plan_changed_after_freezing_shows_the_deviation_and_both_results(exec_study, tmp_path):
