@@ -244,3 +244,60 @@ def test_study_plan_command_sets_freezes_and_names_bad_fields(exec_study, tmp_pa
         call_command("study_plan", "exec", "--set", str(bad), stdout=io.StringIO())
     study.refresh_from_db()
     assert study.analysis_plan["multiple_testing"]["method"] == "bh"
+
+
+def test_registered_mixed_model_results_come_from_the_registered_formula(exec_study, tmp_path):
+    """A plan registered without covariates, changed to adjust for familiarity and
+    confidence: the registered plan's mixed-model p-values are those of the registered
+    model (as a report following it gives them), not of the changed one."""
+    study, _ = exec_study
+    registered_plan = {
+        "primary_metrics": ["overall"],
+        "tests": ["by_idea", "mixed"],
+        "hypotheses": [{"direction": "AI < Human"}],
+        "multiple_testing": {"method": "holm", "families": "per_test"},
+        "seed": 5,
+    }
+    study_plan_set(study=study, source=json.dumps(registered_plan), actor=None)
+    study_plan_freeze(study=study, actor=None)
+    study.refresh_from_db()
+    first = report_build(study=study, out_dir=tmp_path / "r1", options=OPTIONS).data
+    assert first["plan"]["deviation"] is False
+
+    def mixed_members(section: dict) -> dict[str, dict]:
+        return {
+            m["metric"]: m
+            for fam in section["families"]
+            for m in fam["members"]
+            if m["test"] == "mixed"
+        }
+
+    as_registered = mixed_members(first["plan"]["multiplicity"])
+    assert set(as_registered) == {"overall"}
+    changed = {
+        **registered_plan,
+        "mixed_model": {"covariates": ["familiarity", "confidence"]},
+        "seed": 6,
+    }
+    study_plan_set(study=study, source=json.dumps(changed), actor=None)
+    out = tmp_path / "r2"
+    second = report_build(study=study, out_dir=out, options=OPTIONS).data
+    plan = second["plan"]
+    assert plan["deviation"] is True
+    current = mixed_members(plan["multiplicity"])
+    registered = mixed_members(plan["registered"]["multiplicity"])
+    terms = {r["term"] for r in second["mixed_effects"]["fits"]["overall"]["fixed"]}
+    assert {"familiarity", "confidence"} <= terms
+    assert current["overall"]["p_unadjusted"] != pytest.approx(
+        as_registered["overall"]["p_unadjusted"], rel=1e-6
+    )
+    assert registered["overall"]["alternative"] == as_registered["overall"]["alternative"]
+    for key in ("p_unadjusted", "p_adjusted"):
+        assert registered["overall"][key] == pytest.approx(as_registered["overall"][key], rel=1e-9)
+    assert "familiarity" not in plan["registered"]["mixed_model"]
+    assert "familiarity" in second["mixed_effects"]["model"]
+    assert plan["registered"]["not_recomputed"] == ["seed: registered 5, current 6"]
+    assert (first["options"]["seed"], second["options"]["seed"]) == (5, 6)  # the plan's seed
+    html = (out / "report.html").read_text()
+    assert "The registered plan's mixed model differs" in html
+    assert "seed: registered 5, current 6" in html

@@ -148,9 +148,11 @@ def _mixed_section(
     options: ReportOptions,
     plan: AnalysisPlan,
     tick: Callable[[str], None],
+    extras: bool = True,
 ) -> tuple[dict[str, Any], str]:
     """The mixed-model fits per metric, their sensitivity fits and the model's description;
-    also the idea unit the fits used."""
+    also the idea unit the fits used. Without ``extras``: the main fits and the
+    description only (no sensitivity fits, no lme4 cross-check)."""
     mixed: dict[str, Any] = {"fits": {}, "engine_requested": options.mixed_engine}
     from .mixed import fit_mixed
 
@@ -159,7 +161,9 @@ def _mixed_section(
     # conditions, a sensitivity fit with one effect per idea is reported beside it.
     per_condition = "source_idea_id" in df and df["source_idea_id"].notna().all()
     idea_unit = "source_idea_id" if per_condition else "idea_id"
-    shared_ideas = per_condition and df["source_idea_id"].nunique() != df["idea_id"].nunique()
+    shared_ideas = (
+        extras and per_condition and df["source_idea_id"].nunique() != df["idea_id"].nunique()
+    )
     mixed["sensitivity"] = {}
 
     data, covariates, topic_groups = mixed_design(df, plan)
@@ -187,7 +191,7 @@ def _mixed_section(
             # A sensitivity fit; two starts still show whether the optimum is unique.
             mixed["sensitivity"][metric] = fit(metric, "idea_id", min(2, options.mixed_starts))
     mixed["available"] = True
-    if options.crosscheck_lme4:
+    if extras and options.crosscheck_lme4:
         mixed["lme4_crosscheck"] = lme4_crosscheck(
             df, mixed["fits"], baseline=baseline, idea_unit=idea_unit, reml=options.mixed_reml
         )
@@ -342,6 +346,13 @@ def _comparison_sections(
     mixed, idea_unit = _mixed_section(
         df, metrics=metrics, baseline=baseline, options=options, plan=plan, tick=tick
     )
+    registered_mixed = None
+    if registered is not None and _mixed_formula_differs(plan, registered):
+        # The registered plan's results need the registered plan's model.
+        registered_mixed, _ = _mixed_section(
+            df, metrics=metrics, baseline=baseline, options=options, plan=registered,
+            tick=lambda _message: None, extras=False,
+        )  # fmt: skip
     timings["mixed_effects"] = time.perf_counter() - t0
     plan_section = planned_tests(
         {"by_review": by_review, "by_idea": by_idea, "by_reviewer": by_reviewer},
@@ -350,6 +361,7 @@ def _comparison_sections(
         registered=registered,
         metrics=metrics,
         baseline=baseline,
+        registered_mixed=registered_mixed,
     )
 
     t0 = time.perf_counter()
@@ -497,6 +509,27 @@ def mixed_design(
     return df.assign(**dummies), covariates + list(dummies), ()
 
 
+def _mixed_formula_differs(plan: AnalysisPlan, registered: AnalysisPlan) -> bool:
+    """Whether the registered plan tests the mixed model with another formula."""
+    return "mixed" in registered.tests and (registered.covariates, registered.topic) != (
+        plan.covariates,
+        plan.topic,
+    )
+
+
+def _registered_differences(plan: AnalysisPlan, registered: AnalysisPlan) -> list[str]:
+    """What of the registered plan the report does not recompute: the resampling
+    settings and seed of the consistency and agreement sections follow the current plan."""
+    ours, theirs = plan.option_overrides(), registered.option_overrides()
+    keys = sorted(set(ours) | set(theirs))
+    return [
+        f"{k}: registered {theirs.get(k, 'configured default')}, "
+        f"current {ours.get(k, 'configured default')}"
+        for k in keys
+        if ours.get(k) != theirs.get(k)
+    ]
+
+
 def planned_tests(
     tests: dict[str, dict[str, Any]],
     fits: Mapping[str, dict[str, Any]],
@@ -505,14 +538,21 @@ def planned_tests(
     registered: AnalysisPlan | None,
     metrics: Sequence[str],
     baseline: str,
+    registered_mixed: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The plan section: the plan, its hash, and the families it corrects.
 
     The comparisons of Tests 1-3 get the current plan's columns; a registered plan that
-    differs is applied to copies, so both sets of results can be shown.
+    differs is applied to copies, so both sets of results can be shown. When the two
+    plans' mixed-model formulas differ, ``registered_mixed`` holds the registered
+    formula's fits, and the registered plan's mixed-model tests use them.
     """
-    ok_fits = {m: f for m, f in fits.items() if "error" not in f}
-    all_tests = {**tests, "mixed": mixed_comparisons(ok_fits, baseline=baseline)}
+
+    def mixed_tests(fits: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+        ok_fits = {m: f for m, f in fits.items() if "error" not in f}
+        return mixed_comparisons(ok_fits, baseline=baseline)
+
+    all_tests = {**tests, "mixed": mixed_tests(fits)}
     section: dict[str, Any] = {
         "document": plan_document(plan),
         "hash": plan_hash(plan),
@@ -526,9 +566,15 @@ def planned_tests(
         section["registered"] = {"document": plan_document(registered), "hash": reg_hash}
         if reg_hash != section["hash"]:
             section["deviation"] = True
+            reg_tests = copy.deepcopy(all_tests)
+            if registered_mixed is not None:
+                reg_tests["mixed"] = mixed_tests(registered_mixed["fits"])
+                section["registered"]["mixed_model"] = registered_mixed["model"]
+                section["registered"]["mixed_fits"] = registered_mixed["fits"]
             section["registered"]["multiplicity"] = apply_plan(
-                copy.deepcopy(all_tests), registered, metrics=metrics, write=False
+                reg_tests, registered, metrics=metrics, write=False
             )
+            section["registered"]["not_recomputed"] = _registered_differences(plan, registered)
     return section
 
 
