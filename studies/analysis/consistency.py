@@ -288,33 +288,35 @@ def krippendorff_alpha(
         return float("nan")
     m = (~np.isnan(P)).sum(1)
     n = float(m.sum())
-    if level == "interval":
-        # Closed form of the squared-difference delta: no values x values matrix needed.
-        unit_means = np.nanmean(P, axis=1)
-        ss_within = np.nansum((P - unit_means[:, None]) ** 2, axis=1)
-        d_o = np.sum(2 * m * ss_within / (m - 1)) / n
-        d_e = 2 * np.sum((values - values.mean()) ** 2) / (n - 1)
-        return float(1 - d_o / d_e) if d_e > 0 else float("nan")
-
-    cats, codes = np.unique(values, return_inverse=True)
-    c = len(cats)
-    # Per-unit value counts, then the coincidence matrix o_ck = sum_u n_uc n_uk' / (m_u - 1).
-    unit_of = np.repeat(np.arange(P.shape[0]), m)
-    counts = np.zeros((P.shape[0], c))
-    np.add.at(counts, (unit_of, codes), 1.0)
-    w = counts / (m - 1)[:, None]
-    o = w.T @ counts - np.diag((counts / (m - 1)[:, None]).sum(0))
-    marg = o.sum(1)
-    if level == "nominal":
-        delta = 1.0 - np.eye(c)
-    elif level == "ordinal":
-        cum = np.concatenate([[0.0], np.cumsum(marg)])
-        idx = np.arange(c)
-        lo, hi = np.minimum.outer(idx, idx), np.maximum.outer(idx, idx)
-        # sum of marginals from category lo to hi inclusive, minus half the two ends
-        delta = (cum[hi + 1] - cum[lo] - (marg[lo] + marg[hi]) / 2) ** 2
-    else:
+    if level not in ("interval", "ordinal", "nominal"):
         raise ValueError(f"level must be 'interval', 'ordinal' or 'nominal', not {level!r}")
-    d_o = np.sum(o * delta)
-    d_e = np.sum(np.outer(marg, marg) * delta) / (n - 1)
+    if level == "nominal":
+        # delta = 1 off the diagonal: D_o needs each unit's sum of squared category counts,
+        # D_e the pooled one (no categories x categories matrix: a judge's mean scores can
+        # make every value its own category).
+        cats, codes = np.unique(values, return_inverse=True)
+        unit_of = np.repeat(np.arange(P.shape[0], dtype=np.int64), m)
+        keys, counts = np.unique(unit_of * len(cats) + codes, return_counts=True)
+        same = np.bincount(
+            keys // len(cats), weights=counts.astype(float) ** 2, minlength=P.shape[0]
+        )  # each unit's sum over categories of (count in the unit)^2
+        d_o = float(np.sum((m**2 - same) / (m - 1)))
+        marg = np.bincount(codes).astype(float)
+        d_e = (n**2 - float(np.sum(marg**2))) / (n - 1)
+        return float(1 - d_o / d_e) if d_e > 0 else float("nan")
+    if level == "ordinal":
+        # The ordinal delta between categories c and k is (t_c - t_k)^2, with t the
+        # mid-rank of a category in the pooled values (cumulative count below it plus
+        # half its own count); ordinal alpha is then the interval alpha of the mid-ranks.
+        cats, codes = np.unique(values, return_inverse=True)
+        marg = np.bincount(codes, minlength=len(cats)).astype(float)
+        midrank = np.concatenate([[0.0], np.cumsum(marg)[:-1]]) + marg / 2
+        P = P.copy()
+        P[~np.isnan(P)] = midrank[codes]
+        values = P[~np.isnan(P)]
+    # Closed form of the squared-difference delta: no values x values matrix needed.
+    unit_means = np.nanmean(P, axis=1)
+    ss_within = np.nansum((P - unit_means[:, None]) ** 2, axis=1)
+    d_o = np.sum(2 * m * ss_within / (m - 1)) / n
+    d_e = 2 * np.sum((values - values.mean()) ** 2) / (n - 1)
     return float(1 - d_o / d_e) if d_e > 0 else float("nan")

@@ -133,6 +133,36 @@ def test_krippendorff_alpha_agrees_with_the_krippendorff_package(si2024_frame):
                 assert math.isclose(cons.krippendorff_alpha(df, metric, level), ref, rel_tol=1e-9)
 
 
+def test_alpha_with_a_distinct_value_per_score_agrees_with_the_krippendorff_package():
+    # A judge's per-idea means (or any fine-grained score) make almost every value its own
+    # category: ordinal and nominal alpha must not need a categories x categories matrix.
+    krippendorff = pytest.importorskip("krippendorff")
+    rng = np.random.default_rng(9)
+    quality = rng.normal(5, 1, 150)
+    df = _frame([list(q + rng.normal(0, 1, rng.integers(1, 5))) for q in quality])
+    data = cons.score_matrix(df, "overall", rows="unique").to_numpy().T
+    assert len(np.unique(data[~np.isnan(data)])) > 300
+    for level in ("interval", "ordinal", "nominal"):
+        ref = krippendorff.alpha(reliability_data=data, level_of_measurement=level)
+        ours = cons.krippendorff_alpha(df, "overall", level)
+        assert math.isclose(ours, ref, rel_tol=1e-9, abs_tol=1e-12), level
+
+
+def test_ordinal_alpha_of_ten_thousand_distinct_values_is_cheap():
+    # 10,000 ideas x 3 continuous scores: a 30,000 x 30,000 coincidence matrix would take
+    # 7 GB; the mid-rank form is linear in the number of scores.
+    import time
+
+    rng = np.random.default_rng(1)
+    quality = rng.normal(5, 1, 10_000)
+    df = _frame([list(q + rng.normal(0, 1, 3)) for q in quality])
+    started = time.process_time()
+    for level in ("ordinal", "nominal"):
+        alpha = cons.krippendorff_alpha(df, "overall", level)
+        assert math.isfinite(alpha)
+    assert time.process_time() - started < 10
+
+
 def test_large_studies_are_split_in_batches_of_bounded_memory(monkeypatch):
     # 5,000 idea units: a batch of 4,096 replicates would hold 20M-number planes (1.3 GB
     # for a 30,000-review study); batches shrink so that one plane stays under _PLANE
