@@ -128,6 +128,7 @@ def agreement_per_judge(size: int, n_judges: int, draws: int) -> None:
     from studies.analysis.frame import unique_reviews
     from studies.analysis.report import JudgeData, ReportOptions, build_agreement
     from studies.analysis.simulate import simulate_study
+    from studies.analysis.threads import blas_thread_counts
 
     df = simulate_study(
         n_reviewers=max(20, size // 4),
@@ -161,7 +162,10 @@ def agreement_per_judge(size: int, n_judges: int, draws: int) -> None:
                 df, m, rows="all", n_splits=100, n_bootstrap=0, n_permutations=0
             )
         }
-    print(f"\n# agreement at {len(df)} reviews, {draws} draws asked per judge and metric")
+    print(
+        f"\n# agreement at {len(df)} reviews, {draws} draws asked per judge and metric, "
+        f"BLAS threads {blas_thread_counts()}"
+    )
     times = []
     for n in sorted({0, 1, n_judges}):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -232,7 +236,12 @@ def main() -> None:
     ordinal_sizes = [int(s) for s in args.ordinal_sizes.split(",") if s]
     ordinal_table(ordinal_sizes, not args.no_clmm, args.mixed_threads)
     if args.judge_size > 0:
-        agreement_per_judge(args.judge_size, args.judges, args.judge_draws)
+        from threadpoolctl import threadpool_limits
+
+        # As the report does (ANALYSIS_BLAS_THREADS): unlimited BLAS threads spin on a busy
+        # machine and inflate the CPU seconds this table reports.
+        with threadpool_limits(args.mixed_threads or None):
+            agreement_per_judge(args.judge_size, args.judges, args.judge_draws)
 
 
 if __name__ == "__main__":
