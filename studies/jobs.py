@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import threading
 import uuid
@@ -426,7 +427,14 @@ def _job_process_died(
     if not args or not _job_task(getattr(sender, "name", None)):
         return
     with _main_process_database():
-        job_mark_process_died(job_id=args[0], reason=f"{type(exception).__name__}: {exception}")
+        job_mark_process_died(job_id=args[0], reason=worker_lost_reason(exception))
+
+
+def worker_lost_reason(exception: BaseException) -> str:
+    """Celery's message without its "Job: N." (the pool's own counter, which a reader
+    would take for the job's number on the page)."""
+    text = re.sub(r"\s*Job: \d+\.?", "", str(exception)).strip()
+    return f"{type(exception).__name__}: {text}"
 
 
 def _alive(pid: int) -> bool:

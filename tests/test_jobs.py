@@ -328,3 +328,12 @@ def test_a_large_review_import_runs_as_a_job_with_progress(
     from django.core.files.storage import default_storage
 
     assert not default_storage.exists(job.params["reviews_path"])
+
+
+def test_the_lost_message_drops_celerys_pool_job_counter():
+    from celery.exceptions import WorkerLostError
+
+    error = WorkerLostError("Worker exited prematurely: signal 9 (SIGKILL) Job: 3.")
+    assert jobs.worker_lost_reason(error) == (
+        "WorkerLostError: Worker exited prematurely: signal 9 (SIGKILL)"
+    )
