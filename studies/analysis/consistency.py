@@ -85,13 +85,14 @@ def _split_batch(P: np.ndarray, rng: np.random.Generator, top_fraction: float) -
     # equal chance; selection sampling (take a slot with probability needed / left) draws
     # a uniformly random h-subset in one pass over the slots.
     h = n // 2 + ((n % 2 == 1) & (rng.random((reps, units)) < 0.5))
-    need, left = h.copy(), n.copy()
+    need, left = h.astype(float), n.astype(float)  # small integers, exact as floats
     sum_a = np.zeros((reps, units))
     total = np.zeros((reps, units))
     for slot, ok in zip(P, valid, strict=True):
         x = np.where(ok, slot, 0.0)
-        take = ok & (rng.random((reps, units)) * left < need)
-        sum_a += x * take
+        take = rng.random((reps, units)) * left < need
+        take &= ok
+        np.add(sum_a, x, out=sum_a, where=take)
         total += x
         need -= take
         left -= ok
@@ -103,17 +104,13 @@ def _split_batch(P: np.ndarray, rng: np.random.Generator, top_fraction: float) -
     jitter = rng.random((reps, units)) * 10.0 ** -(_TIE_DECIMALS + 1)
     key_a = np.round(mean_a, _TIE_DECIMALS) + jitter
     part = np.argpartition(key_a, (k - 1, units - k), axis=-1)
-    bottom = np.zeros((reps, units), bool)
-    top = np.zeros((reps, units), bool)
-    np.put_along_axis(bottom, part[:, :k], True, axis=-1)
-    np.put_along_axis(top, part[:, units - k :], True, axis=-1)
 
     # Half B predicts "top" above its own median; a tie with the median is a coin flip.
     b = np.round(mean_b, _TIE_DECIMALS)
     med = np.median(b, axis=-1, keepdims=True)
     pred_top = (b > med) | ((b == med) & (rng.random((reps, units)) < 0.5))
-    tpr = (pred_top & top).sum(-1) / k
-    tnr = (~pred_top & bottom).sum(-1) / k
+    tpr = np.take_along_axis(pred_top, part[:, units - k :], axis=-1).sum(-1) / k
+    tnr = (~np.take_along_axis(pred_top, part[:, :k], axis=-1)).sum(-1) / k
     return (tpr + tnr) / 2
 
 

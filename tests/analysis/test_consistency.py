@@ -184,3 +184,43 @@ def test_large_studies_are_split_in_batches_of_bounded_memory(monkeypatch):
     assert sum(planes) == (1000 + 40 * 10 + 40 * 10) * 5000  # every replicate, once
     assert res["n_units"] == 5000 and 0.6 < res["balanced_accuracy"] < 0.9
     assert res["p_value"] == pytest.approx(1 / 41)
+
+
+def _plain_split_batch(P: np.ndarray, rng: np.random.Generator, top_fraction: float):
+    """`_split_batch` written plainly (the picks as boolean masks, integer counters), with
+    the same random draws in the same order."""
+    _, reps, units = P.shape
+    valid = ~np.isnan(P)
+    n = valid.sum(0)
+    h = n // 2 + ((n % 2 == 1) & (rng.random((reps, units)) < 0.5))
+    need, left = h.copy(), n.copy()
+    sum_a, total = np.zeros((reps, units)), np.zeros((reps, units))
+    for slot, ok in zip(P, valid, strict=True):
+        x = np.where(ok, slot, 0.0)
+        take = ok & (rng.random((reps, units)) * left < need)
+        sum_a, total = sum_a + x * take, total + x
+        need, left = need - take, left - ok
+    mean_a, mean_b = sum_a / h, (total - sum_a) / (n - h)
+    k = int(np.floor(top_fraction * units))
+    key_a = np.round(mean_a, 9) + rng.random((reps, units)) * 1e-10
+    part = np.argpartition(key_a, (k - 1, units - k), axis=-1)
+    bottom, top = np.zeros((reps, units), bool), np.zeros((reps, units), bool)
+    np.put_along_axis(bottom, part[:, :k], True, axis=-1)
+    np.put_along_axis(top, part[:, units - k :], True, axis=-1)
+    b = np.round(mean_b, 9)
+    med = np.median(b, axis=-1, keepdims=True)
+    pred_top = (b > med) | ((b == med) & (rng.random((reps, units)) < 0.5))
+    return ((pred_top & top).sum(-1) / k + (~pred_top & bottom).sum(-1) / k) / 2
+
+
+def test_split_batch_equals_a_plain_computation_of_the_same_draws():
+    rng = np.random.default_rng(3)
+    df = _frame([list(rng.integers(1, 11, rng.integers(2, 7))) for _ in range(80)])
+    P = cons.score_matrix(df, "overall").to_numpy(float)
+    for reps_of in (lambda m: np.broadcast_to(P.T[:, None], (P.shape[1], m, P.shape[0])),
+                    lambda m: P.T[:, rng.integers(0, P.shape[0], (m, P.shape[0]))]):  # fmt: skip
+        batch = reps_of(50)
+        got = cons._split_batch(batch, np.random.default_rng(8), 0.25)
+        want = _plain_split_batch(batch, np.random.default_rng(8), 0.25)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+        assert len(set(got)) > 5  # the splits differ, so the draws matter
