@@ -166,8 +166,10 @@ def _common(
 # ------------------------------------------------------------- absolute agreement
 
 
-def _pearson_rows(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """Pearson r of each row pair of X and Y (NaN where a row is constant)."""
+def _pearson_rows(x: np.ndarray, y: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+    """Pearson r of each resample (row of idx) of the pairs (x, y), NaN where a resample is
+    constant; without idx, of each row pair of x and y."""
+    X, Y = (x, y) if idx is None else (x[idx], y[idx])
     xc = X - X.mean(axis=1, keepdims=True)
     yc = Y - Y.mean(axis=1, keepdims=True)
     den = np.sqrt((xc**2).sum(1) * (yc**2).sum(1))
@@ -177,8 +179,10 @@ def _pearson_rows(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return r
 
 
-def _kendall_rows(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """Kendall tau-b of each row pair: sum(sx sy) / sqrt(sum sx^2 sum sy^2) over i < j."""
+def _kendall_rows(x: np.ndarray, y: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Kendall tau-b of each resample (row of idx) of the pairs (x, y): sum(sx sy) /
+    sqrt(sum sx^2 sum sy^2) over i < j."""
+    X, Y = x[idx], y[idx]
     n = X.shape[1]
     if n > _KENDALL_VECTOR_MAX:
         return np.array([stats.kendalltau(x, y).statistic for x, y in zip(X, Y, strict=True)])
@@ -197,12 +201,28 @@ def _kendall_rows(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return np.concatenate(out)
 
 
-def _spearman_rows(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    return _pearson_rows(stats.rankdata(X, axis=1), stats.rankdata(Y, axis=1))
+def _resampled_ranks(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """scipy's rankdata (average ranks, from 1) within each row of x[idx], by counting:
+    a value's rank is the number of smaller values in its row plus (its count + 1) / 2.
+    The values come from x, so their order is sorted once, not once per row."""
+    _, codes = np.unique(x, return_inverse=True)
+    n_codes = int(codes.max()) + 1
+    C = codes.reshape(-1)[idx]
+    reps = idx.shape[0]
+    offset = n_codes * np.arange(reps)[:, None]
+    counts = np.bincount((C + offset).ravel(), minlength=reps * n_codes)
+    counts = counts.reshape(reps, n_codes)
+    below = np.cumsum(counts, axis=1) - counts
+    return np.take_along_axis(below + (counts + 1) / 2, C, axis=1)
+
+
+def _spearman_rows(x: np.ndarray, y: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Spearman's rho of each resample (row of idx) of the pairs (x, y)."""
+    return _pearson_rows(_resampled_ranks(x, idx), _resampled_ranks(y, idx))
 
 
 _CORRELATIONS: dict[
-    str, tuple[Callable[..., Any], Callable[[np.ndarray, np.ndarray], np.ndarray]]
+    str, tuple[Callable[..., Any], Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]]
 ] = {
     "spearman": (stats.spearmanr, _spearman_rows),
     "kendall": (stats.kendalltau, _kendall_rows),
@@ -218,12 +238,14 @@ def correlation_with_ci(
     n_bootstrap: int = 1000,
     confidence: float = 0.95,
     rng: np.random.Generator | None = None,
+    resamples: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """One correlation with scipy's estimate and p-value and a percentile bootstrap CI.
 
     The bootstrap resamples pairs (ideas) with replacement; a resample in which either side
     is constant has no correlation and is left out (`n_bootstrap_used` says how many were
-    kept). Kendall is tau-b, which corrects for the many ties of 1-10 scores.
+    kept). Kendall is tau-b, which corrects for the many ties of 1-10 scores. `resamples`
+    (n_bootstrap x n indices) are the draws of `rng` when the caller has made them already.
     """
     _check_confidence(confidence)
     x, y = np.asarray(x, float), np.asarray(y, float)
@@ -249,9 +271,10 @@ def correlation_with_ci(
         "reason": None,
     }
     if n_bootstrap > 0:
-        rng = rng if rng is not None else np.random.default_rng(0)
-        idx = rng.integers(0, n, size=(n_bootstrap, n))
-        boot = rows_fn(x[idx], y[idx])
+        if resamples is None:
+            rng = rng if rng is not None else np.random.default_rng(0)
+            resamples = rng.integers(0, n, size=(n_bootstrap, n))
+        boot = rows_fn(x, y, resamples)
         out["n_bootstrap_used"] = int(np.isfinite(boot).sum())
         out["ci_low"], out["ci_high"] = _interval(boot, confidence)
     return out
@@ -298,6 +321,13 @@ def absolute_agreement(
     by_metric: dict[str, Any] = {}
     for metric in metrics:
         _, x, y, info = _common(frame, judge_scores, metric)
+        # Each correlation resamples with a fresh generator of `seed`, so all three use the
+        # same resamples: draw them once.
+        idx = (
+            np.random.default_rng(seed).integers(0, len(x), size=(n_bootstrap, len(x)))
+            if len(x) >= 3 and n_bootstrap > 0
+            else None
+        )
         for method in ("spearman", "kendall", "pearson"):
             info[method] = correlation_with_ci(
                 x,
@@ -305,7 +335,7 @@ def absolute_agreement(
                 method,  # type: ignore[arg-type]
                 n_bootstrap=n_bootstrap,
                 confidence=confidence,
-                rng=np.random.default_rng(seed),
+                resamples=idx,
             )
         by_metric[metric] = info
     return {
@@ -320,27 +350,99 @@ def absolute_agreement(
 # ----------------------------------------------------- Si et al. consistency, judge
 
 
+# X, valid, n, total of `_Units` for a batch of replicates.
+_UnitArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+class _Units:
+    """Per-unit arrays of one judged score matrix, computed once and shared by every batch.
+
+    X (slots, units): scores with 0 where a slot is empty; valid its mask; n the reviews
+    per unit; total their sum, added slot by slot as the split loop used to.
+    """
+
+    def __init__(self, P: np.ndarray) -> None:
+        self.valid = ~np.isnan(P.T)
+        self.X = np.where(self.valid, P.T, 0.0)
+        self.n = self.valid.sum(0)
+        self.total = np.zeros(P.shape[0])
+        for x in self.X:
+            self.total += x
+
+    def broadcast(self, m: int) -> _UnitArrays:
+        slots, units = self.X.shape
+        return (
+            np.broadcast_to(self.X[:, None, :], (slots, m, units)),
+            np.broadcast_to(self.valid[:, None, :], (slots, m, units)),
+            np.broadcast_to(self.n, (m, units)),
+            np.broadcast_to(self.total, (m, units)),
+        )
+
+    def take(self, idx: np.ndarray) -> _UnitArrays:
+        return self.X[:, idx], self.valid[:, idx], self.n[idx], self.total[idx]
+
+
+def _judge_hits(C: np.ndarray, noise: np.ndarray, pred_top: np.ndarray, k: int) -> np.ndarray:
+    """Per row: how many of the k units with the largest key C + noise * 0.5 half B
+    predicts top, plus how many of the k with the smallest it does not; C holds integer
+    ranks (as floats), 0 <= noise < 1.
+
+    Equal to picking the k extremes with np.argpartition, without partitioning each row:
+    counting the ranks finds the rank at each cut, every unit beyond a cut is in, and only
+    the units tied at a cut (usually one) are ordered by their key.
+    """
+    reps, units = C.shape
+    codes = C.astype(np.intp)
+    n_codes = int(codes.max()) + 1
+    offset = n_codes * np.arange(reps)[:, None]
+    counts = np.bincount((codes + offset).ravel(), minlength=reps * n_codes)
+    upto = np.cumsum(counts.reshape(reps, n_codes), axis=1)  # units with rank <= c
+    low = (upto < k).sum(1)  # the rank of the k-th smallest
+    high = (upto <= units - k).sum(1)  # the rank of the k-th largest
+    below = np.where(low > 0, upto[np.arange(reps), np.maximum(low - 1, 0)], 0)
+    above = units - upto[np.arange(reps), high]
+    hits = (pred_top & (codes > high[:, None])).sum(1)
+    hits += (codes < low[:, None]).sum(1) - (pred_top & (codes < low[:, None])).sum(1)
+    for cut, wanted, largest in ((high, k - above, True), (low, k - below, False)):
+        rows, cols = np.nonzero(codes == cut[:, None])
+        key = C[rows, cols] + noise[rows, cols] * 0.5  # the key argpartition compared
+        order = np.lexsort((-key if largest else key, rows))  # per row, those taken first
+        rows, cols = rows[order], cols[order]
+        first = np.searchsorted(rows, np.arange(reps))
+        chosen = np.arange(rows.size) - first[rows] < wanted[rows]
+        rows, cols = rows[chosen], cols[chosen]
+        hits += np.bincount(rows, weights=pred_top[rows, cols] == largest, minlength=reps).astype(
+            np.int64
+        )
+    return hits
+
+
 def _judge_vs_half_batch(
-    P: np.ndarray, C: np.ndarray, rng: np.random.Generator, top_fraction: float
-) -> tuple[np.ndarray, np.ndarray]:
+    units: _UnitArrays,
+    C: np.ndarray,
+    rng: np.random.Generator,
+    top_fraction: float,
+    *,
+    human: bool = True,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """For each replicate: (judge accuracy, human-human accuracy) on one random split.
 
-    P is (slots, reps, units) human scores, C (reps, units) the judge's dense score ranks.
-    The reviews of each unit are split as in consistency.py; half B is the "ground truth"
-    for both the judge's picks and half A's picks, so the two accuracies are paired.
+    `units` is (X, valid, n, total) of `_Units` for the replicates: X and valid (slots,
+    reps, units), n and total (reps, units); C (reps, units) the judge's dense score
+    ranks. The reviews of each unit are split as in consistency.py; half B is the "ground
+    truth" for both the judge's picks and half A's picks, so the two accuracies are
+    paired. With `human=False` the human accuracy is not computed (its random draws are
+    still made, so later batches see the same stream).
     """
-    _, reps, units = P.shape
-    valid = ~np.isnan(P)
-    n = valid.sum(0)
-    h = n // 2 + ((n % 2 == 1) & (rng.random((reps, units)) < 0.5))
-    need, left = h.copy(), n.copy()
-    sum_a = np.zeros((reps, units))
-    total = np.zeros((reps, units))
-    for slot, ok in zip(P, valid, strict=True):
-        x = np.where(ok, slot, 0.0)
-        take = ok & (rng.random((reps, units)) * left < need)
-        sum_a += x * take
-        total += x
+    X, valid, n, total = units
+    _, reps, n_units = X.shape
+    h = n // 2 + ((n % 2 == 1) & (rng.random((reps, n_units)) < 0.5))
+    need, left = h.astype(float), n.astype(float)  # small integers, exact as floats
+    sum_a = np.zeros((reps, n_units))
+    for x, ok in zip(X, valid, strict=True):
+        take = rng.random((reps, n_units)) * left < need
+        take &= ok
+        np.add(sum_a, x, out=sum_a, where=take)
         need -= take
         left -= ok
     mean_a = sum_a / h
@@ -348,45 +450,48 @@ def _judge_vs_half_batch(
 
     b = np.round(mean_b, _TIE_DECIMALS)
     med = np.median(b, axis=-1, keepdims=True)
-    pred_top = (b > med) | ((b == med) & (rng.random((reps, units)) < 0.5))
-    k = int(np.floor(top_fraction * units))
-
-    def accuracy(key: np.ndarray) -> np.ndarray:
-        part = np.argpartition(key, (k - 1, units - k), axis=-1)
-        top = np.take_along_axis(pred_top, part[:, units - k :], axis=-1).sum(-1)
-        bottom = (~np.take_along_axis(pred_top, part[:, :k], axis=-1)).sum(-1)
-        return (top + bottom) / (2 * k)
+    pred_top = (b > med) | ((b == med) & (rng.random((reps, n_units)) < 0.5))
+    k = int(np.floor(top_fraction * n_units))
 
     # Ties in the ranking are broken at random in every split, so a judge that ties many
     # ideas at the cut earns chance on them and no more.
-    judge = accuracy(C + rng.random((reps, units)) * 0.5)
-    jitter = rng.random((reps, units)) * 10.0 ** -(_TIE_DECIMALS + 1)
-    human = accuracy(np.round(mean_a, _TIE_DECIMALS) + jitter)
-    return judge, human
+    noise = rng.random((reps, n_units))
+    judge = _judge_hits(C, noise, pred_top, k) / (2 * k)
+    jitter = rng.random((reps, n_units)) * 10.0 ** -(_TIE_DECIMALS + 1)
+    if not human:
+        return judge, None
+    part = np.argpartition(np.round(mean_a, _TIE_DECIMALS) + jitter, (k - 1, n_units - k), axis=-1)
+    top = np.take_along_axis(pred_top, part[:, n_units - k :], axis=-1).sum(-1)
+    bottom = (~np.take_along_axis(pred_top, part[:, :k], axis=-1)).sum(-1)
+    return judge, (top + bottom) / (2 * k)
 
 
 def _run_batches(
-    make: Callable[[int], tuple[np.ndarray, np.ndarray]],
+    make: Callable[[int, int], tuple[_UnitArrays, np.ndarray]],
     n_reps: int,
     per_rep: int,
     rng: np.random.Generator,
     top_fraction: float,
     n_units: int,
+    *,
+    human: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Mean (judge, human) accuracy over `per_rep` splits for each of `n_reps` replicates."""
+    """Mean (judge, human) accuracy over `per_rep` splits for each of `n_reps` replicates
+    (the human one empty with `human=False`)."""
     judge_means, human_means = [], []
     reps_per_chunk = max(1, _CELLS // (per_rep * max(1, n_units)))
     for s in range(0, n_reps, reps_per_chunk):
         m = min(reps_per_chunk, n_reps - s)
-        P, C = make(m)
-        j, h = _judge_vs_half_batch(
-            np.repeat(P, per_rep, axis=1), np.repeat(C, per_rep, axis=0), rng, top_fraction
-        )
+        units, C = make(m, per_rep)  # each of the m replicates `per_rep` times in a row
+        j, h = _judge_vs_half_batch(units, C, rng, top_fraction, human=human)
         judge_means.append(j.reshape(m, per_rep).mean(1))
-        human_means.append(h.reshape(m, per_rep).mean(1))
+        if h is not None:
+            human_means.append(h.reshape(m, per_rep).mean(1))
     if not judge_means:
         return np.empty(0), np.empty(0)
-    return np.concatenate(judge_means), np.concatenate(human_means)
+    return np.concatenate(judge_means), (
+        np.concatenate(human_means) if human_means else np.empty(0)
+    )
 
 
 def _judged_units(
@@ -434,12 +539,10 @@ def _judge_observed(
     """Fill `out` with the judge's and the paired human accuracy over the splits (the
     resampled figures left empty); the judge's mean balanced accuracy."""
     n_units = P.shape[0]
-    slots = P.T[:, None, :]
+    units = _Units(P)
 
-    def observed(m: int) -> tuple[np.ndarray, np.ndarray]:
-        return np.broadcast_to(slots, (P.shape[1], m, n_units)), np.broadcast_to(
-            codes, (m, n_units)
-        )
+    def observed(m: int, per_rep: int) -> tuple[_UnitArrays, np.ndarray]:
+        return units.broadcast(m * per_rep), np.broadcast_to(codes, (m * per_rep, n_units))
 
     judge_acc, human_acc = _run_batches(observed, n_splits, 1, rng, top_fraction, n_units)
     acc = float(judge_acc.mean())
@@ -481,12 +584,12 @@ def _judge_resampling(
 ) -> None:
     """Fill `out` with the bootstrap CIs over units and the permutation p-value."""
     n_units = P.shape[0]
-    slots = P.T[:, None, :]
+    units = _Units(P)
     if n_bootstrap > 0:
 
-        def resampled(m: int) -> tuple[np.ndarray, np.ndarray]:
-            idx = rng.integers(0, n_units, size=(m, n_units))
-            return P.T[:, idx], codes[idx]
+        def resampled(m: int, per_rep: int) -> tuple[_UnitArrays, np.ndarray]:
+            idx = np.repeat(rng.integers(0, n_units, size=(m, n_units)), per_rep, axis=0)
+            return units.take(idx), codes[idx]
 
         bj, bh = _run_batches(
             resampled, n_bootstrap, splits_per_resample, rng, top_fraction, n_units
@@ -495,12 +598,18 @@ def _judge_resampling(
         out["difference_ci_low"], out["difference_ci_high"] = _interval(bj - bh, confidence)
     if n_permutations > 0:
 
-        def permuted(m: int) -> tuple[np.ndarray, np.ndarray]:
+        def permuted(m: int, per_rep: int) -> tuple[_UnitArrays, np.ndarray]:
             shuffled = rng.permuted(np.broadcast_to(codes, (m, n_units)), axis=1)
-            return np.broadcast_to(slots, (P.shape[1], m, n_units)), shuffled
+            return units.broadcast(m * per_rep), np.repeat(shuffled, per_rep, axis=0)
 
         null, _ = _run_batches(
-            permuted, n_permutations, splits_per_resample, rng, top_fraction, n_units
+            permuted,
+            n_permutations,
+            splits_per_resample,
+            rng,
+            top_fraction,
+            n_units,
+            human=False,
         )
         out["null_mean"] = json_float(null.mean())
         out["p_value"] = float((1 + np.sum(null >= acc - 1e-12)) / (1 + n_permutations))

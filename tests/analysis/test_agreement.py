@@ -79,20 +79,28 @@ def test_absolute_agreement_estimates_equal_scipy_on_random_data():
         assert out[name]["ci_low"] <= out[name]["estimate"] <= out[name]["ci_high"]
 
 
-def test_vectorised_bootstrap_correlations_equal_scipy_on_each_resample():
+@pytest.mark.parametrize(
+    "n, tied",
+    [(30, True), (400, True), (400, False)],  # Kendall past _KENDALL_VECTOR_MAX too
+)
+def test_vectorised_bootstrap_correlations_equal_scipy_on_each_resample(n, tied):
     rng = np.random.default_rng(5)
-    x = rng.integers(1, 6, 30).astype(float)
-    y = x + rng.integers(-2, 3, 30)
-    idx = rng.integers(0, 30, size=(25, 30))
+    # Many ties (1-5 scores) or none (continuous), negative values and a -0.0 among them.
+    x = rng.integers(-2, 3, n).astype(float) if tied else rng.normal(size=n)
+    y = x + (rng.integers(-2, 3, n) if tied else rng.normal(size=n))
+    x[0] = -0.0
+    idx = rng.integers(0, n, size=(25, n))
     X, Y = x[idx], y[idx]
     for rows_fn, ref in [
         (ag._spearman_rows, stats.spearmanr),
         (ag._kendall_rows, stats.kendalltau),
         (ag._pearson_rows, stats.pearsonr),
     ]:
-        got = rows_fn(X, Y)
+        got = rows_fn(x, y, idx)
         want = [ref(a, b).statistic for a, b in zip(X, Y, strict=True)]
-        np.testing.assert_allclose(got, want, atol=1e-12)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    # The counted ranks are scipy's, resample by resample.
+    np.testing.assert_array_equal(ag._resampled_ranks(x, idx), stats.rankdata(X, axis=1))
 
 
 def test_a_judge_that_gives_every_idea_the_same_score_gets_a_reason_not_a_number():
@@ -212,6 +220,88 @@ def test_judge_consistency_is_reproducible_for_a_seed(si2024_frame):
     assert ag.judge_consistency(si2024_frame, judge, **kw) == ag.judge_consistency(
         si2024_frame, judge, **kw
     )
+
+
+def _reference_split(P, C, rng, top_fraction):
+    """One random split per replicate, computed plainly (as the module first did): P
+    (slots, reps, units) with NaN for no review, C (reps, units) the judge's score ranks;
+    the picks are np.argpartition's. Same random draws, in the same order, as the module."""
+    _, reps, units = P.shape
+    valid = ~np.isnan(P)
+    n = valid.sum(0)
+    h = n // 2 + ((n % 2 == 1) & (rng.random((reps, units)) < 0.5))
+    need, left = h.copy(), n.copy()
+    sum_a, total = np.zeros((reps, units)), np.zeros((reps, units))
+    for slot, ok in zip(P, valid, strict=True):
+        x = np.where(ok, slot, 0.0)
+        take = ok & (rng.random((reps, units)) * left < need)
+        sum_a, total = sum_a + x * take, total + x
+        need, left = need - take, left - ok
+    mean_a, mean_b = sum_a / h, (total - sum_a) / (n - h)
+    b = np.round(mean_b, 9)
+    med = np.median(b, axis=-1, keepdims=True)
+    pred_top = (b > med) | ((b == med) & (rng.random((reps, units)) < 0.5))
+    k = int(np.floor(top_fraction * units))
+
+    def accuracy(key):
+        part = np.argpartition(key, (k - 1, units - k), axis=-1)
+        top = np.take_along_axis(pred_top, part[:, units - k :], axis=-1).sum(-1)
+        bottom = (~np.take_along_axis(pred_top, part[:, :k], axis=-1)).sum(-1)
+        return (top + bottom) / (2 * k)
+
+    judge = accuracy(C + rng.random((reps, units)) * 0.5)
+    human = accuracy(np.round(mean_a, 9) + rng.random((reps, units)) * 1e-10)
+    return judge, human
+
+
+@pytest.mark.parametrize("judge_scale", [3, 1000])  # many ties at the cut, or almost none
+def test_judge_consistency_equals_a_plain_computation_of_the_same_draws(judge_scale):
+    rng = np.random.default_rng(11)
+    n_ideas = 60
+    frame = _frame(
+        {f"i{i:02d}": list(rng.integers(1, 11, rng.integers(2, 6))) for i in range(n_ideas)}
+    )
+    scores = {f"i{i:02d}": float(rng.integers(0, judge_scale)) for i in range(n_ideas)}
+    splits, boot, perms, per = 40, 30, 30, 3
+    got = ag.judge_consistency(
+        frame, _judge(scores), n_splits=splits, n_bootstrap=boot, n_permutations=perms,
+        splits_per_resample=per, seed=4, ceiling=False,
+    )  # fmt: skip
+
+    from studies.analysis.consistency import score_matrix
+
+    P = score_matrix(frame, "overall").to_numpy(float).T  # slots x units
+    J = np.array([scores[i] for _, i in score_matrix(frame, "overall").index])
+    codes = np.unique(J, return_inverse=True)[1].astype(float)
+    units = P.shape[1]
+    assert per * boot * units <= ag._CELLS  # one batch per phase, as here
+    r = np.random.default_rng(4)
+    j, h = _reference_split(
+        np.broadcast_to(P[:, None], (len(P), splits, units)),
+        np.broadcast_to(codes, (splits, units)), r, 0.25,
+    )  # fmt: skip
+    idx = r.integers(0, units, size=(boot, units))
+    bj, bh = _reference_split(
+        np.repeat(P[:, idx], per, axis=1), np.repeat(codes[idx], per, axis=0), r, 0.25
+    )
+    shuffled = r.permuted(np.broadcast_to(codes, (perms, units)), axis=1)
+    null, _ = _reference_split(
+        np.broadcast_to(P[:, None], (len(P), perms * per, units)),
+        np.repeat(shuffled, per, axis=0), r, 0.25,
+    )  # fmt: skip
+    bj, bh = bj.reshape(boot, per).mean(1), bh.reshape(boot, per).mean(1)
+    null = null.reshape(perms, per).mean(1)
+    assert got["balanced_accuracy"] == pytest.approx(j.mean(), abs=1e-12)
+    assert got["human_same_splits"] == pytest.approx(h.mean(), abs=1e-12)
+    assert got["split_sd"] == pytest.approx(j.std(ddof=1), abs=1e-12)
+    lo, hi = np.quantile(bj, [0.025, 0.975])
+    assert (got["ci_low"], got["ci_high"]) == pytest.approx((lo, hi), abs=1e-12)
+    lo, hi = np.quantile(bj - bh, [0.025, 0.975])
+    assert (got["difference_ci_low"], got["difference_ci_high"]) == pytest.approx(
+        (lo, hi), abs=1e-12
+    )
+    assert got["null_mean"] == pytest.approx(null.mean(), abs=1e-12)
+    assert got["p_value"] == (1 + np.sum(null >= j.mean() - 1e-12)) / (1 + perms)
 
 
 # --------------------------------------------------------------------------- pairwise
