@@ -424,6 +424,7 @@ def _judge_vs_half_batch(
     top_fraction: float,
     *,
     human: bool = True,
+    log: list[Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """For each replicate: (judge accuracy, human-human accuracy) on one random split.
 
@@ -432,7 +433,9 @@ def _judge_vs_half_batch(
     ranks. The reviews of each unit are split as in consistency.py; half B is the "ground
     truth" for both the judge's picks and half A's picks, so the two accuracies are
     paired. With `human=False` the human accuracy is not computed (its random draws are
-    still made, so later batches see the same stream).
+    still made, so later batches see the same stream). `log` receives what a judge's
+    accuracy needs besides its ranks: the generator state before the tie-breaking noise
+    and half B's predictions (packed bits).
     """
     X, valid, n, total = units
     _, reps, n_units = X.shape
@@ -455,6 +458,8 @@ def _judge_vs_half_batch(
 
     # Ties in the ranking are broken at random in every split, so a judge that ties many
     # ideas at the cut earns chance on them and no more.
+    if log is not None:
+        log += [rng.bit_generator.state, np.packbits(pred_top, axis=-1)]
     noise = rng.random((reps, n_units))
     judge = _judge_hits(C, noise, pred_top, k) / (2 * k)
     jitter = rng.random((reps, n_units)) * 10.0 ** -(_TIE_DECIMALS + 1)
@@ -466,8 +471,15 @@ def _judge_vs_half_batch(
     return judge, (top + bottom) / (2 * k)
 
 
+def _generator(state: dict[str, Any]) -> np.random.Generator:
+    """A generator that continues from `state` (a PCG64 state, as default_rng makes)."""
+    rng = np.random.Generator(np.random.PCG64())
+    rng.bit_generator.state = state
+    return rng
+
+
 def _run_batches(
-    make: Callable[[int, int], tuple[_UnitArrays, np.ndarray]],
+    make: Callable[[np.random.Generator, int, int, bool], tuple[_UnitArrays | None, np.ndarray]],
     n_reps: int,
     per_rep: int,
     rng: np.random.Generator,
@@ -475,18 +487,43 @@ def _run_batches(
     n_units: int,
     *,
     human: bool = True,
+    plan: list[Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean (judge, human) accuracy over `per_rep` splits for each of `n_reps` replicates
-    (the human one empty with `human=False`)."""
+    (the human one empty with `human=False`).
+
+    Everything but the judge's ranks is the same for every judge of the same units, seed
+    and settings: an empty `plan` list records it batch by batch, and a filled one is
+    replayed, which draws only the replicates' ranks and the tie-breaking noise again
+    from the recorded generator states and gives the same numbers.
+    """
     judge_means, human_means = [], []
+    if plan:
+        k = int(np.floor(top_fraction * n_units))
+        for m, make_state, noise_state, packed, h in plan:
+            _, C = make(_generator(make_state), m, per_rep, True)
+            noise = _generator(noise_state).random((m * per_rep, n_units))
+            pred_top = np.unpackbits(packed, axis=-1, count=n_units).astype(bool)
+            j = _judge_hits(C, noise, pred_top, k) / (2 * k)
+            judge_means.append(j.reshape(m, per_rep).mean(1))
+            if h is not None:
+                human_means.append(h)
+        return np.concatenate(judge_means), (
+            np.concatenate(human_means) if human_means else np.empty(0)
+        )
     reps_per_chunk = max(1, _CELLS // (per_rep * max(1, n_units)))
     for s in range(0, n_reps, reps_per_chunk):
         m = min(reps_per_chunk, n_reps - s)
-        units, C = make(m, per_rep)  # each of the m replicates `per_rep` times in a row
-        j, h = _judge_vs_half_batch(units, C, rng, top_fraction, human=human)
+        log: list[Any] | None = None if plan is None else [m, rng.bit_generator.state]
+        # each of the m replicates `per_rep` times in a row
+        units, C = make(rng, m, per_rep, False)
+        assert units is not None
+        j, h = _judge_vs_half_batch(units, C, rng, top_fraction, human=human, log=log)
         judge_means.append(j.reshape(m, per_rep).mean(1))
         if h is not None:
             human_means.append(h.reshape(m, per_rep).mean(1))
+        if plan is not None and log is not None:
+            plan.append((*log, human_means[-1] if h is not None else None))
     if not judge_means:
         return np.empty(0), np.empty(0)
     return np.concatenate(judge_means), (
@@ -535,16 +572,24 @@ def _judge_observed(
     n_permutations: int,
     splits_per_resample: int,
     confidence: float,
+    plans: dict[str, list[Any]] | None = None,
 ) -> float:
     """Fill `out` with the judge's and the paired human accuracy over the splits (the
-    resampled figures left empty); the judge's mean balanced accuracy."""
+    resampled figures left empty); the judge's mean balanced accuracy. `plans`: see
+    `_run_batches`."""
     n_units = P.shape[0]
     units = _Units(P)
 
-    def observed(m: int, per_rep: int) -> tuple[_UnitArrays, np.ndarray]:
-        return units.broadcast(m * per_rep), np.broadcast_to(codes, (m * per_rep, n_units))
+    def observed(
+        g: np.random.Generator, m: int, per_rep: int, codes_only: bool
+    ) -> tuple[_UnitArrays | None, np.ndarray]:
+        C = np.broadcast_to(codes, (m * per_rep, n_units))
+        return None if codes_only else units.broadcast(m * per_rep), C
 
-    judge_acc, human_acc = _run_batches(observed, n_splits, 1, rng, top_fraction, n_units)
+    judge_acc, human_acc = _run_batches(
+        observed, n_splits, 1, rng, top_fraction, n_units,
+        plan=None if plans is None else plans["observed"],
+    )  # fmt: skip
     acc = float(judge_acc.mean())
     out.update(
         {
@@ -581,36 +626,39 @@ def _judge_resampling(
     n_permutations: int,
     splits_per_resample: int,
     confidence: float,
+    plans: dict[str, list[Any]] | None = None,
 ) -> None:
-    """Fill `out` with the bootstrap CIs over units and the permutation p-value."""
+    """Fill `out` with the bootstrap CIs over units and the permutation p-value. `plans`:
+    see `_run_batches`."""
     n_units = P.shape[0]
     units = _Units(P)
     if n_bootstrap > 0:
 
-        def resampled(m: int, per_rep: int) -> tuple[_UnitArrays, np.ndarray]:
-            idx = np.repeat(rng.integers(0, n_units, size=(m, n_units)), per_rep, axis=0)
-            return units.take(idx), codes[idx]
+        def resampled(
+            g: np.random.Generator, m: int, per_rep: int, codes_only: bool
+        ) -> tuple[_UnitArrays | None, np.ndarray]:
+            idx = np.repeat(g.integers(0, n_units, size=(m, n_units)), per_rep, axis=0)
+            return None if codes_only else units.take(idx), codes[idx]
 
         bj, bh = _run_batches(
-            resampled, n_bootstrap, splits_per_resample, rng, top_fraction, n_units
-        )
+            resampled, n_bootstrap, splits_per_resample, rng, top_fraction, n_units,
+            plan=None if plans is None else plans["bootstrap"],
+        )  # fmt: skip
         out["ci_low"], out["ci_high"] = _interval(bj, confidence)
         out["difference_ci_low"], out["difference_ci_high"] = _interval(bj - bh, confidence)
     if n_permutations > 0:
 
-        def permuted(m: int, per_rep: int) -> tuple[_UnitArrays, np.ndarray]:
-            shuffled = rng.permuted(np.broadcast_to(codes, (m, n_units)), axis=1)
-            return units.broadcast(m * per_rep), np.repeat(shuffled, per_rep, axis=0)
+        def permuted(
+            g: np.random.Generator, m: int, per_rep: int, codes_only: bool
+        ) -> tuple[_UnitArrays | None, np.ndarray]:
+            shuffled = g.permuted(np.broadcast_to(codes, (m, n_units)), axis=1)
+            C = np.repeat(shuffled, per_rep, axis=0)
+            return None if codes_only else units.broadcast(m * per_rep), C
 
         null, _ = _run_batches(
-            permuted,
-            n_permutations,
-            splits_per_resample,
-            rng,
-            top_fraction,
-            n_units,
-            human=False,
-        )
+            permuted, n_permutations, splits_per_resample, rng, top_fraction, n_units,
+            human=False, plan=None if plans is None else plans["permutations"],
+        )  # fmt: skip
         out["null_mean"] = json_float(null.mean())
         out["p_value"] = float((1 + np.sum(null >= acc - 1e-12)) / (1 + n_permutations))
 
@@ -684,7 +732,9 @@ def judge_consistency(
     null shuffles the judge's scores across units. With `ceiling=True` the human-human
     value of `inter_reviewer_consistency` on the same units (same seed and settings) is
     returned under "ceiling"; a ``ceiling_cache`` dict shared by several judges computes it
-    once for each metric, setting and set of judged ideas.
+    once for each metric, setting and set of judged ideas, and also keeps the splits,
+    resamples and permutations of the units (none depends on the judge), which the next
+    judge of the same units replays instead of drawing and splitting the reviews again.
 
     Returns: metric, rows, n_units, n_reviews, n_selected, n_units_without_judge,
     top_fraction, seed, n_splits, balanced_accuracy, split_sd, split_low, split_high,
@@ -723,6 +773,15 @@ def judge_consistency(
 
     rng = np.random.default_rng(seed)
     codes = np.unique(np.round(J, _TIE_DECIMALS), return_inverse=True)[1].astype(float)
+    # The splits, resamples and permutations of units do not depend on the judge: the
+    # first judge of these units and settings records them, the next ones replay them.
+    plan_key = (
+        "splits", metric, rows, top_fraction, n_splits, n_bootstrap, n_permutations,
+        splits_per_resample, seed,
+        hashlib.sha256(P.tobytes() + "\x1f".join(map(str, unit_ideas)).encode()).hexdigest(),
+    )  # fmt: skip
+    cache = ceiling_cache if ceiling_cache is not None else {}
+    plans = cache.get(plan_key) or {"observed": [], "bootstrap": [], "permutations": []}
     acc = _judge_observed(
         out,
         P=P,
@@ -734,6 +793,7 @@ def judge_consistency(
         n_permutations=n_permutations,
         splits_per_resample=splits_per_resample,
         confidence=confidence,
+        plans=plans,
     )
     _judge_resampling(
         out,
@@ -746,7 +806,9 @@ def judge_consistency(
         n_permutations=n_permutations,
         splits_per_resample=splits_per_resample,
         confidence=confidence,
+        plans=plans,
     )
+    cache.setdefault(plan_key, plans)
     if ceiling:
         out["ceiling"] = _judge_ceiling(
             frame,

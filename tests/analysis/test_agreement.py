@@ -620,7 +620,8 @@ def test_judges_of_one_report_share_one_human_ceiling_per_metric(si2024_frame):
         )
         for sd in (0.5, 2.0)
     ]
-    assert len(cache) == 2  # one ceiling per metric, not per judge and metric
+    # One ceiling and one set of recorded splits per metric, not per judge and metric.
+    assert sorted(k[0] for k in cache) == ["novelty", "overall", "splits", "splits"]
     for m in ("overall", "novelty"):
         first, second = (r["consistency"][m]["ceiling"] for r in results)
         assert first is second
@@ -629,3 +630,31 @@ def test_judges_of_one_report_share_one_human_ceiling_per_metric(si2024_frame):
             n_splits=30, n_bootstrap=10, n_permutations=10,
         )["ceiling"]  # fmt: skip
         assert alone == first
+
+
+@pytest.mark.parametrize("judge_scale", [3, 1000])  # many ties at the cut, or almost none
+def test_a_judge_replaying_recorded_splits_gets_what_it_gets_alone(si2024_frame, judge_scale):
+    rng = np.random.default_rng(7)
+    ideas = sorted(si2024_frame["idea_id"].unique())
+    judges = [
+        pd.DataFrame(
+            {
+                "idea_id": ideas,
+                "metric": "overall",
+                "score": rng.integers(0, judge_scale, len(ideas)),
+            }
+        ).astype({"score": float})
+        for _ in range(3)
+    ]
+    kw = {"n_splits": 40, "n_bootstrap": 20, "n_permutations": 20, "splits_per_resample": 3}
+    cache: dict = {}
+    shared = [ag.judge_consistency(si2024_frame, j, ceiling_cache=cache, **kw) for j in judges]
+    alone = [ag.judge_consistency(si2024_frame, j, **kw) for j in judges]
+    assert [len(v) for k, v in cache.items() if k[0] == "splits"] == [3]  # recorded once
+    assert shared == alone
+    assert len({r["balanced_accuracy"] for r in alone}) == 3
+    # A judge of other ideas gets splits of its own units.
+    fewer = judges[0][judges[0]["idea_id"].isin(ideas[:90])]
+    assert ag.judge_consistency(si2024_frame, fewer, ceiling_cache=cache, **kw) == (
+        ag.judge_consistency(si2024_frame, fewer, **kw)
+    )
