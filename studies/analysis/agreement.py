@@ -549,6 +549,12 @@ def _judged_units(
     return P, unit_ideas, has_judge
 
 
+def _units_digest(P: np.ndarray, unit_ideas: np.ndarray) -> str:
+    """A digest of a judge's review matrix and its units' ideas (a cache key)."""
+    ideas = "\x1f".join(map(str, unit_ideas)).encode()
+    return hashlib.sha256(P.tobytes() + ideas).hexdigest()
+
+
 def _too_few_judged_units(n_units: int, top_fraction: float) -> str:
     """Why the judge's consistency cannot be computed on `n_units` units."""
     need = int(math.ceil(1 / top_fraction))
@@ -775,12 +781,9 @@ def judge_consistency(
     codes = np.unique(np.round(J, _TIE_DECIMALS), return_inverse=True)[1].astype(float)
     # The splits, resamples and permutations of units do not depend on the judge: the
     # first judge of these units and settings records them, the next ones replay them.
-    plan_key = (
-        "splits", metric, rows, top_fraction, n_splits, n_bootstrap, n_permutations,
-        splits_per_resample, seed,
-        hashlib.sha256(P.tobytes() + "\x1f".join(map(str, unit_ideas)).encode()).hexdigest(),
-    )  # fmt: skip
     cache = ceiling_cache if ceiling_cache is not None else {}
+    plan_key = ("splits", metric, rows, top_fraction, n_splits, n_bootstrap, n_permutations,
+                splits_per_resample, seed, _units_digest(P, unit_ideas))  # fmt: skip
     plans = cache.get(plan_key) or {"observed": [], "bootstrap": [], "permutations": []}
     acc = _judge_observed(
         out,
