@@ -5,6 +5,7 @@ PostgreSQL. Elsewhere the ORM is the rule."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from django.db import connection
@@ -24,12 +25,21 @@ def column(model: type[Model], field: str) -> str:
     return quoted(model._meta.get_field(field).column)  # type: ignore[union-attr,arg-type]
 
 
+@cache
+def _converters(vendor: str, field: Any) -> tuple[Any, tuple[Any, ...]]:
+    """The column expression of `field` and the functions the ORM applies to its values
+    read from a `vendor` database; they depend on the field and the backend only (the
+    connection is passed to each call), so they are looked up once per process."""
+    expression = field.get_col("x")
+    found = connection.ops.get_db_converters(expression)
+    return expression, tuple(found + expression.get_db_converters(connection))
+
+
 def from_db(field: Any, value: Any) -> Any:
     """`value` as read from the database, made what the ORM would make of it (a datetime
     from SQLite's text, a decoded JSON document, ...)."""
-    expression = field.get_col("x")
-    converters = connection.ops.get_db_converters(expression)
-    for convert in converters + expression.get_db_converters(connection):
+    expression, converters = _converters(connection.vendor, field)
+    for convert in converters:
         value = convert(value, expression, connection)
     return value
 
