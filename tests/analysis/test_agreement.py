@@ -11,6 +11,7 @@ from scipy import stats
 
 from studies.analysis import agreement as ag
 from studies.analysis.frame import unique_reviews
+from tests.analysis.splits import plain_half_means
 
 METRICS = ["novelty", "excitement", "feasibility", "effectiveness", "overall"]
 
@@ -227,17 +228,7 @@ def _reference_split(P, C, rng, top_fraction):
     (slots, reps, units) with NaN for no review, C (reps, units) the judge's score ranks;
     the picks are np.argpartition's. Same random draws, in the same order, as the module."""
     _, reps, units = P.shape
-    valid = ~np.isnan(P)
-    n = valid.sum(0)
-    h = n // 2 + ((n % 2 == 1) & (rng.random((reps, units)) < 0.5))
-    need, left = h.copy(), n.copy()
-    sum_a, total = np.zeros((reps, units)), np.zeros((reps, units))
-    for slot, ok in zip(P, valid, strict=True):
-        x = np.where(ok, slot, 0.0)
-        take = ok & (rng.random((reps, units)) * left < need)
-        sum_a, total = sum_a + x * take, total + x
-        need, left = need - take, left - ok
-    mean_a, mean_b = sum_a / h, (total - sum_a) / (n - h)
+    mean_a, mean_b = plain_half_means(P, rng)
     b = np.round(mean_b, 9)
     med = np.median(b, axis=-1, keepdims=True)
     pred_top = (b > med) | ((b == med) & (rng.random((reps, units)) < 0.5))

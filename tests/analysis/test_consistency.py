@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from studies.analysis import consistency as cons
+from tests.analysis.splits import plain_half_means
 
 METRICS = ["novelty", "excitement", "feasibility", "effectiveness", "overall"]
 
@@ -190,17 +191,7 @@ def _plain_split_batch(P: np.ndarray, rng: np.random.Generator, top_fraction: fl
     """`_split_batch` written plainly (the picks as boolean masks, integer counters), with
     the same random draws in the same order."""
     _, reps, units = P.shape
-    valid = ~np.isnan(P)
-    n = valid.sum(0)
-    h = n // 2 + ((n % 2 == 1) & (rng.random((reps, units)) < 0.5))
-    need, left = h.copy(), n.copy()
-    sum_a, total = np.zeros((reps, units)), np.zeros((reps, units))
-    for slot, ok in zip(P, valid, strict=True):
-        x = np.where(ok, slot, 0.0)
-        take = ok & (rng.random((reps, units)) * left < need)
-        sum_a, total = sum_a + x * take, total + x
-        need, left = need - take, left - ok
-    mean_a, mean_b = sum_a / h, (total - sum_a) / (n - h)
+    mean_a, mean_b = plain_half_means(P, rng)
     k = int(np.floor(top_fraction * units))
     key_a = np.round(mean_a, 9) + rng.random((reps, units)) * 1e-10
     part = np.argpartition(key_a, (k - 1, units - k), axis=-1)
