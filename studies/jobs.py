@@ -437,7 +437,8 @@ def worker_lost_reason(exception: BaseException) -> str:
     return f"{type(exception).__name__}: {text}"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process of this machine with this id exists."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -455,7 +456,7 @@ def job_mark_process_died(*, job_id: int, reason: str) -> bool:
     job = JobRun.objects.filter(
         pk=job_id, status=JobRun.Status.RUNNING, worker__startswith=node
     ).first()
-    if job is None or _alive(int(job.worker[len(node) :])):
+    if job is None or process_alive(int(job.worker[len(node) :])):
         return False
     return _set(
         job,

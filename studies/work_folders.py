@@ -21,19 +21,11 @@ from pathlib import Path
 
 from django.conf import settings
 
+from .jobs import process_alive
+
 
 def _host() -> str:
     return socket.gethostname().replace("-", "_") or "host"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def work_folders_sweep(root: Path | None = None) -> list[Path]:
@@ -45,7 +37,7 @@ def work_folders_sweep(root: Path | None = None) -> list[Path]:
     for folder in root.iterdir():
         host, _, rest = folder.name.partition("-")
         pid = rest.split("-", 1)[0]
-        if host != _host() or not pid.isdigit() or _alive(int(pid)):
+        if host != _host() or not pid.isdigit() or process_alive(int(pid)):
             continue
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
