@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 import logging
+import math
 import random
 import secrets
 from collections import Counter, defaultdict
@@ -99,27 +100,58 @@ def default_link_for(path: str) -> str:
 # --------------------------------------------------------------------------- rate limits
 
 
+def _rate_window(key: str, window: int) -> tuple[str, str, float]:
+    """The current and the previous fixed window's cache keys for `key`, and how far
+    into the current window we are (0 to 1)."""
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    now = timezone.now().timestamp()
+    index = int(now) // window
+    return (
+        f"ratelimit:{digest}:{index}",
+        f"ratelimit:{digest}:{index - 1}",
+        (now - index * window) / window,
+    )
+
+
+def _rate_over(previous: int, current: int, fraction: float, limit: float) -> bool:
+    # A sliding-window estimate: the previous window's attempts count in proportion to
+    # how much of it still lies within one window of now. An address that reached the
+    # limit in the previous window stays blocked through the current one, so neither a
+    # window boundary nor a burst split across it lets more attempts through.
+    # Rounded up, so an attempt counts in full until its share has slid out.
+    return previous >= limit or math.ceil(previous * (1 - fraction)) + current >= limit
+
+
 def rate_limit_hit(key: str, *, limit: int, window: int) -> bool:
     """Count one attempt under `key`; True when the caller is over `limit` per `window` s.
 
-    Fixed windows in the default cache: good enough to slow password guessing and token
-    probing from one address; not a substitute for a proxy's limits at scale.
+    Counted in the default cache, in fixed windows weighed as a sliding window (see
+    `_rate_over`); a lock-out lasts between one and two windows. Good enough to slow
+    password guessing and token probing; not a substitute for a proxy's limits at scale.
     """
-    bucket = f"ratelimit:{hashlib.sha256(key.encode()).hexdigest()}:{int(timezone.now().timestamp()) // window}"
-    if cache.add(bucket, 1, timeout=window + 5):
-        return False
-    try:
-        count = cache.incr(bucket)
-    except ValueError:  # expired between add and incr
-        cache.set(bucket, 1, timeout=window + 5)
-        return False
-    return count > limit
+    bucket, previous_bucket, fraction = _rate_window(key, window)
+    # Buckets outlive their window by one more: the next window still weighs them.
+    ttl = 2 * window + 5
+    if cache.add(bucket, 1, timeout=ttl):
+        count = 1
+    else:
+        try:
+            count = cache.incr(bucket)
+        except ValueError:  # expired between add and incr
+            cache.set(bucket, 1, timeout=ttl)
+            count = 1
+        # Caches without a native increment (file, database) re-store the value with
+        # their default timeout; put the bucket's own lifetime back.
+        cache.touch(bucket, ttl)
+    previous = cache.get(previous_bucket) or 0
+    return _rate_over(previous, count, fraction, limit + 1)
 
 
 def rate_limited(key: str, *, limit: int, window: int) -> bool:
     """True if `key` is already over its limit, without counting an attempt."""
-    bucket = f"ratelimit:{hashlib.sha256(key.encode()).hexdigest()}:{int(timezone.now().timestamp()) // window}"
-    return (cache.get(bucket) or 0) >= limit
+    bucket, previous_bucket, fraction = _rate_window(key, window)
+    got = cache.get_many([bucket, previous_bucket])
+    return _rate_over(got.get(previous_bucket, 0), got.get(bucket, 0), fraction, limit)
 
 
 # --------------------------------------------------------------------------- invitations

@@ -41,6 +41,7 @@ from studies.recruitment import (
     pair_task_submit,
     pair_tasks_create,
     rate_limit_hit,
+    rate_limited,
     reminders_send,
     review_draft_save,
     review_submit,
@@ -327,6 +328,49 @@ def test_rate_limiter_counts_per_key(db):
     assert not any(rate_limit_hit("k", limit=3, window=60) for _ in range(3))
     assert rate_limit_hit("k", limit=3, window=60)
     assert not rate_limit_hit("other", limit=3, window=60)
+
+
+def _at(seconds: float):
+    from datetime import UTC, datetime
+    from unittest import mock
+
+    moment = datetime.fromtimestamp(seconds, tz=UTC)
+    return mock.patch("studies.recruitment.timezone.now", return_value=moment)
+
+
+def test_a_limit_reached_just_before_a_window_boundary_still_holds_after_it(db):
+    cache.clear()
+    boundary = 1_800_000_000 - 1_800_000_000 % 60 + 60
+    with _at(boundary - 1):
+        for _ in range(3):
+            rate_limit_hit("k", limit=3, window=60)
+        assert rate_limited("k", limit=3, window=60)
+    with _at(boundary + 1):  # a new fixed window: the old limiter forgot everything here
+        assert rate_limited("k", limit=3, window=60)
+    with _at(boundary + 59):
+        assert rate_limited("k", limit=3, window=60)
+    with _at(boundary + 61):  # two windows on, the attempts no longer count
+        assert not rate_limited("k", limit=3, window=60)
+
+
+def test_a_burst_split_across_a_window_boundary_is_weighed_as_one(db):
+    cache.clear()
+    boundary = 1_800_000_000 - 1_800_000_000 % 60 + 60
+    with _at(boundary - 1):
+        for _ in range(2):
+            rate_limit_hit("k", limit=3, window=60)
+        assert not rate_limited("k", limit=3, window=60)
+    with _at(boundary + 1):
+        # 2 attempts a second ago still count: 1 more reaches the limit, though this
+        # window alone has counted only 1 of 3
+        rate_limit_hit("k", limit=3, window=60)
+        assert rate_limited("k", limit=3, window=60)
+    with _at(boundary + 61):  # the 2 have slid out; the 1 still counts
+        assert not rate_limited("k", limit=3, window=60)
+        rate_limit_hit("k", limit=3, window=60)
+        assert not rate_limited("k", limit=3, window=60)
+        rate_limit_hit("k", limit=3, window=60)
+        assert rate_limited("k", limit=3, window=60)
 
 
 @pytest.mark.django_db
