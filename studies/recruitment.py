@@ -34,7 +34,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .draft_sql import assignment_activity_update, review_draft_update
+from .draft_sql import assignment_activity_update, draft_save_at_once, review_draft_update
 from .jobs import ACTIVE as JOB_ACTIVE
 from .jobs import JobStopped, job_enqueue, job_finish, job_progress, job_start
 from .models import (
@@ -1022,7 +1022,8 @@ def review_draft_save(
     study's parsed form when the caller has it already.
 
     Autosaves come every few seconds from every reviewer typing, so this is a handful of
-    statements and no read under lock: the version is checked by the UPDATE itself (a
+    statements and no read under lock (on PostgreSQL usually one statement,
+    draft_save_at_once): the version is checked by the UPDATE itself (a
     submit that holds the review row makes it wait, and PostgreSQL then re-checks the
     version on the submitted row), and the assignment's activity is written only if no
     other request touched it since `assignment` was read (else it is read again under
@@ -1032,15 +1033,44 @@ def review_draft_save(
         raise RecruitmentError("The study is closed; reviews can no longer be changed.")
     _draft_check_text(definition or assignment.study.form_definition(), draft)
     now = timezone.now()
+    stored = {k: str(v)[:MAX_TEXT] for k, v in draft.items()}
+    review = _review_cached(assignment)
+    if review is not None and _draft_save_quick(assignment, review, stored, now, version):
+        return review
     with transaction.atomic():
         _commit_without_waiting_for_disk()
         _assignment_touch_for_draft(assignment, now)
-        review = _review_cached(assignment) or _review_for(assignment)
-        stored = {k: str(v)[:MAX_TEXT] for k, v in draft.items()}
+        review = review or _review_for(assignment)
         if not review_draft_update(review_id=review.pk, draft=stored, at=now, version=version):
             raise StaleReview(Review.objects.get(pk=review.pk))
     review.draft, review.draft_saved_at = stored, now
     return review
+
+
+def _draft_save_quick(
+    assignment: Assignment, review: Review, stored: dict[str, str], now: Any, version: int | None
+) -> bool:
+    """The usual autosave (its review exists, no other request touched the assignment
+    since it was read) in one statement on PostgreSQL (draft_save_at_once). False, with
+    nothing written and `assignment` as it was, when that does not apply."""
+    if connection.vendor != "postgresql":
+        return False
+    before = (assignment.opened_at, assignment.last_seen_at, assignment.active_seconds)
+    assignment.record_activity(now, IDLE_CAP_SECONDS)
+    if draft_save_at_once(
+        assignment=assignment,
+        seen=before[1],
+        draft_status=assignment.status == Assignment.Status.PENDING,
+        review_id=review.pk,
+        draft=stored,
+        at=now,
+        version=version,
+        quick_commit=not connection.in_atomic_block,
+    ):
+        review.draft, review.draft_saved_at = stored, now
+        return True
+    assignment.opened_at, assignment.last_seen_at, assignment.active_seconds = before
+    return False
 
 
 def _review_cached(assignment: Assignment) -> Review | None:
