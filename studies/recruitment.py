@@ -1052,7 +1052,7 @@ def _draft_save_quick(
 ) -> bool:
     """The usual autosave (its review exists, no other request touched the assignment
     since it was read) in one statement on PostgreSQL (draft_save_at_once). False, with
-    nothing written and `assignment` as it was, when that does not apply."""
+    `assignment` as it was read, when that does not apply; the draft is then not stored."""
     if connection.vendor != "postgresql":
         return False
     before = (assignment.opened_at, assignment.last_seen_at, assignment.active_seconds)
