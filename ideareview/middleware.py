@@ -1,5 +1,6 @@
-"""Our middleware: the request size limit, and the response headers Django's
-SecurityMiddleware does not set (Content-Security-Policy and Permissions-Policy).
+"""Our middleware: the proxy's scheme header believed only from the proxy, the request
+size limit, and the response headers Django's SecurityMiddleware does not set
+(Content-Security-Policy and Permissions-Policy).
 
 A dozen lines of our own rather than django-csp: one fixed policy from settings, no nonces
 (templates carry no inline scripts or styles at all), no new dependency. A response that
@@ -8,11 +9,47 @@ sets its own policy keeps it (the self-contained report document does).
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+
+
+@functools.lru_cache(maxsize=8)
+def _networks(proxies: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(ipaddress.ip_network(p, strict=False) for p in proxies)
+
+
+def trusted_proxy(address: str) -> bool:
+    """True when `address` is one of IDEAREVIEW_TRUSTED_PROXIES (an address or a network)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in net for net in _networks(tuple(settings.IDEAREVIEW_TRUSTED_PROXIES)))
+
+
+def proxy_scheme_header(
+    get_response: Callable[[HttpRequest], HttpResponse],
+) -> Callable[[HttpRequest], HttpResponse]:
+    """Drop the SECURE_PROXY_SSL_HEADER header (X-Forwarded-Proto) unless the request
+    comes from a trusted proxy. Django believes that header from anyone, so a client that
+    reached gunicorn's port directly over plain HTTP could claim HTTPS: no redirect to
+    HTTPS, HSTS and https:// links on a plain connection. gunicorn already ignores the
+    header from other addresses (forwarded_allow_ips), so without it the request's scheme
+    is gunicorn's. First in MIDDLEWARE: SecurityMiddleware's redirect reads the scheme."""
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        header = settings.SECURE_PROXY_SSL_HEADER
+        if header and not trusted_proxy(request.META.get("REMOTE_ADDR", "")):
+            request.META.pop(header[0], None)
+        return get_response(request)
+
+    return middleware
 
 
 def content_security_policy(

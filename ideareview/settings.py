@@ -114,6 +114,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "ideareview.middleware.proxy_scheme_header",
     "django.middleware.security.SecurityMiddleware",
     "ideareview.middleware.content_security_policy",
     "ideareview.middleware.request_size_limit",
@@ -320,13 +321,22 @@ IDEAREVIEW_BASE_URL = env_url(
 ).rstrip("/")
 
 # --- HTTPS and headers. Behind a TLS proxy set DJANGO_SECURE_PROXY_SSL_HEADER=1 (the proxy
-# must set X-Forwarded-Proto), DJANGO_SECURE_SSL_REDIRECT=1, DJANGO_SECURE_COOKIES=1 and
-# DJANGO_SECURE_HSTS_SECONDS; then `manage.py check --deploy` is clean.
+# must set X-Forwarded-Proto), IDEAREVIEW_TRUSTED_PROXIES (the proxy's address),
+# DJANGO_SECURE_SSL_REDIRECT=1, DJANGO_SECURE_COOKIES=1 and DJANGO_SECURE_HSTS_SECONDS;
+# then `manage.py check --deploy` is clean. X-Forwarded-Proto is believed only from the
+# trusted proxies (ideareview.middleware.proxy_scheme_header), so the header without them
+# would make every request plain HTTP and SSL redirect loop: start-up stops instead.
 SECURE_PROXY_SSL_HEADER = (
     ("HTTP_X_FORWARDED_PROTO", "https")
     if env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", False)
     else None
 )
+if SECURE_PROXY_SSL_HEADER and not IDEAREVIEW_TRUSTED_PROXIES:
+    raise ImproperlyConfigured(
+        "DJANGO_SECURE_PROXY_SSL_HEADER=1 needs IDEAREVIEW_TRUSTED_PROXIES, the address of the "
+        "proxy that sets X-Forwarded-Proto (e.g. 127.0.0.1): the header is believed only "
+        "from those addresses"
+    )
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
 SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)

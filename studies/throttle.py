@@ -10,12 +10,9 @@ counted under and everyone behind the proxy is not counted as one.
 
 from __future__ import annotations
 
-import functools
-import ipaddress
-from typing import Any
-
-from django.conf import settings
 from django.http import HttpRequest
+
+from ideareview.middleware import trusted_proxy
 
 from .recruitment import rate_limit_hit, rate_limited
 
@@ -26,27 +23,14 @@ LOGIN_ADDRESS_LIMIT = (50, 300)  # one address trying many accounts
 TOKEN_LIMIT = (20, 600)  # failed invitation links per address
 
 
-@functools.lru_cache(maxsize=8)
-def _trusted(proxies: tuple[str, ...]) -> tuple[Any, ...]:
-    return tuple(ipaddress.ip_network(p, strict=False) for p in proxies)
-
-
-def _is_trusted(address: str) -> bool:
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return any(ip in net for net in _trusted(tuple(settings.IDEAREVIEW_TRUSTED_PROXIES)))
-
-
 def client_address(request: HttpRequest) -> str:
     remote = request.META.get("REMOTE_ADDR", "")
-    if not _is_trusted(remote):
+    if not trusted_proxy(remote):
         return remote
     hops = [h.strip() for h in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
     hops = [h for h in hops if h]
     for hop in reversed(hops):
-        if not _is_trusted(hop):
+        if not trusted_proxy(hop):
             return hop
     return hops[0] if hops else remote
 

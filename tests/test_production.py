@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core import mail
 from django.core.management import call_command
 from django.db import OperationalError
@@ -54,6 +55,7 @@ DEPLOY_ENV = {
     "DJANGO_ALLOWED_HOSTS": "review.example.org",
     "DJANGO_SECURE_SSL_REDIRECT": "1",
     "DJANGO_SECURE_PROXY_SSL_HEADER": "1",
+    "IDEAREVIEW_TRUSTED_PROXIES": "127.0.0.1",
     "DJANGO_SECURE_COOKIES": "1",
     "DJANGO_SECURE_HSTS_SECONDS": "31536000",
     "DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
@@ -75,6 +77,72 @@ def test_a_malformed_base_url_stops_start_up_naming_the_variable(tmp_path):
     result = _manage("check", env={"IDEAREVIEW_BASE_URL": "review.example.org"}, var_dir=tmp_path)
     assert result.returncode != 0
     assert "IDEAREVIEW_BASE_URL='review.example.org' is not a URL" in result.stderr
+
+
+def test_the_proxy_header_without_trusted_proxies_stops_start_up(tmp_path):
+    # Believed from no one, X-Forwarded-Proto would leave every request plain HTTP behind
+    # the proxy, and the SSL redirect would send the browser round in circles.
+    env = {**DEPLOY_ENV, "IDEAREVIEW_TRUSTED_PROXIES": ""}
+    result = _manage("check", env=env, var_dir=tmp_path)
+    assert result.returncode != 0
+    assert "DJANGO_SECURE_PROXY_SSL_HEADER=1 needs IDEAREVIEW_TRUSTED_PROXIES" in result.stderr
+
+
+@pytest.fixture
+def behind_proxy(settings):
+    """The documented HTTPS settings, with the proxy on loopback."""
+    settings.ALLOWED_HOSTS = ["review.example.org"]
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.IDEAREVIEW_TRUSTED_PROXIES = ["127.0.0.1"]
+    settings.SECURE_SSL_REDIRECT = True
+    settings.SECURE_HSTS_SECONDS = 3600
+    settings.SESSION_COOKIE_SECURE = settings.CSRF_COOKIE_SECURE = True
+    return settings
+
+
+@pytest.mark.django_db
+def test_x_forwarded_proto_is_believed_only_from_a_trusted_proxy(behind_proxy):
+    # A client that reaches gunicorn's port directly cannot claim HTTPS: it is redirected
+    # to HTTPS and gets no HSTS over plain HTTP.
+    direct = Client(REMOTE_ADDR="192.0.2.5", HTTP_HOST="review.example.org")
+    response = direct.get("/login/", HTTP_X_FORWARDED_PROTO="https")
+    assert response.status_code == 301
+    assert response["Location"] == "https://review.example.org/login/"
+    assert "Strict-Transport-Security" not in response
+    # The same header from the proxy is believed.
+    proxy = Client(REMOTE_ADDR="127.0.0.1", HTTP_HOST="review.example.org")
+    response = proxy.get("/login/", HTTP_X_FORWARDED_PROTO="https")
+    assert response.status_code == 200
+    assert response["Strict-Transport-Security"] == "max-age=3600"
+    assert proxy.get("/login/").status_code == 301  # the proxy's own plain-HTTP request
+
+
+@pytest.mark.django_db
+def test_a_login_through_the_tls_proxy_passes_the_csrf_check(behind_proxy):
+    # The browser's Origin names the port; the proxy passes the Host it was sent
+    # (nginx: Host $http_host), so the two agree without CSRF_TRUSTED_ORIGINS.
+    get_user_model().objects.create_user("ada", password="Proxy-pass-4821")
+    https = {"HTTP_X_FORWARDED_PROTO": "https", "HTTP_X_FORWARDED_FOR": "198.51.100.7"}
+    browser = Client(
+        enforce_csrf_checks=True, REMOTE_ADDR="127.0.0.1", HTTP_HOST="review.example.org:8443"
+    )
+    page = browser.get("/login/", **https)
+    assert page.status_code == 200
+    cookie = page.cookies["csrftoken"]
+    assert cookie["secure"]
+    form = {
+        "csrfmiddlewaretoken": cookie.value,
+        "username": "ada",
+        "password": "Proxy-pass-4821",
+    }
+    origin = {"HTTP_ORIGIN": "https://review.example.org:8443", **https}
+    response = browser.post("/login/", form, **origin)
+    assert response.status_code == 302
+    session = response.cookies["sessionid"]
+    assert session["secure"] and session["httponly"]
+    # The same POST from another origin is refused.
+    other = {**origin, "HTTP_ORIGIN": "https://evil.example.net"}
+    assert browser.post("/login/", form, **other).status_code == 403
 
 
 def test_no_module_reads_a_setting_with_a_default_of_its_own():
