@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from django.urls import reverse
@@ -60,6 +61,29 @@ def test_an_editor_picks_a_built_in_after_previewing_it(client, owner, study):
     assert r.status_code == 302
     study.refresh_from_db()
     assert study.form_definition() == EXECUTION_FORM
+
+
+def selected_builtin(page: str) -> list[str]:
+    """The values of the built-in list's selected options."""
+    select = page.split('id="id_builtin"', 1)[1].split("</select>", 1)[0]
+    return re.findall(r'<option value="([^"]+)" selected>', select)
+
+
+def test_a_previewed_built_in_stays_selected_so_use_applies_it(client, owner, study):
+    client.force_login(owner)
+    url = reverse("studies:study_form", args=[study.slug])
+    assert selected_builtin(client.get(url).content.decode()) == ["si2024@2"]
+    r = client.post(url, {"source": "builtin", "builtin": "execution@1", "intent": "preview"})
+    page = r.content.decode()
+    assert selected_builtin(page) == ["execution@1"]
+    assert "under the built-in list, where it is selected" in page
+    # an upload's preview says where to use it, since the browser empties the file field
+    upload = io.BytesIO(EXECUTION_FORM.to_json().encode())
+    upload.name = "exec.json"
+    r = client.post(url, {"source": "upload", "file": upload, "intent": "preview"})
+    page = r.content.decode()
+    assert "under the editor below" in page
+    assert selected_builtin(page) == ["si2024@2"]  # the current form, not the upload
 
 
 def test_an_uploaded_form_file_is_validated_naming_the_metric(client, owner, study):

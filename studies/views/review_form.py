@@ -110,6 +110,10 @@ def study_form(request: HttpRequest, slug: str) -> HttpResponse:
                 )
                 return redirect("studies:study_form", study.slug)
     shown = candidate or current
+    # The built-in list keeps what the editor just previewed selected, so its "Use this
+    # form" applies that form rather than the list's first entry.
+    source = request.POST.get("source", "") if request.method == "POST" else ""
+    selected = candidate if candidate is not None and source == "builtin" else current
     return render(
         request,
         "studies/forms/form.html",
@@ -120,7 +124,15 @@ def study_form(request: HttpRequest, slug: str) -> HttpResponse:
             "candidate": candidate,
             "problems": problems,
             "preview": form_preview(shown),
-            "builtins": BUILTIN_FORMS,
+            "builtins": [
+                (
+                    f"{f.key}@{f.version}",
+                    f"{f.title} ({f.key} v{f.version}, {len(f.metrics)} metrics)",
+                    (f.key, f.version) == (selected.key, selected.version),
+                )
+                for f in BUILTIN_FORMS
+            ],
+            "source": source,
             "json_text": text or _editable_copy(study, current),
         },
         status=400 if problems else 200,
