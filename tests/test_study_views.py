@@ -7,8 +7,10 @@ import io
 import pytest
 from django.urls import reverse
 
+from studies.ideaprep import ideas_exclude
 from studies.models import Review, StudyReport
 from tests.conftest import SI_REVIEWS, SI_TITLES
+from tests.factories import make_prep_study
 
 
 def owner_urls(slug: str) -> list[str]:
@@ -49,6 +51,28 @@ def test_owner_sees_the_study_and_its_data_quality_summary(client, si2024_study,
     assert "rows flagged (kept, marked): 2" in page
     assert "AI_Rerank" in page
     assert client.get(reverse("studies:study_list")).status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_study_page_counts_ideas_left_out_by_topic_matching_apart(client, owner):
+    study, ideas = make_prep_study(owner, slug="glance")
+    ideas_exclude(study=study, ideas=[ideas["gpt"]], reason="topic matching")  # one of two AI ideas
+    client.force_login(owner)
+    page = client.get(reverse("studies:study_detail", args=[study.slug])).content.decode()
+    glance = page.split('id="glance-ideas">', 1)[1].split("</dd>", 1)[0]
+    assert glance.startswith("2 ") and "and 1 left out" in glance
+    conditions = page.split("<h3>Conditions</h3>", 1)[1].split("</table>", 1)[0]
+    assert "<td>AI</td><td>AI</td><td>1</td>" in conditions
+    assert "<td>Human</td><td>Human</td><td>1</td>" in conditions
+
+
+@pytest.mark.django_db
+def test_the_study_page_links_every_part_of_the_study(client, owner):
+    study, _ = make_prep_study(owner, slug="links")
+    client.force_login(owner)
+    page = client.get(reverse("studies:study_detail", args=[study.slug])).content.decode()
+    for name in ("studies:study_plan", "judging:home", "studies:study_payments"):
+        assert f'href="{reverse(name, args=[study.slug])}"' in page, name
 
 
 @pytest.mark.django_db

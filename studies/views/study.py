@@ -168,10 +168,17 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
     batch = ImportBatch.objects.filter(study=study).first()
     steps = study_steps(study)
+    # Ideas left out by topic matching are not part of the study: count them apart, so
+    # the figures match the topic-matching page and the assignment.
     conditions = [
-        {"key": c.key, "kind": c.get_kind_display(), "ideas": c.memberships.count()}
+        {
+            "key": c.key,
+            "kind": c.get_kind_display(),
+            "ideas": c.memberships.filter(idea__exclusion__isnull=True).count(),
+        }
         for c in study.conditions.all()
     ]
+    n_left_out = study.ideas.filter(exclusion__isnull=False).count()
     return render(
         request,
         "studies/study_detail.html",
@@ -181,7 +188,8 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "quality_lines": _import_lines(batch),
             "conditions": conditions,
             "topics": study.topics.all(),
-            "n_ideas": study.ideas.count(),
+            "n_ideas": study.ideas.count() - n_left_out,
+            "n_left_out": n_left_out,
             "n_reviews": study.reviews.filter(status="submitted").count(),
             "n_flagged": study.reviews.exclude(flags=[]).count(),
             "report": StudyReport.objects.filter(study=study).first(),
