@@ -325,6 +325,7 @@ def test_new_study_settings_and_team_pages_fit_a_phone(browser, live_server, art
         ("/studies/new/", "new-study"),
         ("/studies/phone/settings/", "settings"),
         ("/studies/phone/members/", "team"),
+        ("/studies/phone/plan/", "plan"),  # its 64-character plan hash wraps
     ]:
         page.goto(path)
         walk.shot(name)

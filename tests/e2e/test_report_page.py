@@ -52,3 +52,13 @@ def test_owner_reads_the_report_with_agreement_and_downloads_pdf_and_package(
     with zipfile.ZipFile(package) as z:
         assert "package/data/reviews.csv" in z.namelist()
     context.close()
+
+    # The standalone report.html on a phone: its wide tables scroll in place.
+    context, page = new_page(browser, live_server.url, width=375, height=800)
+    owner_login(page)
+    page.goto(f"/studies/{seeded.study.slug}/report/files/report.html")
+    assert page.locator(".rep table").count() > 5
+    width = page.evaluate("document.documentElement.scrollWidth")
+    page.screenshot(path=str(artifacts / "report-html-phone.png"))
+    assert width <= 375, f"report.html is {width} px wide at 375 px"
+    context.close()
