@@ -65,6 +65,17 @@ def _failures_in_another_process(cache_url: str, tmp_path: Path, n: int) -> None
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.django_db
+def test_the_login_page_asks_for_an_email_or_a_username_and_takes_a_username():
+    """Researchers' accounts (create_researcher, the demo's) have usernames, not emails."""
+    get_user_model().objects.create_user("ada", email="ada@example.org", password="pw-ada-1234")
+    client = Client()
+    page = client.get("/login/").content.decode()
+    assert "Email or username" in page and "<title>Log in" in page
+    r = client.post("/login/", {"username": "ada", "password": "pw-ada-1234"})
+    assert r.status_code == 302
+
+
 @pytest.mark.parametrize("kind", ["file", "redis"])
 @pytest.mark.django_db
 def test_failed_logins_in_another_process_count_against_the_same_limit(kind, tmp_path):
