@@ -321,6 +321,20 @@ def test_double_submit_stores_one_review_and_edits_until_close(client, seeded):
 
 
 @pytest.mark.django_db
+def test_a_closed_studys_work_is_offered_to_view_not_to_edit_or_start(client, seeded):
+    a, _ = first_work(seeded)
+    client.force_login(seeded.users[0])
+    client.post(reverse("studies:review_submit", args=[a.pk]), full_answers(seeded.study))
+    home = reverse("studies:reviewer_home")
+    page = client.get(home).content.decode()
+    assert "View or edit" in page and ">Start<" in page and ">Rate<" in page
+    study_close(study=seeded.study)
+    page = client.get(home).content.decode()
+    assert "View or edit" not in page and ">Start<" not in page and ">Rate<" not in page
+    assert ">View<" in page
+
+
+@pytest.mark.django_db
 def test_pair_page_shows_both_sides_and_stores_judgments(client, seeded):
     _, t = first_work(seeded)
     client.force_login(seeded.users[0])
