@@ -73,6 +73,11 @@ def test_the_study_page_links_every_part_of_the_study(client, owner):
     page = client.get(reverse("studies:study_detail", args=[study.slug])).content.decode()
     for name in ("studies:study_plan", "judging:home", "studies:study_payments"):
         assert f'href="{reverse(name, args=[study.slug])}"' in page, name
+    # the study's own pages share one menu, which reaches the report and the settings
+    for page_name in ("studies:study_form", "studies:ideas_list", "studies:study_report"):
+        page = client.get(reverse(page_name, args=[study.slug])).content.decode()
+        for name in ("studies:study_report", "studies:study_settings", "studies:study_plan"):
+            assert f'href="{reverse(name, args=[study.slug])}"' in page, (page_name, name)
 
 
 @pytest.mark.django_db
