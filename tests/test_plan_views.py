@@ -68,7 +68,12 @@ def test_viewer_reads_but_cannot_change_or_freeze(client, study, django_user_mod
 def test_owner_freezes_once_and_not_after_a_report(client, owner, study):
     _login(client, owner, "owner-pass-123")
     freeze = reverse("studies:study_plan_freeze", args=[study.slug])
-    client.post(freeze)
+    client.post(freeze)  # without the ticked confirmation nothing is registered
+    study.refresh_from_db()
+    assert study.analysis_plan_frozen_at is None
+    page = client.get(reverse("studies:study_plan", args=[study.slug])).content.decode()
+    assert "Tick the confirmation to freeze the plan" in page
+    client.post(freeze, {"confirm": "freeze"})
     study.refresh_from_db()
     assert study.analysis_plan_frozen_at is not None and len(study.analysis_plan_hash) == 64
     client.post(
@@ -82,8 +87,8 @@ def test_owner_freezes_once_and_not_after_a_report(client, owner, study):
 def test_a_plan_cannot_be_frozen_from_the_page_after_a_report(client, owner, study):
     StudyReport.objects.create(study=study, data={}, directory="/nonexistent")
     _login(client, owner, "owner-pass-123")
-    client.post(reverse("studies:study_plan_freeze", args=[study.slug]))
+    client.post(reverse("studies:study_plan_freeze", args=[study.slug]), {"confirm": "freeze"})
     study.refresh_from_db()
     assert study.analysis_plan_frozen_at is None
     page = client.get(reverse("studies:study_plan", args=[study.slug])).content.decode()
-    assert "can no longer be registered" in page
+    assert "The plan was not frozen" in page and "can no longer be registered" in page

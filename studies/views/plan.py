@@ -77,6 +77,11 @@ def study_plan_page(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def study_plan_freeze_view(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=OWNER)
+    # A registration is for good (there is no unfreezing), so it takes a ticked box, as
+    # closing the study does.
+    if request.POST.get("confirm") != "freeze":
+        messages.error(request, "Tick the confirmation to freeze the plan.")
+        return redirect("studies:study_plan", slug=study.slug)
     try:
         digest = study_plan_freeze(study=study, actor=request.user)
     except PlanError as exc:
