@@ -21,6 +21,13 @@ what happened to a job whose worker died. The rules:
   dies (Celery's WorkerLostError): it marks the job that process held lost at once. It
   also writes when it takes a job's message off the queue, so a job whose worker died
   after taking the message but before claiming the job is lost too, not queued for ever.
+
+Judge runs (judging's `JudgeRun`) keep rows of their own with the same lifecycle fields
+(status with the same values, lease, heartbeat_at, worker, received_at, attempts) and go
+through the functions here that take any job row: `task_send`, `job_mark_if_lost`,
+`job_cancel`, `job_requeue`, `lease_take`, `lease_heartbeat`, `job_mark_process_died`.
+Judging registers its task with `worker_task_register`, so the worker's main process
+looks after its rows as it does after `JobRun`s.
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ from celery import signals
 from celery.exceptions import WorkerLostError
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Q
+from django.db.models import DateTimeField, F, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from .models import JobRun, Study
@@ -49,6 +57,10 @@ from .models import JobRun, Study
 log = logging.getLogger(__name__)
 
 ACTIVE = (JobRun.Status.QUEUED, JobRun.Status.RUNNING)
+
+JobRow = Any
+"""A `JobRun`, or a row of another model with the same lifecycle fields and Status values
+(judging's `JudgeRun`)."""
 
 # Publishing gives up after a few quick tries: the request that starts a job waits for
 # it, and a job that could not be sent says so and offers a retry.
@@ -77,6 +89,27 @@ def job_kind_register(kind: JobKind) -> None:
     JOB_KINDS[kind.kind] = kind
 
 
+WORKER_TASKS: dict[str, Any] = {}
+
+
+def worker_task_register(task: Any, model: Any) -> None:
+    """A task, other than a job kind's, that takes the id of a `model` row with the job
+    lifecycle fields: the worker's main process writes `received_at` when it takes the
+    task's message and marks the row lost when the pool process that runs it dies."""
+    WORKER_TASKS[task.name] = model
+
+
+def _row_model(task_name: str | None) -> Any:
+    """The model whose rows the task with this name runs, or None for any other task."""
+    if any(kind.task.name == task_name for kind in JOB_KINDS.values()):
+        return JobRun
+    return WORKER_TASKS.get(task_name or "")
+
+
+def _rows(job: JobRow) -> Any:
+    return type(job)._default_manager
+
+
 def job_start(
     *, study: Study, kind: str, actor: Any = None, total: int = 0, **params: Any
 ) -> JobRun:
@@ -96,18 +129,21 @@ def job_enqueue(*, job: JobRun) -> JobRun:
 
 
 def job_send(*, job: JobRun) -> bool:
-    """Publish the job's task now. A broker that cannot be reached marks the job failed
-    with a message that says so; the job can be retried once the broker is back."""
+    """Publish the job's task now (see `task_send`)."""
+    return task_send(task=JOB_KINDS[job.kind].task, row=job)
+
+
+def task_send(*, task: Any, row: JobRow) -> bool:
+    """Publish `task(row.pk)` now. A broker that cannot be reached marks the row failed
+    with a message that says so; it can be retried once the broker is back."""
     try:
-        JOB_KINDS[job.kind].task.apply_async(
-            (job.pk,), retry=True, retry_policy=PUBLISH_RETRY_POLICY
-        )
+        task.apply_async((row.pk,), retry=True, retry_policy=PUBLISH_RETRY_POLICY)
     except Exception as exc:  # kombu raises many types for an unreachable broker
-        log.warning("could not send %s job %s: %s", job.kind, job.pk, exc)
+        log.warning("could not send %s %s: %s", task.name, row.pk, exc)
         _set(
-            job,
-            JobRun.objects.filter(pk=job.pk, status=JobRun.Status.QUEUED),
-            status=JobRun.Status.FAILED,
+            row,
+            _rows(row).filter(pk=row.pk, status=row.Status.QUEUED),
+            status=row.Status.FAILED,
             finished_at=timezone.now(),
             error=(
                 "could not be sent to the task queue, so no worker will run it "
@@ -141,16 +177,16 @@ def _lost_after() -> timedelta:
     return timedelta(seconds=settings.JOB_LOST_AFTER_SECONDS)
 
 
-def job_mark_if_lost(*, job: JobRun) -> bool:
+def job_mark_if_lost(*, job: JobRow) -> bool:
     """Mark a running job lost when its worker has not written a heartbeat for
     JOB_LOST_AFTER_SECONDS, and a queued job whose message a worker took that long ago
     without claiming the job (the worker died in between; on the filesystem broker the
     message is gone). A queued job no worker has taken is never lost: it waits for a
     worker (with one worker it may wait behind a six-hour normalization), and its page
     says so."""
-    if job.status == JobRun.Status.QUEUED and job.received_at is not None:
+    if job.status == job.Status.QUEUED and job.received_at is not None:
         return _mark_if_never_claimed(job)
-    if job.status != JobRun.Status.RUNNING:
+    if job.status != job.Status.RUNNING:
         return False
     last = job.heartbeat_at or job.started_at or job.created_at
     if last > timezone.now() - _lost_after():
@@ -158,8 +194,8 @@ def job_mark_if_lost(*, job: JobRun) -> bool:
     seconds = int((timezone.now() - last).total_seconds())
     return _set(
         job,
-        JobRun.objects.filter(pk=job.pk, status=job.status, heartbeat_at=job.heartbeat_at),
-        status=JobRun.Status.LOST,
+        _rows(job).filter(pk=job.pk, status=job.status, heartbeat_at=job.heartbeat_at),
+        status=job.Status.LOST,
         finished_at=timezone.now(),
         error=(
             f"lost: its worker has sent no heartbeat for {seconds} s (the process was "
@@ -169,7 +205,7 @@ def job_mark_if_lost(*, job: JobRun) -> bool:
     )
 
 
-def _mark_if_never_claimed(job: JobRun) -> bool:
+def _mark_if_never_claimed(job: JobRow) -> bool:
     received = job.received_at
     assert received is not None
     if received > timezone.now() - _lost_after():
@@ -177,8 +213,8 @@ def _mark_if_never_claimed(job: JobRun) -> bool:
     seconds = int((timezone.now() - received).total_seconds())
     return _set(
         job,
-        JobRun.objects.filter(pk=job.pk, status=JobRun.Status.QUEUED, received_at=received),
-        status=JobRun.Status.LOST,
+        _rows(job).filter(pk=job.pk, status=job.Status.QUEUED, received_at=received),
+        status=job.Status.LOST,
         finished_at=timezone.now(),
         error=(
             f"lost: a worker took it from the queue {seconds} s ago but never started it "
@@ -188,15 +224,17 @@ def _mark_if_never_claimed(job: JobRun) -> bool:
     )
 
 
-def job_cancel(*, job: JobRun) -> bool:
-    """Cancel a queued or running job. This is a row update, so it works whether or not
-    a worker still runs it; a live worker stops at its next progress tick."""
+def job_cancel(*, job: JobRow, **fields: Any) -> bool:
+    """Cancel a queued or running job (any job row; `fields` are written with it). This
+    is a row update, so it works whether or not a worker still runs it; a live worker
+    stops at its next progress tick."""
     return _set(
         job,
-        JobRun.objects.filter(pk=job.pk, status__in=ACTIVE),
-        status=JobRun.Status.CANCELLED,
+        _rows(job).filter(pk=job.pk, status__in=ACTIVE),
+        status=job.Status.CANCELLED,
         finished_at=timezone.now(),
         message="cancelled",
+        **fields,
     )
 
 
@@ -212,23 +250,30 @@ def job_retry(*, job: JobRun) -> JobRun:
     other = job_active(study=job.study, kind=job.kind)
     if other is not None and other.pk != job.pk:
         raise JobNotRetryable(f"another {job.kind} job ({other.pk}) is already queued or running")
-    if not _set(
+    if not job_requeue(job=job, message="queued again"):
+        raise JobNotRetryable("the job changed meanwhile; reload the page")
+    return job_enqueue(job=job)
+
+
+def job_requeue(*, job: JobRow, **fields: Any) -> bool:
+    """Put a job row back to queued, as no worker has ever held it (lease, heartbeat,
+    worker and `received_at` cleared), if its status is still the one the caller saw;
+    `fields` are written with it. The caller then sends its task."""
+    return _set(
         job,
-        JobRun.objects.filter(pk=job.pk, status=job.status),
-        status=JobRun.Status.QUEUED,
+        _rows(job).filter(pk=job.pk, status=job.status),
+        status=job.Status.QUEUED,
         error="",
-        message="queued again",
         finished_at=None,
         lease="",
         heartbeat_at=None,
         worker="",
         received_at=None,
-    ):
-        raise JobNotRetryable("the job changed meanwhile; reload the page")
-    return job_enqueue(job=job)
+        **fields,
+    )
 
 
-def _set(job: JobRun, rows: Any, **fields: Any) -> bool:
+def _set(job: JobRow, rows: Any, **fields: Any) -> bool:
     """Conditional update of a job row; the object follows only when the row changed."""
     if not rows.update(**fields):
         return False
@@ -244,28 +289,35 @@ def job_claim(*, job_id: int, kind: str) -> JobRun | None:
     """Take the job for this worker under a fresh lease, or None when it is not ours to
     run: finished, cancelled, held by another worker whose heartbeat is fresh, or not of
     the kind the task runs."""
+    if not lease_take(JobRun, job_id, where=Q(kind=kind)):
+        job = JobRun.objects.filter(pk=job_id).first()
+        if job is not None:
+            log.info("job %s not claimed: %s, heartbeat %s", job_id, job.status, job.heartbeat_at)
+        return None
+    return JobRun.objects.select_related("study").get(pk=job_id)
+
+
+def lease_take(model: Any, pk: int, *, where: Q | None = None, **fields: Any) -> bool:
+    """Take the `model` row (any job row) for this process under a fresh lease: a queued
+    row, or a running one whose heartbeat is stale (its worker is gone). False when it is
+    not ours to run: finished, cancelled, lost, or held under a fresh heartbeat. The
+    claim writes the holding process ("node:pid"), the heartbeat, the first start and
+    the attempt's number; `fields` are written with them."""
     now = timezone.now()
-    lease = uuid.uuid4().hex
-    stale = now - _lost_after()
-    claimable = Q(status=JobRun.Status.QUEUED) | Q(
-        status=JobRun.Status.RUNNING, heartbeat_at__lt=stale
+    claimable = Q(status=model.Status.QUEUED) | Q(
+        status=model.Status.RUNNING, heartbeat_at__lt=now - _lost_after()
     )
-    job = JobRun.objects.filter(pk=job_id).select_related("study").first()
-    if job is None:
-        return None
-    taken = JobRun.objects.filter(claimable, pk=job_id, kind=kind).update(
-        status=JobRun.Status.RUNNING,
-        lease=lease,
-        worker=f"{_node()}:{os.getpid()}",
-        heartbeat_at=now,
-        started_at=job.started_at or now,
-        attempts=job.attempts + 1,
+    return bool(
+        model._default_manager.filter(claimable, where or Q(), pk=pk).update(
+            status=model.Status.RUNNING,
+            lease=uuid.uuid4().hex,
+            worker=f"{_node()}:{os.getpid()}",
+            heartbeat_at=now,
+            started_at=Coalesce("started_at", Value(now), output_field=DateTimeField()),
+            attempts=F("attempts") + 1,
+            **fields,
+        )
     )
-    if not taken:
-        log.info("job %s not claimed: %s, heartbeat %s", job_id, job.status, job.heartbeat_at)
-        return None
-    job.refresh_from_db()
-    return job
 
 
 class RowHeartbeat(threading.Thread):
@@ -304,11 +356,13 @@ class RowHeartbeat(threading.Thread):
         self.join()
 
 
-def _job_heartbeat(job: JobRun) -> RowHeartbeat:
-    job_id, lease = job.pk, job.lease
+def lease_heartbeat(job: JobRow) -> RowHeartbeat:
+    """The heartbeat of a job row this worker holds: it ends when the row is no longer
+    running under the lease (cancelled, lost, taken over)."""
+    rows, job_id, lease, running = _rows(job), job.pk, job.lease, job.Status.RUNNING
     return RowHeartbeat(
-        f"job-{job_id}-heartbeat",
-        lambda: JobRun.objects.filter(pk=job_id, lease=lease, status=JobRun.Status.RUNNING),
+        f"{job._meta.model_name}-{job_id}-heartbeat",
+        lambda: rows.filter(pk=job_id, lease=lease, status=running),
     )
 
 
@@ -321,7 +375,7 @@ def job_run(*, job_id: int, kind: str, work: Callable[[JobRun], Any]) -> JobRun 
     if job is None:
         return None
     try:
-        with _job_heartbeat(job):
+        with lease_heartbeat(job):
             work(job)
     except JobStopped:
         log.info("%s job %s stopped: no longer this worker's", job.kind, job.pk)
@@ -390,10 +444,6 @@ def _node() -> str:
     return _NODE["name"] or socket.gethostname()
 
 
-def _job_task(name: str | None) -> bool:
-    return any(kind.task.name == name for kind in JOB_KINDS.values())
-
-
 @contextmanager
 def _main_process_database() -> Iterator[None]:
     """Database work in a signal handler of the worker's main process: a fresh
@@ -410,10 +460,11 @@ def _main_process_database() -> Iterator[None]:
 
 @signals.task_received.connect
 def _job_message_received(request: Any = None, **_: Any) -> None:
-    if request is None or not _job_task(request.name) or not request.args:
+    model = _row_model(request.name) if request is not None else None
+    if model is None or not request.args:
         return
     with _main_process_database():
-        JobRun.objects.filter(pk=request.args[0], status=JobRun.Status.QUEUED).update(
+        model._default_manager.filter(pk=request.args[0], status=model.Status.QUEUED).update(
             received_at=timezone.now()
         )
 
@@ -424,10 +475,11 @@ def _job_process_died(
 ) -> None:
     if not isinstance(exception, WorkerLostError):
         return
-    if not args or not _job_task(getattr(sender, "name", None)):
+    model = _row_model(getattr(sender, "name", None))
+    if not args or model is None:
         return
     with _main_process_database():
-        job_mark_process_died(job_id=args[0], reason=worker_lost_reason(exception))
+        job_mark_process_died(job_id=args[0], reason=worker_lost_reason(exception), model=model)
 
 
 def worker_lost_reason(exception: BaseException) -> str:
@@ -448,20 +500,19 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def job_mark_process_died(*, job_id: int, reason: str) -> bool:
-    """Mark the job lost now if it is running under a process of this worker that no
-    longer exists. A job held by a live process (another delivery that took it over, on
-    this worker or another) is left alone."""
+def job_mark_process_died(*, job_id: int, reason: str, model: Any = JobRun) -> bool:
+    """Mark the job (a `model` row) lost now if it is running under a process of this
+    worker that no longer exists. A job held by a live process (another delivery that
+    took it over, on this worker or another) is left alone."""
     node = f"{_node()}:"
-    job = JobRun.objects.filter(
-        pk=job_id, status=JobRun.Status.RUNNING, worker__startswith=node
-    ).first()
+    running = model.Status.RUNNING
+    job = model._default_manager.filter(pk=job_id, status=running, worker__startswith=node).first()
     if job is None or process_alive(int(job.worker[len(node) :])):
         return False
     return _set(
         job,
-        JobRun.objects.filter(pk=job.pk, status=JobRun.Status.RUNNING, lease=job.lease),
-        status=JobRun.Status.LOST,
+        model._default_manager.filter(pk=job.pk, status=running, lease=job.lease),
+        status=model.Status.LOST,
         finished_at=timezone.now(),
         error=(
             f"lost: the worker process that ran it ({job.worker}) died ({reason}). Retry "
