@@ -18,6 +18,7 @@ class JudgingConfig(AppConfig):
         from studies.overview import judge_run_counter_register
         from studies.package import package_section_register
 
+        from . import tasks  # noqa: F401  (registers the judge-run task with studies.jobs)
         from .demo import DEMO_JUDGING
         from .package_section import judges_section
         from .run_counts import study_judge_run_counts

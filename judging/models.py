@@ -39,6 +39,7 @@ class JudgeRun(models.Model):
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
         BUDGET = "budget", "Stopped: budget reached"
+        LOST = "lost", "Lost"
 
     ACTIVE = frozenset({Status.QUEUED, Status.RUNNING})
 
@@ -70,6 +71,15 @@ class JudgeRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The background-job lifecycle of studies.jobs, on this row: the lease token its worker
+    # writes when it takes the run (every write of the worker is conditional on it), the
+    # process that holds it ("node:pid", so the worker's main process can tell that its
+    # pool process died), when a worker last took the run's message off the queue (a run
+    # taken but never claimed is lost), and how many times a worker has taken it.
+    lease = models.CharField(max_length=32, blank=True)
+    worker = models.CharField(max_length=300, blank=True)
+    received_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
 
     class Meta:
         constraints = [
@@ -90,7 +100,15 @@ class JudgeRun(models.Model):
             ),
             models.CheckConstraint(
                 condition=models.Q(
-                    status__in=["queued", "running", "done", "failed", "cancelled", "budget"]
+                    status__in=[
+                        "queued",
+                        "running",
+                        "done",
+                        "failed",
+                        "cancelled",
+                        "budget",
+                        "lost",
+                    ]
                 ),
                 name="judge_run_status_valid",
             ),
@@ -114,7 +132,10 @@ class JudgeRun(models.Model):
             self.Status.FAILED,
             self.Status.CANCELLED,
             self.Status.BUDGET,
-            self.Status.RUNNING,  # a worker that died leaves its run "running"
+            self.Status.LOST,
+            # a worker that died leaves its run "running" until a page marks it lost;
+            # judge_run_resume takes it over only once its heartbeat is stale
+            self.Status.RUNNING,
         } or (self.status == self.Status.DONE and self.done_calls < self.total_calls)
 
     @property

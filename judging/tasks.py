@@ -1,9 +1,15 @@
 """Celery tasks for judge runs: thin, id-taking, time-limited (docs/architecture.md, "Background jobs").
 
-A run's state is in its row; the task only claims the run and calls the service. With
-`acks_late`, a task whose worker was killed is delivered again and simply resumes: the
-service skips every unit that already has an outcome. If the run's heartbeat is still
-fresh (its old worker may be alive), the task retries later instead of running it twice.
+A run's state is in its row, under the lifecycle of every background job (`studies.jobs`,
+docs/jobs.md): the task is sent once the row is committed (a broker that cannot be
+reached fails the run at once, with a message and Resume); the worker's main process
+writes `received_at` when it takes the message and marks the run lost at once when the
+pool process that runs it dies (`worker_task_register` below); the service claims the run
+under a lease and writes its heartbeat from a thread of its own. With `acks_late`, Redis
+delivers the task again when its worker was killed: the new delivery takes the run over
+only once the old worker's heartbeat is stale, and resumes it (the service skips every
+unit that already has an outcome). A delivery that finds the run held under a fresh
+heartbeat leaves it alone.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from typing import Any
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import transaction
-from django.utils import timezone
+
+from studies.jobs import job_requeue, task_send, worker_task_register
 
 from .models import JudgeRun
 
@@ -25,10 +32,16 @@ TIME_LIMIT = SOFT_TIME_LIMIT + 300
 
 
 def judge_run_enqueue(*, run: JudgeRun) -> JudgeRun:
-    """Send the run to a worker once the transaction that created or resumed it commits."""
-    run_id = run.pk
-    transaction.on_commit(lambda: execute_judge_run.delay(run_id))
+    """Send the run to a worker once the transaction that created or resumed it commits.
+    If the broker cannot be reached the run is failed then and there, with a message
+    that says so (the object follows when the send happens at once, outside a
+    transaction, as in a request); Resume sends it again."""
+    transaction.on_commit(lambda: judge_run_send(run=run))
     return run
+
+
+def judge_run_send(*, run: JudgeRun) -> bool:
+    return task_send(task=execute_judge_run, row=run)
 
 
 @shared_task(
@@ -39,20 +52,21 @@ def judge_run_enqueue(*, run: JudgeRun) -> JudgeRun:
     acks_late=True,
 )
 def execute_judge_run(self: Any, run_id: int) -> None:
-    from .services import STALE_AFTER, judge_run_execute
+    from .services import judge_run_execute
 
     run = JudgeRun.objects.filter(pk=run_id).select_related("study", "config").first()
     if run is None or not run.is_active:
         return
     try:
-        run = judge_run_execute(run=run)
+        judge_run_execute(run=run)
     except SoftTimeLimitExceeded:
         # Hand the run to a fresh task: everything finished so far is kept and skipped.
-        JudgeRun.objects.filter(pk=run_id).update(
-            status=JudgeRun.Status.QUEUED, heartbeat_at=None, message="continuing after time limit"
-        )
-        raise self.retry(countdown=1) from None
-    if run.status == JudgeRun.Status.RUNNING and run.heartbeat_at:
-        # Another worker holds a fresh heartbeat; look again once it would be stale.
-        age = (timezone.now() - run.heartbeat_at).total_seconds()
-        raise self.retry(countdown=max(5, int(STALE_AFTER.total_seconds() - age) + 1))
+        run.refresh_from_db()
+        if run.status == JudgeRun.Status.FAILED and job_requeue(
+            job=run, message="continuing after time limit"
+        ):
+            raise self.retry(countdown=1) from None
+        raise
+
+
+worker_task_register(execute_judge_run, JudgeRun)

@@ -14,7 +14,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
@@ -28,12 +27,12 @@ from .models import JudgeRun
 from .run_report import judge_run_report
 from .services import (
     DEFAULT_PARAMS,
-    STALE_AFTER,
     JudgeRunRefused,
     judge_config_create,
     judge_configs_for,
     judge_run_cancel,
     judge_run_create,
+    judge_run_mark_if_lost,
     judge_run_resume,
 )
 from .tasks import judge_run_enqueue
@@ -62,7 +61,10 @@ def _configs(request: HttpRequest) -> list[dict[str, Any]]:
 @require_GET
 def judging_home(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
-    runs = JudgeRun.objects.filter(study=study).select_related("config")
+    runs = list(JudgeRun.objects.filter(study=study).select_related("config"))
+    for run in runs:
+        if run.is_active:
+            judge_run_mark_if_lost(run=run)  # a run whose worker died shows as lost
     return render(
         request,
         "judging/home.html",
@@ -114,7 +116,7 @@ def judge_run_new(request: HttpRequest, slug: str) -> HttpResponse:
             form.add_error(None, str(exc))
         else:
             judge_run_enqueue(run=run)
-            messages.success(request, f"Run {run.pk} queued: {run.total_calls} units.")
+            _say_queued(request, run, f"Run {run.pk} queued: {run.total_calls} units.")
             return redirect("judging:run_detail", study.slug, run.pk)
     return render(
         request,
@@ -136,12 +138,14 @@ def judge_run_new(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def judge_run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     study, run = get_run_for_member(request, slug, run_id, role=VIEWER)
-    stale = run.heartbeat_at is None or run.heartbeat_at < timezone.now() - STALE_AFTER
+    # A run whose worker died is marked lost here (and offered Resume), so the page does
+    # not poll a run no worker will finish.
+    judge_run_mark_if_lost(run=run)
     context: dict[str, Any] = {
         "study": study,
         "run": run,
-        # A running run with a live worker cannot be resumed; one whose worker went quiet can.
-        "resumable": run.can_resume and (run.status != JudgeRun.Status.RUNNING or stale),
+        # A running run (its worker lives: it was not marked lost above) is not resumed.
+        "resumable": run.can_resume and run.status != JudgeRun.Status.RUNNING,
     }
     if is_htmx(request):
         if request.GET.get("poll") and not run.is_active:
@@ -158,13 +162,17 @@ def judge_run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpRespon
 def judge_run_cancel_view(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     study, run = get_run_for_member(request, slug, run_id, role=EDITOR)
     if run.is_active:
+        was = run.status
         run = judge_run_cancel(run=run)
-        messages.success(
-            request,
-            "Cancelled."
-            if run.status == JudgeRun.Status.CANCELLED
-            else "Cancelling: the calls in flight finish and are kept.",
-        )
+        if run.status != JudgeRun.Status.CANCELLED:
+            messages.error(request, f"Run {run.pk} is {run.get_status_display().lower()} now.")
+        else:
+            messages.success(
+                request,
+                "Cancelled: the calls in flight finish and are kept."
+                if was == JudgeRun.Status.RUNNING
+                else "Cancelled.",
+            )
     else:
         messages.error(request, f"Run {run.pk} is {run.get_status_display().lower()} already.")
     return redirect("judging:run_detail", study.slug, run.pk)
@@ -179,8 +187,17 @@ def judge_run_resume_view(request: HttpRequest, slug: str, run_id: int) -> HttpR
     except JudgeRunRefused as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, "Resumed: finished units are kept and not asked again.")
+        _say_queued(request, run, "Resumed: finished units are kept and not asked again.")
     return redirect("judging:run_detail", study.slug, run.pk)
+
+
+def _say_queued(request: HttpRequest, run: JudgeRun, success: str) -> None:
+    """After a run was sent (outside a transaction the send happens at once): the success
+    message, or the broker's refusal, which failed the run with a message and Resume."""
+    if run.status == JudgeRun.Status.FAILED:
+        messages.error(request, f"Run {run.pk} {run.error}")
+    else:
+        messages.success(request, success)
 
 
 @login_required

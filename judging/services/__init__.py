@@ -7,6 +7,7 @@ Public API (keyword-only `<entity>_<action>` functions):
   budget_cost=None, actor=None)` → JudgeRun (queued; `tasks.judge_run_enqueue` sends it)
 - `judge_run_execute(run=)` → JudgeRun: does the work in the calling process
 - `judge_run_cancel(run=)`, `judge_run_resume(run=, enqueue=True, force=False)`
+- `judge_run_mark_if_lost(run=)` → bool: a page marks a run whose worker died lost
 - `judge_run_plan(study=, method=, params=)` → total units and the ideas a run would use
 - `judge_run_results(run=)` → plain dict of ratings for views and the agreement report
 
@@ -24,10 +25,10 @@ from .base import JudgeRunRefused, Unit
 from .drivers.ligbench import LIGBENCH_NOVELTY, NOVELTY_LLM
 from .engine import COMMIT_EVERY, PROGRESS_EVERY
 from .runs import (
-    STALE_AFTER,
     judge_run_cancel,
     judge_run_create,
     judge_run_execute,
+    judge_run_mark_if_lost,
     judge_run_plan,
     judge_run_results,
     judge_run_resume,
@@ -42,7 +43,6 @@ __all__ = [
     "LLM_METHODS",
     "NOVELTY_LLM",
     "PROGRESS_EVERY",
-    "STALE_AFTER",
     "JudgeRunRefused",
     "Unit",
     "idea_text",
@@ -51,6 +51,7 @@ __all__ = [
     "judge_run_cancel",
     "judge_run_create",
     "judge_run_execute",
+    "judge_run_mark_if_lost",
     "judge_run_plan",
     "judge_run_resume",
     "judge_run_results",

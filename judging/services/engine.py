@@ -5,8 +5,9 @@ Units are sent through the LLM layer's send pool (`judging/llm/pool.py`, shared 
 normalization), `config.concurrency` calls at a time; the threads only
 do HTTP (`client.send`) and the calling thread does every database write, which keeps
 SQLite happy and the run's bookkeeping single-threaded. Between units the engine checks
-the cancel flag and the budget; when either stops the run it lets the calls in flight
-finish and records them, so nothing paid for is lost.
+the cancel flag, its lease (a run marked lost or taken over by another worker is no
+longer its to run) and the budget; when any of them stops the run it lets the calls in
+flight finish and records them, so nothing paid for is lost.
 
 Writes are grouped into one transaction per COMMIT_EVERY (0.25 s): a commit on an
 fsynced SQLite file costs more than a unit's bookkeeping. A crash Python sees (an
@@ -110,22 +111,37 @@ class Engine:
             "heartbeat_at": timezone.now(),
             "message": (message or f"{d.done} of {d.total} done")[:500],
         }
-        JudgeRun.objects.filter(pk=self.run.pk).update(**fields)
+        held = JudgeRun.objects.filter(
+            pk=self.run.pk,
+            lease=self.run.lease,
+            status__in=(JudgeRun.Status.RUNNING, JudgeRun.Status.CANCELLED),
+        )
+        if not held.update(**fields) and self.stop is None:
+            # Marked lost, or taken over by another worker: stop sending, book what is
+            # in flight (its outcome rows are unique, so nothing counts twice).
+            self.stop = ("stopped", "the run is no longer this worker's")
         for k, v in fields.items():
             setattr(self.run, k, v)
         self.run.cache_hits = fields["cache_hits"]
         self.cache_hits = 0
         self.batch.maybe_commit()
 
-    def cancelled(self) -> bool:
+    def stopped(self) -> tuple[str, str] | None:
+        """Why the run must stop before its next unit: cancelled by the owner, or no
+        longer this worker's (marked lost, taken over under another lease)."""
         # Asked before every unit, so kept to one bare indexed read.
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT cancel_requested FROM {JudgeRun._meta.db_table} WHERE id = %s",
+                f"SELECT cancel_requested, lease, status FROM {JudgeRun._meta.db_table} "
+                "WHERE id = %s",
                 [self.run.pk],
             )
             row = cursor.fetchone()
-        return bool(row and row[0])
+        if row is None or row[1] != self.run.lease or row[2] == JudgeRun.Status.LOST:
+            return ("stopped", "the run is no longer this worker's")
+        if row[0]:
+            return ("cancelled", "cancelled by the owner")
+        return None
 
     def complete(self, unit: Unit, call: LLMCall | None) -> None:
         self.batch.ensure()
@@ -193,8 +209,8 @@ class Engine:
     def _fill(self) -> None:
         """Start units until the pool is full, answering cache hits and baselines inline."""
         while self.pending and self.pool.has_room() and self.stop is None:
-            if self.cancelled():
-                self.stop = ("cancelled", "cancelled by the owner")
+            self.stop = self.stopped()
+            if self.stop is not None:
                 return
             unit = self.pending.popleft()
             if unit.messages is None:

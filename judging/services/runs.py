@@ -16,6 +16,14 @@ Failed calls (after the client's retries) are recorded and counted in `errors`; 
 units stay undone, the run ends as "failed" with a message saying how many units are
 missing, and `judge_run_resume` retries exactly those. The engine (`engine.py`) does the
 sending and the bookkeeping.
+
+A run is a background job like a study's (`studies.jobs`, docs/jobs.md): a worker takes
+it under a fresh lease (`lease_take`) and writes its heartbeat from a thread of its own
+(`lease_heartbeat`), whatever the engine is doing; every write the worker makes is
+conditional on its lease, so a run that was cancelled, marked lost or taken over by
+another worker stops at the engine's next check. A page that shows a run marks it lost
+once its heartbeat is stale (`job_mark_if_lost`); cancel is a row update that needs no
+worker; resume puts the same row back in the queue.
 """
 
 from __future__ import annotations
@@ -29,11 +37,16 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from studies.jobs import RowHeartbeat
+from studies.jobs import (
+    job_cancel,
+    job_mark_if_lost,
+    job_requeue,
+    lease_heartbeat,
+    lease_take,
+)
 from studies.models import Idea, Study
 from studies.selectors import idea_text
 
@@ -49,10 +62,15 @@ log = logging.getLogger("judging.services")
 Method = JudgeRun.Method
 Status = JudgeRun.Status
 
-STALE_AFTER = timedelta(seconds=settings.JOB_LOST_AFTER_SECONDS)
-"""A running run whose heartbeat is older than this has lost its worker (the same rule
-as every study job: studies.jobs); the worker's heartbeat thread writes one every
-JOB_HEARTBEAT_SECONDS whatever the run is doing."""
+HELD = (Status.RUNNING, Status.CANCELLED)
+"""The statuses in which the worker that holds a run's lease still writes to it: running,
+and cancelled (it stops at its next check, and books the calls it has in flight)."""
+
+
+def _stale() -> timedelta:
+    """A running run whose heartbeat is older than this has lost its worker (the rule of
+    every background job, studies.jobs)."""
+    return timedelta(seconds=settings.JOB_LOST_AFTER_SECONDS)
 
 
 def make_driver(
@@ -66,9 +84,6 @@ def make_driver(
     """The method's driver, built by the factory its registry entry names."""
     factory = import_string(method_spec(method).driver.replace(":", "."))
     return factory(run=run, ideas=ideas, params=params, study=study)
-
-
-# --- Creating runs -------------------------------------------------------------------
 
 
 # --- Creating runs -------------------------------------------------------------------
@@ -197,48 +212,40 @@ def judge_run_create(
 
 
 def judge_run_cancel(*, run: JudgeRun) -> JudgeRun:
-    """A queued run, or a running one whose worker is gone (no heartbeat for STALE_AFTER),
-    is cancelled now; a live one stops after the calls in flight."""
-    now = timezone.now()
-    dead = Q(status=Status.RUNNING) & (
-        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=now - STALE_AFTER)
-    )
-    if not JudgeRun.objects.filter(Q(status=Status.QUEUED) | dead, pk=run.pk).update(
-        status=Status.CANCELLED, cancel_requested=True, finished_at=now, message="cancelled"
-    ):
-        JudgeRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(cancel_requested=True)
+    """Cancel a queued or running run now: a row update, so it works whether or not a
+    worker still runs it. A live worker stops at its next unit, and the calls it has in
+    flight finish and are kept."""
+    job_cancel(job=run, cancel_requested=True)
     run.refresh_from_db()
     return run
 
 
-def judge_run_resume(*, run: JudgeRun, enqueue: bool = True, force: bool = False) -> JudgeRun:
-    """Queue a stopped, failed or orphaned run again; finished units are not redone.
+def judge_run_mark_if_lost(*, run: JudgeRun) -> bool:
+    """Mark the run lost if its worker is gone (studies.jobs.job_mark_if_lost): running
+    without a heartbeat for JOB_LOST_AFTER_SECONDS, or taken from the queue that long ago
+    and never claimed. Pages call it before they show a run."""
+    return job_mark_if_lost(job=run)
 
-    A run still marked running is taken over only once its heartbeat is older than
-    STALE_AFTER (its worker is gone), or with `force` when the caller knows it is.
+
+def judge_run_resume(*, run: JudgeRun, enqueue: bool = True, force: bool = False) -> JudgeRun:
+    """Queue a stopped, failed, lost or cancelled run again under the same row; finished
+    units are not redone.
+
+    A run still marked running is taken over only once its heartbeat is stale (it is
+    marked lost first), or with `force` when the caller knows its worker is gone.
     """
     run.refresh_from_db()
+    judge_run_mark_if_lost(run=run)
     if not run.can_resume:
         raise JudgeRunRefused(f"run {run.pk} is {run.status}; nothing to resume")
-    if (
-        run.status == Status.RUNNING
-        and not force
-        and run.heartbeat_at is not None
-        and run.heartbeat_at > timezone.now() - STALE_AFTER
-    ):
+    if run.status == Status.RUNNING and not force:
+        beat = f"{run.heartbeat_at:%H:%M:%S}" if run.heartbeat_at else "none yet"
         raise JudgeRunRefused(
-            f"run {run.pk} is running (last heartbeat {run.heartbeat_at:%H:%M:%S}); cancel it "
+            f"run {run.pk} is running (last heartbeat {beat}); cancel it "
             "or wait until its worker is known to be gone"
         )
-    JudgeRun.objects.filter(pk=run.pk).update(
-        status=Status.QUEUED,
-        cancel_requested=False,
-        heartbeat_at=None,
-        finished_at=None,
-        error="",
-        message="queued to resume",
-    )
-    run.refresh_from_db()
+    if not job_requeue(job=run, cancel_requested=False, message="queued to resume"):
+        raise JudgeRunRefused(f"run {run.pk} changed meanwhile; reload the page")
     if enqueue:
         from ..tasks import judge_run_enqueue
 
@@ -250,22 +257,16 @@ def judge_run_resume(*, run: JudgeRun, enqueue: bool = True, force: bool = False
 
 
 def _claim(run: JudgeRun) -> bool:
-    """Take the run for this process; False if another live worker has it or it is over."""
-    now = timezone.now()
-    claimable = Q(status=Status.QUEUED) | Q(
-        Q(status=Status.RUNNING),
-        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=now - STALE_AFTER),
-    )
-    updated = (
-        JudgeRun.objects.filter(pk=run.pk)
-        .filter(claimable)
-        .update(status=Status.RUNNING, heartbeat_at=now, message="starting")
-    )
+    """Take the run for this process under a fresh lease; False if another live worker
+    holds it or it is over (studies.jobs.lease_take)."""
+    taken = lease_take(JudgeRun, run.pk, cancel_requested=False, message="starting")
     run.refresh_from_db()
-    if updated and run.started_at is None:
-        run.started_at = now
-        run.save(update_fields=["started_at"])
-    return bool(updated)
+    return taken
+
+
+def _held(run: JudgeRun) -> Any:
+    """The run's row while this process holds its lease (and nobody marked it lost)."""
+    return JudgeRun.objects.filter(pk=run.pk, lease=run.lease, status__in=HELD)
 
 
 def judge_run_execute(*, run: JudgeRun) -> JudgeRun:
@@ -284,10 +285,7 @@ def judge_run_execute(*, run: JudgeRun) -> JudgeRun:
         driver = make_driver(run.method, run=run, ideas=ideas, params=run.params, study=run.study)
         engine = Engine(run, driver)
         started = time.perf_counter()
-        with RowHeartbeat(
-            f"judge-run-{run.pk}-heartbeat",
-            lambda: JudgeRun.objects.filter(pk=run.pk, status=Status.RUNNING),
-        ):
+        with lease_heartbeat(run):
             engine.execute()
         wall = time.perf_counter() - started
         summary = driver.finish()
@@ -301,6 +299,11 @@ def judge_run_execute(*, run: JudgeRun) -> JudgeRun:
         raise
     engine.flush(force=True)
     engine.batch.commit()  # never leave a transaction open behind us
+    if engine.stop and engine.stop[0] == "stopped":
+        # Marked lost, or taken over by another worker: the row is no longer ours.
+        log.info("judge run %s stopped: %s", run.pk, engine.stop[1])
+        run.refresh_from_db()
+        return run
     missing = driver.total - driver.done
     summary.update(
         {
@@ -320,7 +323,7 @@ def judge_run_execute(*, run: JudgeRun) -> JudgeRun:
             },
         }
     )
-    JudgeRun.objects.filter(pk=run.pk).update(summary=summary)
+    _held(run).update(summary=summary)
     run.summary = summary
     if engine.stop and engine.stop[0] == "cancelled":
         return _end(run, Status.CANCELLED, f"cancelled after {driver.done} of {driver.total}")
@@ -343,7 +346,8 @@ def judge_run_execute(*, run: JudgeRun) -> JudgeRun:
 
 
 def _end(run: JudgeRun, status: str, message: str, error: str = "") -> JudgeRun:
-    JudgeRun.objects.filter(pk=run.pk).update(
+    """Record how the run ended, if this process still holds it."""
+    _held(run).update(
         status=status,
         message=message[:500],
         error=error,

@@ -6,7 +6,6 @@ import pytest
 from django.db import connection
 from django.db.models import Count
 
-import judging.services as services
 import judging.services.engine as engine
 from judging.llm.models import LLMCall
 from judging.models import Formalisation, IdeaRating, JudgeRun, Judgment, PairwiseOutcome
@@ -273,13 +272,19 @@ def test_the_task_is_enqueued_on_commit_and_runs_the_service(
     assert r.status == Status.DONE and r.done_calls == 6
 
 
-def test_a_redelivered_task_takes_over_a_run_whose_worker_went_silent(study, judge, scripted):
+def test_a_redelivered_task_takes_over_a_run_whose_worker_went_silent(
+    study, judge, scripted, settings
+):
+    from datetime import timedelta
+
     from django.utils import timezone
 
     r = judge_run_create(study=study, method="absolute", config=judge)
+    silent = timezone.now() - timedelta(seconds=2 * settings.JOB_LOST_AFTER_SECONDS)
     JudgeRun.objects.filter(pk=r.pk).update(
-        status=Status.RUNNING, heartbeat_at=timezone.now() - 2 * services.STALE_AFTER
+        status=Status.RUNNING, heartbeat_at=silent, lease="old", attempts=1
     )
     execute_judge_run.apply(args=[r.pk])
     r.refresh_from_db()
     assert r.status == Status.DONE and r.done_calls == 6
+    assert r.attempts == 2 and r.lease not in ("", "old")

@@ -280,8 +280,8 @@ def test_a_corpus_imported_by_another_researcher_is_not_listed(
     )
 
 
-def test_resume_is_offered_for_a_run_whose_worker_went_quiet_not_a_live_one(
-    client, owner, owned, judge
+def test_a_run_whose_worker_went_quiet_shows_as_lost_with_resume_not_a_live_one(
+    client, owner, owned, judge, settings
 ):
     from datetime import timedelta
 
@@ -290,8 +290,70 @@ def test_resume_is_offered_for_a_run_whose_worker_went_quiet_not_a_live_one(
     run = judge_run_create(study=owned, method="absolute", config=judge)
     url = reverse("judging:run_detail", args=[owned.slug, run.pk])
     client.force_login(owner)
-    JudgeRun.objects.filter(pk=run.pk).update(status=Status.RUNNING, heartbeat_at=timezone.now())
-    assert 'id="resume-run"' not in client.get(url).content.decode()
-    JudgeRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    JudgeRun.objects.filter(pk=run.pk).update(
+        status=Status.RUNNING, heartbeat_at=timezone.now(), lease="l1"
+    )
     page = client.get(url).content.decode()
-    assert 'id="resume-run"' in page and 'id="cancel-run"' in page
+    assert 'id="resume-run"' not in page and 'id="cancel-run"' in page
+    quiet = timezone.now() - timedelta(seconds=settings.JOB_LOST_AFTER_SECONDS + 1)
+    JudgeRun.objects.filter(pk=run.pk).update(heartbeat_at=quiet)
+    # the list of runs marks it lost, and so does its own page
+    home = client.get(reverse("judging:home", args=[owned.slug])).content.decode()
+    assert '<span class="pill lost">Lost</span>' in home
+    page = client.get(url).content.decode()
+    run.refresh_from_db()
+    assert run.status == Status.LOST and "no heartbeat" in run.error
+    assert 'id="resume-run"' in page and 'id="cancel-run"' not in page
+    assert "no heartbeat" in page
+    # the page's poll (htmx) reloads the whole page once the run is no longer active
+    poll = client.get(url + "?poll=1", HTTP_HX_REQUEST="true")
+    assert poll.headers.get("HX-Refresh") == "true"
+    client.post(reverse("judging:run_resume", args=[owned.slug, run.pk]))
+    run.refresh_from_db()
+    assert run.status == Status.QUEUED and run.lease == "" and run.error == ""
+
+
+# A transactional test: the send happens on commit, at once in a request as in production.
+@pytest.mark.django_db(transaction=True)
+def test_a_run_queued_while_the_broker_is_down_fails_with_a_message_and_resume_sends_it(
+    client, owner, owned, monkeypatch
+):
+    from kombu.exceptions import OperationalError
+
+    from judging.tasks import execute_judge_run
+
+    sent = []
+
+    def refuse(*args, **kwargs):
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6399. Connection refused.")
+
+    monkeypatch.setattr(execute_judge_run, "apply_async", refuse)
+    client.force_login(owner)
+    url = reverse("judging:run_create", args=[owned.slug])
+    response = client.post(url, {"method": "baseline_longer", "params": "{}"}, follow=True)
+    assert response.status_code == 200
+    run = JudgeRun.objects.get()
+    assert run.status == Status.FAILED and "CELERY_BROKER_URL" in run.error
+    page = response.content.decode()
+    assert "could not be sent to the task queue" in page and 'id="resume-run"' in page
+    monkeypatch.setattr(execute_judge_run, "apply_async", lambda args, **kw: sent.append(args))
+    response = client.post(reverse("judging:run_resume", args=[owned.slug, run.pk]), follow=True)
+    run.refresh_from_db()
+    assert run.status == Status.QUEUED and run.error == "" and sent == [(run.pk,)]
+    assert "Resumed" in response.content.decode()
+
+
+def test_cancel_ends_a_running_run_at_once_whether_or_not_its_worker_lives(
+    client, owner, owned, judge
+):
+    from django.utils import timezone
+
+    run = judge_run_create(study=owned, method="absolute", config=judge)
+    JudgeRun.objects.filter(pk=run.pk).update(
+        status=Status.RUNNING, heartbeat_at=timezone.now(), lease="l1"
+    )
+    client.force_login(owner)
+    response = client.post(reverse("judging:run_cancel", args=[owned.slug, run.pk]), follow=True)
+    run.refresh_from_db()
+    assert run.status == Status.CANCELLED and run.cancel_requested
+    assert "Cancelled: the calls in flight finish" in response.content.decode()
