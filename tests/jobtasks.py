@@ -10,7 +10,8 @@ from pathlib import Path
 
 from celery import shared_task
 
-from studies.jobs import JobKind, job_kind_register, job_progress, job_run
+from judging.models import JudgeRun
+from studies.jobs import JobKind, job_kind_register, job_progress, job_run, worker_task_register
 from studies.models import JobRun
 
 
@@ -40,3 +41,21 @@ def held_sleep_job(job_id: int) -> None:
 
 job_kind_register(JobKind("test-sleep", sleep_job, "studies:study_detail", "Sleeping"))
 job_kind_register(JobKind("test-held", held_sleep_job, "studies:study_detail", "Held"))
+
+
+@shared_task(acks_late=True)
+def held_judge_run(run_id: int) -> None:
+    """A judge run's task whose first delivery hangs before it claims the run, as a worker
+    does that dies between taking the message and claiming the run. The worker is started
+    with IDEAREVIEW_TEST_HELD_DIR, where each delivery leaves a file."""
+    from judging.tasks import execute_judge_run
+
+    held = Path(os.environ["IDEAREVIEW_TEST_HELD_DIR"])
+    first = not any(held.iterdir())
+    (held / str(os.getpid())).touch()
+    if first:
+        time.sleep(600)
+    execute_judge_run(run_id)
+
+
+worker_task_register(held_judge_run, JudgeRun)
