@@ -288,3 +288,83 @@ def test_a_redelivered_task_takes_over_a_run_whose_worker_went_silent(
     r.refresh_from_db()
     assert r.status == Status.DONE and r.done_calls == 6
     assert r.attempts == 2 and r.lease not in ("", "old")
+
+
+@pytest.mark.parametrize(
+    "change", [{"lease": "another-worker"}, {"status": "lost"}], ids=["taken-over", "lost"]
+)
+def test_a_run_taken_over_or_marked_lost_stops_at_its_next_unit_and_writes_nothing_more(
+    study, judge, scripted, monkeypatch, change
+):
+    judge.concurrency = 1
+    judge.save()
+    r = judge_run_create(study=study, method="pairwise", config=judge)
+    real_record, seen = engine.record, []
+
+    def record_then_lose_the_run(*args, **kwargs):
+        seen.append(1)
+        if len(seen) == 3:
+            JudgeRun.objects.filter(pk=r.pk).update(**change)
+        return real_record(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "record", record_then_lose_the_run)
+    r = judge_run_execute(run=r)
+    # the call in flight was booked; no further call was made and the row was left alone
+    assert scripted.requests == 4 and PairwiseOutcome.objects.filter(run=r).count() == 4
+    assert r.status == change.get("status", Status.RUNNING) and r.finished_at is None
+    assert r.done_calls < 4 and r.summary == {}
+
+
+def test_the_soft_time_limit_hands_the_run_to_a_fresh_task_that_resumes_it(
+    study, judge, scripted, monkeypatch
+):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    r = judge_run_create(study=study, method="absolute", config=judge)
+    real_execute, starts = engine.Engine.execute, []
+
+    def time_limit_once(self):
+        starts.append(1)
+        if len(starts) == 1:
+            raise SoftTimeLimitExceeded()
+        return real_execute(self)
+
+    monkeypatch.setattr(engine.Engine, "execute", time_limit_once)
+    execute_judge_run.apply(args=[r.pk])  # eager: the retry runs at once
+    r.refresh_from_db()
+    assert r.status == Status.DONE and r.done_calls == 6 and r.attempts == 2
+
+
+def test_a_dead_run_is_not_counted_as_running_on_the_step_list(study, judge, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from judging.run_counts import study_judge_run_counts
+
+    r = judge_run_create(study=study, method="absolute", config=judge)
+    JudgeRun.objects.filter(pk=r.pk).update(status=Status.RUNNING, heartbeat_at=timezone.now())
+    assert study_judge_run_counts(study).active == 1
+    quiet = timezone.now() - timedelta(seconds=settings.JOB_LOST_AFTER_SECONDS + 1)
+    JudgeRun.objects.filter(pk=r.pk).update(heartbeat_at=quiet)
+    assert study_judge_run_counts(study).active == 0
+    r.refresh_from_db()
+    assert r.status == Status.LOST
+
+
+# Transactional, so the send happens at once on commit, as from a shell.
+@pytest.mark.django_db(transaction=True)
+def test_queueing_from_the_command_line_while_the_broker_is_down_says_so(study, judge, monkeypatch):
+    from django.core.management import CommandError, call_command
+    from kombu.exceptions import OperationalError
+
+    def refuse(*args, **kwargs):
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6399. Connection refused.")
+
+    monkeypatch.setattr(execute_judge_run, "apply_async", refuse)
+    r = judge_run_create(study=study, method="absolute", config=judge)
+    JudgeRun.objects.filter(pk=r.pk).update(status=Status.CANCELLED)
+    with pytest.raises(CommandError, match="could not be sent to the task queue"):
+        call_command("judge_run", resume=r.pk, queue=True)
+    r.refresh_from_db()
+    assert r.status == Status.FAILED and "CELERY_BROKER_URL" in r.error

@@ -58,6 +58,8 @@ class Command(BaseCommand):
         except (Study.DoesNotExist, JudgeConfig.DoesNotExist, JudgeRun.DoesNotExist) as exc:
             raise CommandError(str(exc)) from exc
         if opts["queue"]:
+            if run.status == JudgeRun.Status.FAILED:  # the broker refused the message
+                raise CommandError(f"run {run.pk} {run.error}")
             self.stdout.write(f"run {run.pk} queued ({run.total_calls} units)")
             return
         run = judge_run_execute(run=run)
