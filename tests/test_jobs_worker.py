@@ -55,6 +55,18 @@ class Workers:
         self.procs: list[subprocess.Popen] = []
 
     def start(self, pool: str = "solo", **environ: str) -> subprocess.Popen:
+        proc = self.launch(pool, **environ)
+        self.wait_ready(proc)
+        return proc
+
+    def start_two(self) -> list[subprocess.Popen]:
+        """Two solo workers, started side by side (a start takes seconds)."""
+        procs = [self.launch(), self.launch()]
+        for proc in procs:
+            self.wait_ready(proc)
+        return procs
+
+    def launch(self, pool: str = "solo", **environ: str) -> subprocess.Popen:
         n = len(self.procs) + 1
         log = self.tmp / f"worker{n}.log"
         env = {
@@ -79,12 +91,15 @@ class Workers:
             cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
         )
         self.procs.append(proc)
+        return proc
+
+    def wait_ready(self, proc: subprocess.Popen) -> None:
+        log = self.tmp / f"worker{self.procs.index(proc) + 1}.log"
         deadline = time.monotonic() + 90
         while " ready." not in log.read_text():
             assert proc.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, "worker not ready after 90 s"
             time.sleep(0.2)
-        return proc
 
     def log(self, proc: subprocess.Popen) -> str:
         return (self.tmp / f"worker{self.procs.index(proc) + 1}.log").read_text()
@@ -236,8 +251,7 @@ def test_cancel_works_on_a_job_whose_worker_is_dead(bare_study, owner, client, w
 
 
 def test_a_second_delivery_of_a_running_job_does_not_run_it_twice(bare_study, tmp_path, workers):
-    workers.start()
-    workers.start()
+    workers.start_two()
     job = sleep_job(bare_study, tmp_path, seconds=3 * LOST_AFTER)
     wait_started(job, tmp_path)
     # the same message again, as a broker delivers it when it thinks the first was lost
@@ -253,8 +267,7 @@ def test_on_redis_a_killed_workers_job_is_delivered_again_and_resumed_by_another
 ):
     # Both workers are up before the job starts, so the message comes back through the
     # idle worker's periodic sweep, not through the one a worker makes when it starts.
-    workers.start()
-    workers.start()
+    workers.start_two()
     job = sleep_job(bare_study, tmp_path, seconds=2 * LOST_AFTER)
     wait_started(job, tmp_path)
     workers.kill(holder(workers, tmp_path))
@@ -563,8 +576,7 @@ def test_a_second_delivery_of_a_running_judge_run_does_not_run_it_twice(judged, 
     from judging.tasks import execute_judge_run
 
     study, server = judged
-    workers.start()
-    workers.start()
+    workers.start_two()
     run = queued_run(study, server)
     wait_until(lambda: run_row(run).done_calls >= 1, what="a call made")
     # the same message again, as a broker delivers it when it thinks the first was lost
@@ -579,7 +591,7 @@ def test_on_redis_a_killed_workers_judge_run_is_delivered_again_and_resumed_by_a
     judged, workers
 ):
     study, server = judged
-    procs = [workers.start(), workers.start()]
+    procs = workers.start_two()
     run = queued_run(study, server)
     wait_until(lambda: run_row(run).done_calls >= 2, what="calls made")
     pid = int(run.worker.rsplit(":", 1)[1])

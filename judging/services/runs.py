@@ -32,11 +32,9 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -65,12 +63,6 @@ Status = JudgeRun.Status
 HELD = (Status.RUNNING, Status.CANCELLED)
 """The statuses in which the worker that holds a run's lease still writes to it: running,
 and cancelled (it stops at its next check, and books the calls it has in flight)."""
-
-
-def _stale() -> timedelta:
-    """A running run whose heartbeat is older than this has lost its worker (the rule of
-    every background job, studies.jobs)."""
-    return timedelta(seconds=settings.JOB_LOST_AFTER_SECONDS)
 
 
 def make_driver(
