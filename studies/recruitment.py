@@ -585,8 +585,9 @@ def _plan_fixed_assignments(*, study: Study, mode: str) -> list[Assignment]:
 
 def _plan_ideas(
     *, study: Study, fixed_idea_ids: set[int]
-) -> tuple[dict[str, Idea], list[solver.IdeaInput], int]:
-    """The solver's ideas by label, and how many of the study's ideas are left out."""
+) -> tuple[dict[str, Idea], list[solver.IdeaInput], tuple[int, int]]:
+    """The solver's ideas by label, and how many of the study's ideas are left out: for
+    want of an approved text, and by topic matching."""
     reviewable = {
         Idea.NormalizationStatus.APPROVED,
         Idea.NormalizationStatus.EDITED,
@@ -594,13 +595,16 @@ def _plan_ideas(
     memberships: dict[int, list[IdeaCondition]] = defaultdict(list)
     for m in IdeaCondition.objects.filter(study=study).select_related("condition"):
         memberships[m.idea_id].append(m)
+    every = list(study.ideas.select_related("topic", "exclusion").order_by("pk"))
     ideas = [
         i
         # Ideas left out by topic matching are not assigned (unless already reviewed).
-        for i in study.ideas.select_related("topic", "exclusion").order_by("pk")
+        for i in every
         if (i.normalization_status in reviewable and not i.is_excluded()) or i.pk in fixed_idea_ids
     ]
-    skipped = study.ideas.count() - len(ideas)
+    kept = {i.pk for i in ideas}
+    excluded = sum(1 for i in every if i.pk not in kept and i.is_excluded())
+    skipped = (len(every) - len(ideas) - excluded, excluded)
     idea_by_id: dict[str, Idea] = {}
     solver_ideas = []
     for idea in ideas:
@@ -695,15 +699,18 @@ def _plan_fingerprint(
 
 def _plan_notes(
     *,
-    skipped: int,
+    skipped: tuple[int, int],
     fixed_rows: list[Assignment],
     reviewer_by_id: dict[str, Reviewer],
     label_of: dict[int, str],
 ) -> list[str]:
     """What the plan leaves out or counts on top, for the researcher."""
     notes: list[str] = []
-    if skipped:
-        notes.append(f"{skipped} idea(s) have no approved text yet and are left out")
+    unapproved, excluded = skipped
+    if unapproved:
+        notes.append(f"{unapproved} idea(s) have no approved text yet and are left out")
+    if excluded:
+        notes.append(f"{excluded} idea(s) left out by topic matching are not assigned")
     # Reviews submitted by reviewers who dropped out stay in the study but not in the
     # program (the solver would hold a dropped reviewer to the per-reviewer rules).
     outside = Counter(
@@ -763,7 +770,7 @@ def assignment_plan(
     notes = _plan_notes(
         skipped=skipped, fixed_rows=fixed_rows, reviewer_by_id=reviewer_by_id, label_of=label_of
     )
-    return AssignmentPlan(inputs, reviewer_by_id, idea_by_id, fingerprint, skipped, notes)
+    return AssignmentPlan(inputs, reviewer_by_id, idea_by_id, fingerprint, sum(skipped), notes)
 
 
 ASSIGNMENT_JOB = "assignment"

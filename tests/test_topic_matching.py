@@ -88,6 +88,20 @@ def test_the_seeded_proposal_matches_counts_and_the_owner_applies_it(unbalanced,
     assert ideaprep.study_open_for_review(study=unbalanced, actor=owner).status == "reviewing"
 
 
+def test_the_assignment_plan_names_why_each_idea_is_left_out(unbalanced, owner):
+    from studies.recruitment import assignment_plan
+
+    (surplus,) = ideaprep.topic_matching_propose(study=unbalanced, seed=7)
+    ideaprep.ideas_exclude(
+        study=unbalanced, ideas=[surplus], reason="topic matching (seed 7)", seed=7, actor=owner
+    )
+    coding = Topic.objects.get(study=unbalanced, name="Coding")
+    add_idea(unbalanced, coding, list(unbalanced.conditions.filter(key="AI")), 7, approved=False)
+    notes = assignment_plan(study=unbalanced, seed=1).notes
+    assert "1 idea(s) have no approved text yet and are left out" in notes
+    assert "1 idea(s) left out by topic matching are not assigned" in notes
+
+
 def test_the_web_page_shows_the_table_and_the_gate_and_applies_a_proposal(unbalanced, owner):
     c = Client()
     c.force_login(owner)
