@@ -121,6 +121,10 @@ def study_counts(study: Study) -> StudyCounts:
     ideas = list(study_ideas(study).only("sections", "normalization_status"))
     incomplete = 0
     for idea in ideas:
+        # Once a person signed off an idea's text, that text is what reviewers read; the
+        # imported sections no longer matter.
+        if idea.normalization_status in REVIEWABLE:
+            continue
         sections = idea.section_status()
         incomplete += bool(sections["missing"] or sections["empty"])
     table = topic_matching_table(study=study) if ideas else None

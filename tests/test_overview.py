@@ -112,6 +112,20 @@ def test_an_unsigned_idea_keeps_sign_off_current_and_blocks_the_assignment(owner
     assert "9 of 10" in next(s for s in steps if s.name == "Rewrites signed off").detail
 
 
+def test_a_signed_off_text_completes_an_idea_whose_imported_sections_were_incomplete(owner):
+    """Reviewers read the text a person signed off; sections missing from the imported
+    text no longer keep the step open (it stayed the next step after the study opened)."""
+    study = make_review_study(owner, slug="partial", commit=True).study
+    first = study.ideas.order_by("pk").first()
+    Idea.objects.filter(pk=first.pk).update(sections={"title": "Only a title"})
+    assert states(study_steps(study))["Sections complete"] == DONE
+    Idea.objects.filter(pk=first.pk).update(normalization_status=Idea.NormalizationStatus.NONE)
+    steps = study_steps(study)
+    assert states(steps)["Sections complete"] != DONE
+    detail = next(s for s in steps if s.name == "Sections complete").detail
+    assert "1 idea(s) miss template sections" in detail
+
+
 def test_si2024_marks_preparation_as_imported_dataset_and_asks_for_the_report(si2024_study):
     steps = study_steps(si2024_study)
     got = states(steps)
