@@ -3,7 +3,7 @@
 `judge_run_report(run=)` turns a run's rows into plain dicts for the template. Intervals
 are the run's own where it has them (Bradley–Terry bootstrap); for direct scoring with
 several samples per idea it adds a t interval over the samples; other scores (Swiss wins,
-Elo, seed-002 1–5) have none and the table says so with a dash.
+Elo, the pairwise 1–5 score) have none and the table says so with a dash.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ __all__ = ["judge_run_report"]
 
 _FIRST = ("pairwise", "swiss", "elo_rating", "overall", "score")
 _LABELS = {
-    "pairwise": "Pairwise score (1–5, seed 002)",
+    "pairwise": "Pairwise score (1–5, both orders summed)",
     "swiss": "Swiss wins",
     "bradley_terry": "Bradley–Terry strength (log-odds, centred; 95 % bootstrap CI)",
     "ligbench_novelty": "LigBench novelty (fusion of similarity and the judge's estimate)",

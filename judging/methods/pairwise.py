@@ -1,9 +1,9 @@
 """Round-robin pairwise judging in both orders, summed per idea and mapped onto 1–5.
 
-The protocol (seed 002): within a group, every unordered pair {x, y} is judged twice,
-once as (A=x, B=y) and once as (A=y, B=x). Each call gives +1 to the preferred idea, −1
-to the other, and 0 to both on a tie. An idea's sum over its 2(n−1) calls lies in
-[−2(n−1), +2(n−1)] and is mapped linearly onto [1, 5].
+The protocol (as in the scientific-ideation-eval benchmark): within a group, every
+unordered pair {x, y} is judged twice, once as (A=x, B=y) and once as (A=y, B=x). Each
+call gives +1 to the preferred idea, −1 to the other, and 0 to both on a tie. An idea's
+sum over its 2(n−1) calls lies in [−2(n−1), +2(n−1)] and is mapped linearly onto [1, 5].
 
 Unparseable calls are excluded and counted. The range then shrinks per idea to
 [−m, +m], where m is the number of that idea's calls that parsed, so the map becomes

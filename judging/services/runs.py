@@ -334,7 +334,7 @@ def judge_run_execute(*, run: JudgeRun) -> JudgeRun:
             "calls; resume to retry them",
             error=engine.last_error,
         )
-    return _end(run, Status.DONE, f"done: {driver.done} units, {driver.unparseable} unparseable")
+    return _end(run, Status.DONE, f"{driver.done} units judged, {driver.unparseable} unparseable")
 
 
 def _end(run: JudgeRun, status: str, message: str, error: str = "") -> JudgeRun:

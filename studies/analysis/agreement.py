@@ -849,8 +849,8 @@ def _validate_pairs(df: pd.DataFrame, columns: Sequence[str], what: str) -> None
 def judge_pair_preferences(judge_pairs: pd.DataFrame) -> pd.DataFrame:
     """The judge's preference per (dimension, pair), summed over both orders and rounds.
 
-    Each parseable verdict scores +1 for the winner's side, 0 for a tie (seed 002's
-    summation); the preference is the side with the positive margin, "tie" at 0 (which is
+    Each parseable verdict scores +1 for the winner's side, 0 for a tie (the
+    scientific-ideation-eval benchmark's summation); the preference is the side with the positive margin, "tie" at 0 (which is
     also what a verdict that flips with the order gives). Pairs whose every verdict was
     unparseable have no preference and are left out.
 

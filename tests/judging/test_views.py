@@ -183,7 +183,7 @@ def test_the_progress_fragment_polls_until_the_run_ends_then_reloads_the_page(
     assert 'id="results"' in page and "<svg" in page
     assert 'id="position-consistency">1.000' in page
     assert 'id="first-position">' in page
-    assert "Bradley–Terry" in page and "Pairwise score (1–5, seed 002)" in page
+    assert "Bradley–Terry" in page and "Pairwise score (1–5, both orders summed)" in page
 
 
 def test_cancel_and_resume_buttons_change_the_run(client, owner, owned, judge, scripted):

@@ -26,7 +26,8 @@ Verdict = PairwiseOutcome.Verdict
 
 
 class ScoreDriver(Driver):
-    """Direct scoring on the study's form, or one absolute score (seed 002's 1–5 mode)."""
+    """Direct scoring on the study's form, or one absolute score (the
+    scientific-ideation-eval benchmark's 1–5 mode)."""
 
     def __init__(self, **kw: Any):
         super().__init__(**kw)
