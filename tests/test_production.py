@@ -251,6 +251,19 @@ def test_pages_carry_a_strict_content_security_policy_and_the_usual_headers(clie
     assert "camera=()" in response["Permissions-Policy"]
 
 
+def test_pages_name_an_icon_the_static_files_hold(client):
+    """Without one, browsers ask for /favicon.ico on every page and log a 404."""
+    import re
+
+    from django.contrib.staticfiles import finders
+    from django.templatetags.static import static
+
+    page = client.get("/login/").content.decode()
+    (href,) = re.findall(r'<link rel="icon"[^>]* href="([^"]+)"', page)
+    assert href == static("img/icon.svg")
+    assert finders.find("img/icon.svg")
+
+
 @pytest.mark.django_db
 def test_the_downloaded_report_document_carries_its_own_locked_down_policy(
     client, settings, owner, tmp_path
