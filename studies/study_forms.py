@@ -176,7 +176,7 @@ class StudySettingsForm(forms.ModelForm):
             "screening_min_papers": "Screening: papers at major venues needed",
             "invitation_days": "Invitations valid for (days)",
             "invitation_bind_email": "Invitation links work only for the invited address",
-            "reviews_due_at": "Reviews due",
+            "reviews_due_at": "Reviews due (UTC)",
             "rationale_min_words": "Words each rationale needs",
             "payment_per_review": "Payment per accepted review",
             "payment_per_idea": "Fee per idea",
