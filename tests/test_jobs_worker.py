@@ -7,7 +7,9 @@ unacknowledged message again after its visibility timeout, and the lease decides
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -366,29 +368,88 @@ def small_judged_study(owner):
     return study
 
 
+def _point_producer(urls: tuple[str, str, str], options: dict) -> None:
+    """Send this process's tasks through another broker (the producer pools are rebuilt
+    from the new settings; the write URL is the one the producer uses)."""
+    app.conf.broker_url, app.conf.broker_write_url, app.conf.broker_read_url = urls
+    app.conf.broker_transport_options = options
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _redis_server(port: int, tmp_path: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return proc
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+
+
 @pytest.fixture
 def broker_down(tmp_path):
-    """The app's producer points at a queue folder that does not exist until the returned
-    function is called."""
-    saved = (app.conf.broker_url, dict(app.conf.broker_transport_options or {}))
+    """The app's producer points at a broker that is not there until the returned function
+    is called, which brings it up and returns the environment for workers that use it: on
+    the filesystem broker a queue folder that does not exist yet, on Redis a Redis server
+    of this test's own (on a free loopback port) that is not running yet."""
+    saved = (
+        (app.conf.broker_url, app.conf.broker_write_url, app.conf.broker_read_url),
+        dict(app.conf.broker_transport_options or {}),
+    )
+    servers: list[subprocess.Popen] = []
+    if ON_REDIS:
+        if shutil.which("redis-server") is None:
+            pytest.skip("redis-server is not installed")
+        port = _free_port()
+        url = f"redis://127.0.0.1:{port}/0"
+        _point_producer((url, url, url), saved[1])
 
-    def point(url: str, options: dict) -> None:
-        app.conf.broker_url = url
-        app.conf.broker_transport_options = options
-        app._pool = None  # the producer pools are rebuilt from the new settings
-        app.amqp._producer_pool = None
+        def back() -> dict[str, str]:
+            servers.append(_redis_server(port, tmp_path))
+            return {"CELERY_BROKER_URL": url}
 
-    missing = str(tmp_path / "no-such-queue")
-    point(saved[0], {**saved[1], "data_folder_in": missing, "data_folder_out": missing})
-    yield lambda: point(*saved)
-    point(*saved)
+    else:
+        missing = str(tmp_path / "no-such-queue")
+        _point_producer(
+            saved[0], {**saved[1], "data_folder_in": missing, "data_folder_out": missing}
+        )
+
+        def back() -> dict[str, str]:
+            _point_producer(*saved)
+            return {}
+
+    yield back
+    _point_producer(*saved)
+    for server in servers:
+        server.kill()
+        server.wait(10)
 
 
-@pytest.mark.skipif(
-    ON_REDIS,
-    reason="the test process's producer keeps its Redis connection pool; a Redis outage is "
-    "tested with kombu's OperationalError in tests/test_jobs.py",
-)
 def test_a_build_clicked_while_the_broker_is_down_fails_with_a_message_and_a_retry_finishes_it(
     si2024_study, owner, client, workers, broker_down
 ):
@@ -400,8 +461,8 @@ def test_a_build_clicked_while_the_broker_is_down_fails_with_a_message_and_a_ret
     assert "could not be sent to the task queue" in response.text and "Retry" in response.text
     job = JobRun.objects.get(study=si2024_study, kind="report")
     assert job.status == "failed" and "CELERY_BROKER_URL" in job.error
-    broker_down()  # the broker is back
-    workers.start()
+    broker = broker_down()  # the broker is back
+    workers.start(**broker)
     client.post(reverse("studies:job_retry", args=["si2024", job.pk]))
     wait_until(lambda: status_of(job) == "done", seconds=300, what="report built after retry")
     assert StudyReport.objects.filter(job=job).exists()
@@ -601,7 +662,6 @@ def test_on_redis_a_killed_workers_judge_run_is_delivered_again_and_resumed_by_a
     assert run.attempts == 2 and run.done_calls == 8 == outcomes(run)
 
 
-@pytest.mark.skipif(ON_REDIS, reason="see the report's test with the broker down above")
 def test_a_judge_run_started_while_the_broker_is_down_fails_with_a_message_and_resume_runs_it(
     judged, owner, client, workers, broker_down
 ):
@@ -617,8 +677,8 @@ def test_a_judge_run_started_while_the_broker_is_down_fails_with_a_message_and_r
     assert run.status == "failed" and "CELERY_BROKER_URL" in run.error
     assert "could not be sent to the task queue" in response.text
     assert 'id="resume-run"' in response.text
-    broker_down()  # the broker is back
-    workers.start()
+    broker = broker_down()  # the broker is back
+    workers.start(**broker)
     client.post(reverse("judging:run_resume", args=[study.slug, run.pk]))
     wait_until(lambda: run_row(run).status == "done", seconds=60, what="run done after resume")
     assert run.done_calls == 8 and run.error == ""
