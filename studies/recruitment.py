@@ -69,9 +69,13 @@ LinkFor = Callable[[str], str]
 
 
 def pair_dimensions(study: Study) -> list[str]:
-    """What reviewers compare idea pairs on: the usual dimensions the study's form has,
-    else its last metric (forms end with their holistic score)."""
-    keys = study.form_definition().metric_keys
+    """What reviewers compare idea pairs on: the form's own `pair_metrics` when it names
+    them, else the usual dimensions the form has, else its last metric (forms end with
+    their holistic score)."""
+    definition = study.form_definition()
+    if definition.pair_metrics:
+        return list(definition.pair_metrics)
+    keys = definition.metric_keys
     return [d for d in PAIR_DIMENSIONS if d in keys] or keys[-1:]
 
 

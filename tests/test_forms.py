@@ -151,3 +151,24 @@ def test_pair_tasks_compare_on_the_forms_own_dimensions(owner):
         }
     )
     assert pair_dimensions(study_create(owner=owner, slug="p-own", form=own)) == ["quality"]
+    named = form_validate({**EXECUTION_FORM.to_dict(), "key": "exec-pairs", "pair_metrics": [
+        "soundness", "faithfulness", "overall"]})  # fmt: skip
+    assert named.to_dict()["pair_metrics"] == ["soundness", "faithfulness", "overall"]
+    study = study_create(owner=owner, slug="p-named", form=named)
+    assert pair_dimensions(study) == ["soundness", "faithfulness", "overall"]
+
+
+def test_pair_metrics_must_be_the_forms_own_metrics():
+    from studies.protocol.forms import FormFileError, form_validate
+
+    data = {**EXECUTION_FORM.to_dict(), "key": "exec-pairs"}
+    for pairs, problem in [
+        (["soundness", "clarity"], "'pair_metrics': clarity is not a metric of this form"),
+        (["overall", "overall"], "'pair_metrics' names a metric twice"),
+        ("overall", "'pair_metrics' must be a list of metric keys"),
+    ]:
+        with pytest.raises(FormFileError) as raised:
+            form_validate({**data, "pair_metrics": pairs})
+        assert problem in str(raised.value)
+    # A form without them writes none, so stored definitions keep their text.
+    assert "pair_metrics" not in EXECUTION_FORM.to_dict()

@@ -112,6 +112,14 @@ class FormDefinition:
     honor_code: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    # The metrics reviewers compare idea pairs on, in order; empty: the study's default
+    # (the usual ones this form has, see studies.recruitment.pair_dimensions).
+    pair_metrics: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = [k for k in self.pair_metrics if k not in self.metric_keys]
+        if unknown:
+            raise ValueError(f"form {self.key}: pair metric(s) {unknown} are not metrics")
 
     @property
     def metric_keys(self) -> list[str]:
@@ -163,6 +171,8 @@ class FormDefinition:
         )
         if self.extra:
             data["extra"] = dict(self.extra)
+        if self.pair_metrics:
+            data["pair_metrics"] = list(self.pair_metrics)
         return data
 
     def to_json(self) -> str:
@@ -183,6 +193,7 @@ class FormDefinition:
             honor_code=data.get("honor_code", ""),
             extra=dict(data.get("extra", {})),
             description=data.get("description", ""),
+            pair_metrics=tuple(data.get("pair_metrics", ())),
         )
 
 
@@ -235,6 +246,7 @@ FORM_FIELDS = {
     "min_rationale_words",
     "honor_code",
     "extra",
+    "pair_metrics",
 }
 SCALE_FIELDS = {
     "key",
@@ -393,6 +405,7 @@ def form_validate(data: Any, *, source: str = "form") -> FormDefinition:
     if not isinstance(extra, dict):
         problems.append("'extra' must be an object")
     metrics = _metrics(data.get("metrics"), problems)
+    pairs = _pair_metrics(data.get("pair_metrics", []), [m.key for m in metrics], problems)
     familiarity = _question(data, "familiarity", problems)
     confidence = _question(data, "confidence", problems)
     if problems:
@@ -409,7 +422,20 @@ def form_validate(data: Any, *, source: str = "form") -> FormDefinition:
         honor_code=honor_code,
         extra=dict(extra),
         description=description,
+        pair_metrics=pairs,
     )
+
+
+def _pair_metrics(raw: Any, keys: list[str], problems: list[str]) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(k, str) for k in raw):
+        problems.append("'pair_metrics' must be a list of metric keys")
+        return ()
+    if len(set(raw)) != len(raw):
+        problems.append("'pair_metrics' names a metric twice")
+    unknown = [k for k in raw if k not in keys]
+    if unknown and keys:
+        problems.append(f"'pair_metrics': {', '.join(unknown)} is not a metric of this form")
+    return tuple(raw) if not unknown else ()
 
 
 def form_parse_json(text: str | bytes, *, source: str = "form") -> FormDefinition:
