@@ -45,8 +45,19 @@ def plan_check_for_study(plan: AnalysisPlan, study: Study) -> None:
 def study_plan_set(
     *, study: Study, source: str | bytes | Mapping[str, Any], actor: Any
 ) -> AnalysisPlan:
-    """Parse, check and store a plan; PlanError (naming the field) leaves it unchanged."""
-    plan = parse_plan(source)
+    """Parse, check and store a plan; PlanError (naming every field that is wrong) leaves
+    it unchanged."""
+    try:
+        plan = parse_plan(source)
+    except PlanError as exc:
+        if exc.partial is None:
+            raise
+        # What did parse is checked against the study too, so one answer names it all.
+        try:
+            plan_check_for_study(exc.partial, study)
+        except PlanError as more:
+            raise PlanError(*exc.problems, *more.problems) from None
+        raise
     plan_check_for_study(plan, study)
     study.analysis_plan = plan_document(plan)
     study.save(update_fields=["analysis_plan", "updated_at"])

@@ -55,6 +55,29 @@ def test_saving_a_plan_stores_it_and_a_bad_field_is_named(client, owner, study):
     assert study.analysis_plan["multiple_testing"]["method"] == "bh"
 
 
+def test_every_wrong_field_of_a_plan_is_named_at_once(client, owner, study):
+    """Fields that do not parse and fields the study does not have, in one answer, so
+    the owner does not fix one error per save."""
+    _login(client, owner, "owner-pass-123")
+    url = reverse("studies:study_plan", args=[study.slug])
+    plan = {
+        "multiple_testing": {"method": "sidak"},
+        "primary_metrics": ["clarity"],
+        "alpha": 2,
+        "hypotheses": [{"direction": "AI < Robots"}],
+    }
+    bad = client.post(url, {"document": json.dumps(plan)})
+    assert bad.status_code == 400
+    html = bad.content.decode()
+    errors = html[html.index('id="plan-errors"') :]
+    errors = errors[: errors.index("</div>")]
+    for field in ("multiple_testing.method", "alpha", "primary_metrics", "hypotheses[0]"):
+        assert field in errors, field
+    assert errors.count("<li>") >= 4
+    study.refresh_from_db()
+    assert study.analysis_plan in ({}, None) or "primary_metrics" not in study.analysis_plan
+
+
 def test_viewer_reads_but_cannot_change_or_freeze(client, study, django_user_model):
     viewer = django_user_model.objects.create_user("viewer-p", password="viewer-pass-123")
     StudyMember.objects.create(study=study, user=viewer, role="viewer")

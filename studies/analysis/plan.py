@@ -61,7 +61,14 @@ _DIRECTION = re.compile(r"^\s*([^<>\s][^<>]*?)\s*([<>])\s*([^<>\s][^<>]*?)\s*$")
 
 
 class PlanError(ValueError):
-    """A plan that cannot be used; the message names the field."""
+    """A plan that cannot be used; each problem names its field. `partial` is the plan
+    made of the fields that did parse (so a caller can check those against the study too
+    and report everything at once)."""
+
+    def __init__(self, *problems: str, partial: AnalysisPlan | None = None):
+        super().__init__("; ".join(problems))
+        self.problems = list(problems)
+        self.partial = partial
 
 
 @dataclass(frozen=True)
@@ -151,42 +158,45 @@ class AnalysisPlan:
         """Raise :class:`PlanError` when the plan names metrics or conditions the study
         does not have, or a direction that is not about a condition and the baseline."""
         known_m, known_c = set(metrics), set(conditions)
+        problems: list[str] = []
         for key in ("primary_metrics", "secondary_metrics"):
             for m in getattr(self, key):
                 if m not in known_m:
-                    raise PlanError(
+                    problems.append(
                         f"{key}: {m!r} is not a metric of the study's form "
                         f"(metrics: {', '.join(metrics)})"
                     )
         if self.consistency_metric and self.consistency_metric not in known_m:
-            raise PlanError(f"consistency.metric: {self.consistency_metric!r} is not a metric")
+            problems.append(f"consistency.metric: {self.consistency_metric!r} is not a metric")
         for i, h in enumerate(self.hypotheses):
             where = f"hypotheses[{i}]"
             if h.metric != "*" and h.metric not in known_m:
-                raise PlanError(f"{where}.metric: {h.metric!r} is not a metric")
+                problems.append(f"{where}.metric: {h.metric!r} is not a metric")
             sides = h.sides()
             if sides is not None:
                 left, _, right = sides
                 for side in (left, right):
                     if side not in known_c:
-                        raise PlanError(
+                        problems.append(
                             f"{where}.direction: {side!r} is not a condition "
                             f"(conditions: {', '.join(conditions)})"
                         )
                 if baseline not in (left, right) or left == right:
-                    raise PlanError(
+                    problems.append(
                         f"{where}.direction: {h.direction!r} must compare a condition with "
                         f"the baseline {baseline!r}"
                     )
         for fam in self.families:
             for m in fam.metrics:
                 if m not in known_m:
-                    raise PlanError(f"families[{fam.name}].metrics: {m!r} is not a metric")
+                    problems.append(f"families[{fam.name}].metrics: {m!r} is not a metric")
             for c in fam.conditions:
                 if c not in known_c or c == baseline:
-                    raise PlanError(
+                    problems.append(
                         f"families[{fam.name}].conditions: {c!r} is not a non-baseline condition"
                     )
+        if problems:
+            raise PlanError(*problems)
 
     def alternative(self, *, test: str, metric: str, condition: str, baseline: str) -> str:
         """The planned alternative of one comparison (the last matching hypothesis wins)."""
@@ -225,36 +235,55 @@ def parse_plan(source: str | bytes | Mapping[str, Any] | None) -> AnalysisPlan:
         data = dict(source)
     if not isinstance(data, dict):
         raise PlanError("the plan must be a JSON object")
+    problems: list[str] = []
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
-        raise PlanError(f"unknown plan field(s): {', '.join(unknown)}")
+        problems.append(f"unknown plan field(s): {', '.join(unknown)}")
     if data.get("schema", PLAN_SCHEMA) != PLAN_SCHEMA:
-        raise PlanError(f"schema: expected {PLAN_SCHEMA!r}, got {data['schema']!r}")
+        problems.append(f"schema: expected {PLAN_SCHEMA!r}, got {data['schema']!r}")
     kwargs: dict[str, Any] = {}
+
+    def field(step: Any) -> None:
+        # Each field is read on its own, so one message names every field that is wrong.
+        try:
+            step()
+        except PlanError as exc:
+            problems.extend(exc.problems)
+
     for key in ("primary_metrics", "secondary_metrics"):
         if key in data:
-            kwargs[key] = _names(data[key], key)
+            field(lambda key=key: kwargs.__setitem__(key, _names(data[key], key)))
     both = set(kwargs.get("primary_metrics", ())) & set(kwargs.get("secondary_metrics", ()))
     if both:
-        raise PlanError(f"metric(s) both primary and secondary: {', '.join(sorted(both))}")
+        problems.append(f"metric(s) both primary and secondary: {', '.join(sorted(both))}")
+        kwargs.pop("secondary_metrics")
     if "tests" in data:
-        kwargs["tests"] = _choices(data["tests"], "tests", TESTS)
+        field(lambda: kwargs.__setitem__("tests", _choices(data["tests"], "tests", TESTS)))
     if "mixed_model" in data:
-        kwargs["covariates"], kwargs["topic"] = _mixed_model(data["mixed_model"])
+        field(
+            lambda: kwargs.update(
+                zip(("covariates", "topic"), _mixed_model(data["mixed_model"]), strict=True)
+            )
+        )
     if "hypotheses" in data:
-        kwargs["hypotheses"] = _hypotheses(data["hypotheses"])
+        field(lambda: kwargs.__setitem__("hypotheses", _hypotheses(data["hypotheses"])))
     if "multiple_testing" in data:
-        kwargs.update(_multiple_testing(data["multiple_testing"]))
+        field(lambda: kwargs.update(_multiple_testing(data["multiple_testing"])))
     if "alpha" in data:
-        alpha = data["alpha"]
-        if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
-            raise PlanError(f"alpha: must be a number between 0 and 1, got {alpha!r}")
-        kwargs["alpha"] = float(alpha)
-    kwargs.update(_resampling(data.get("consistency"), "consistency", metric=True))
-    kwargs.update(_resampling(data.get("agreement"), "agreement", metric=False))
+        field(lambda: kwargs.__setitem__("alpha", _alpha(data["alpha"])))
+    field(lambda: kwargs.update(_resampling(data.get("consistency"), "consistency", metric=True)))
+    field(lambda: kwargs.update(_resampling(data.get("agreement"), "agreement", metric=False)))
     if "seed" in data:
-        kwargs["seed"] = _int(data["seed"], "seed", low=0)
+        field(lambda: kwargs.__setitem__("seed", _int(data["seed"], "seed", low=0)))
+    if problems:
+        raise PlanError(*problems, partial=AnalysisPlan(**kwargs))
     return AnalysisPlan(**kwargs)
+
+
+def _alpha(alpha: Any) -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
+        raise PlanError(f"alpha: must be a number between 0 and 1, got {alpha!r}")
+    return float(alpha)
 
 
 def _names(value: Any, where: str) -> tuple[str, ...]:

@@ -60,7 +60,7 @@ def study_plan_page(request: HttpRequest, slug: str) -> HttpResponse:
                     study=study, source=form.cleaned_data["document"], actor=request.user
                 )
             except PlanError as exc:
-                form.add_error("document", str(exc))
+                form.add_error("document", exc.problems)
             else:
                 messages.success(request, "Analysis plan saved.")
                 return redirect("studies:study_plan", slug=study.slug)
