@@ -526,6 +526,23 @@ def reviewers_screen_by_rule(*, study: Study, actor: Any) -> int:
     return n
 
 
+def reviewer_drop_counts(*, reviewer: Reviewer) -> dict[str, int]:
+    """What reviewer_drop would withdraw (open reviews and pair ratings) and keep
+    (submitted reviews)."""
+    open_status = [Assignment.Status.PENDING, Assignment.Status.DRAFT]
+    return {
+        "open_reviews": Assignment.objects.filter(
+            reviewer=reviewer, status__in=open_status
+        ).count(),
+        "open_pairs": PairTask.objects.filter(
+            reviewer=reviewer, status=PairTask.Status.PENDING
+        ).count(),
+        "submitted": Review.objects.filter(
+            reviewer=reviewer, status=Review.Status.SUBMITTED
+        ).count(),
+    }
+
+
 def reviewer_drop(*, reviewer: Reviewer, actor: Any) -> int:
     """Mark a reviewer as dropped out; their open work is withdrawn (returns how much)."""
     with transaction.atomic():

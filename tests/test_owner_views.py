@@ -194,6 +194,18 @@ def test_infeasible_preview_explains_the_rule(client, owner, django_capture_on_c
 def test_dropping_a_reviewer_withdraws_their_open_work(client, seeded):
     client.force_login(seeded.owner)
     rev = seeded.reviewers[0]
+    # The list's link asks first: it says what would be withdrawn and kept, and changes
+    # nothing.
+    listing = client.get(reverse("studies:study_reviewers", args=[seeded.study.slug]))
+    url = reverse("studies:reviewer_drop", args=[seeded.study.slug, rev.pk])
+    assert f'href="{url}"' in listing.content.decode()
+    page = client.get(url)
+    assert page.status_code == 200
+    html = page.content.decode()
+    open_n = Assignment.objects.filter(reviewer=rev, status__in=["pending", "draft"]).count()
+    assert open_n > 0 and f"{open_n} open review(s)" in html and 'id="drop-confirm"' in html
+    rev.refresh_from_db()
+    assert rev.dropped_at is None
     r = client.post(reverse("studies:reviewer_drop", args=[seeded.study.slug, rev.pk]))
     assert r["Location"] == reverse("studies:assignment_preview", args=[seeded.study.slug])
     assert set(Assignment.objects.filter(reviewer=rev).values_list("status", flat=True)) == {

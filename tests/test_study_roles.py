@@ -55,7 +55,7 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:study_reviewers": ((), V, None),
     "studies:reviewers_approve_by_rule": ((), None, E),
     "studies:reviewer_screen": (("reviewer",), None, E),
-    "studies:reviewer_drop": (("reviewer",), None, E),
+    "studies:reviewer_drop": (("reviewer",), E, E),
     "studies:study_invitations": ((), V, E),
     "studies:invitations_upload": ((), None, E),
     "studies:invitation_resend": (("invitation",), None, E),

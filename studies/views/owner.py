@@ -31,6 +31,7 @@ from ..recruitment import (
     progress_summary,
     reminders_send,
     reviewer_drop,
+    reviewer_drop_counts,
     reviewer_screen,
     reviewers_screen_by_rule,
     study_close,
@@ -172,10 +173,18 @@ def reviewers_approve_by_rule(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def reviewer_drop_view(request: HttpRequest, slug: str, reviewer_id: int) -> HttpResponse:
+    """GET: what dropping the reviewer would do, with the button that does it (it cannot
+    be undone, so the list's link asks first). POST: drop."""
     study = get_study_for_member(request, slug, role=EDITOR)
     reviewer = get_object_or_404(Reviewer, pk=reviewer_id, study=study, dropped_at__isnull=True)
+    if request.method == "GET":
+        return render(
+            request,
+            "studies/owner/reviewer_drop.html",
+            {"study": study, "reviewer": reviewer, **reviewer_drop_counts(reviewer=reviewer)},
+        )
     n = reviewer_drop(reviewer=reviewer, actor=request.user)
     messages.success(
         request,
