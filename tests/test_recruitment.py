@@ -330,6 +330,10 @@ def test_rate_limiter_counts_per_key(db):
     assert not rate_limit_hit("other", limit=3, window=60)
 
 
+# A whole minute: a boundary of the 60 s windows these tests use.
+BOUNDARY = 1_800_000_000 - 1_800_000_000 % 60 + 60
+
+
 def _at(seconds: float):
     from datetime import UTC, datetime
     from unittest import mock
@@ -340,7 +344,7 @@ def _at(seconds: float):
 
 def test_a_limit_reached_just_before_a_window_boundary_still_holds_after_it(db):
     cache.clear()
-    boundary = 1_800_000_000 - 1_800_000_000 % 60 + 60
+    boundary = BOUNDARY
     with _at(boundary - 1):
         for _ in range(3):
             rate_limit_hit("k", limit=3, window=60)
@@ -355,7 +359,7 @@ def test_a_limit_reached_just_before_a_window_boundary_still_holds_after_it(db):
 
 def test_a_burst_split_across_a_window_boundary_is_weighed_as_one(db):
     cache.clear()
-    boundary = 1_800_000_000 - 1_800_000_000 % 60 + 60
+    boundary = BOUNDARY
     with _at(boundary - 1):
         for _ in range(2):
             rate_limit_hit("k", limit=3, window=60)

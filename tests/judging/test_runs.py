@@ -233,19 +233,26 @@ def test_resume_after_a_crash_repeats_no_finished_call_and_counts_once(
     assert r.cost == sum(c.cost for c in LLMCall.objects.filter(run=r))
 
 
+def _on_third_record(monkeypatch, action):
+    """Run `action` while the engine books its third call (a call is then in flight);
+    returns the real `record` so a test can put it back."""
+    real_record, seen = engine.record, []
+
+    def record(*args, **kwargs):
+        seen.append(1)
+        if len(seen) == 3:
+            action()
+        return real_record(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "record", record)
+    return real_record
+
+
 def test_cancel_stops_between_calls_and_resume_finishes(study, judge, scripted, monkeypatch):
     judge.concurrency = 1
     judge.save()
     r = judge_run_create(study=study, method="pairwise", config=judge)
-    real_record, seen = engine.record, []
-
-    def cancelling_record(*args, **kwargs):
-        seen.append(1)
-        if len(seen) == 3:
-            judge_run_cancel(run=r)
-        return real_record(*args, **kwargs)
-
-    monkeypatch.setattr(engine, "record", cancelling_record)
+    real_record = _on_third_record(monkeypatch, lambda: judge_run_cancel(run=r))
     r = judge_run_execute(run=r)
     # The call already in flight when the flag was raised is finished and kept.
     assert r.status == Status.CANCELLED and r.done_calls == 4 == scripted.requests
@@ -299,15 +306,7 @@ def test_a_run_taken_over_or_marked_lost_stops_at_its_next_unit_and_writes_nothi
     judge.concurrency = 1
     judge.save()
     r = judge_run_create(study=study, method="pairwise", config=judge)
-    real_record, seen = engine.record, []
-
-    def record_then_lose_the_run(*args, **kwargs):
-        seen.append(1)
-        if len(seen) == 3:
-            JudgeRun.objects.filter(pk=r.pk).update(**change)
-        return real_record(*args, **kwargs)
-
-    monkeypatch.setattr(engine, "record", record_then_lose_the_run)
+    _on_third_record(monkeypatch, lambda: JudgeRun.objects.filter(pk=r.pk).update(**change))
     r = judge_run_execute(run=r)
     # the call in flight was booked; no further call was made and the row was left alone
     assert scripted.requests == 4 and PairwiseOutcome.objects.filter(run=r).count() == 4
