@@ -556,8 +556,8 @@ def demo_checks(version: str, runs: list[DemoJudgeOutcome]) -> list[Check]:
         checks.append(
             Check(
                 f"{metric}: Test 1 p-value",
-                c["p"] < P_MAX,
-                f"p = {c['p']:.2g} (must be < {P_MAX}), n = {c['n']} vs {c['n_baseline']}",
+                c["p_two_sided"] < P_MAX,
+                f"p = {c['p_two_sided']:.2g} (must be < {P_MAX}), n = {c['n']} vs {c['n_baseline']}",
             )
         )
     if runs:
