@@ -502,3 +502,34 @@ def test_the_demo_researcher_may_create_studies(settings, tmp_path):
     demo = User.objects.get(username="demo")
     assert is_researcher(demo)
     assert Study.objects.get(slug="si2024").role_of(demo) == "owner"
+
+
+@pytest.mark.django_db
+def test_the_settings_page_says_what_reviewers_see_and_warns_when_it_names_a_source(
+    client, study, researcher
+):
+    client.force_login(researcher)
+    url = reverse("studies:study_settings", args=[study.slug])
+    page = client.get(url).content.decode()
+    assert 'id="reviewer-visible"' in page and 'id="source-warnings"' not in page
+    for field in ("title", "description", "topics"):
+        help_text = page.split(f'id="id_{field}_helptext"', 1)[1].split("</div>", 1)[0]
+        assert "Reviewers see this on" in help_text, field
+    assert "every mail to reviewers" in page
+    response = client.post(
+        url,
+        _settings_data(
+            study,
+            title="Human vs AI research ideas",
+            description="Some proposals were drafted by GPT-4; the paid reviewers said so.",
+        ),
+        follow=True,
+    )
+    page = response.content.decode()
+    warnings = page.split('id="source-warnings"', 1)[1].split("</div>", 1)[0]
+    assert "The title names a source of ideas (“Human vs AI”" in warnings
+    assert "The description names a source of ideas (“GPT-4”" in warnings
+    assert "every reviewer page and every mail" in warnings
+    assert warnings.count("<li>") == 2  # "said" and "paid" hold no "AI": word boundaries
+    # and the save itself says so
+    assert page.count('class="warning"') == 2
