@@ -318,6 +318,7 @@ def _build(
     if not result.feasible:
         raise DemoError("no feasible assignment: " + result.explanation())
     recruitment.assignment_commit(study=study, job=preview, actor=owner)
+    ideaprep.study_open_for_review(study=study, actor=owner)
     study.refresh_from_db()
     client = Client()
     submitted = _demo_reviews(study=study, client=client, truth=truth, biases=biases, rng=rng)

@@ -54,8 +54,16 @@ def test_invite_sign_up_screen_assign_review_in_two_visits_and_progress(
     op.click("text=Preview the assignment")
     op.wait_for_selector("#preview .plots img")
     op.click("text=Commit this assignment")
-    op.wait_for_url(re.compile(r"/progress/$"))
+    # Committing does not open the study: the owner lands on the step that does.
+    op.wait_for_url(re.compile(r"/ideas/open/$"))
     assert Assignment.objects.filter(reviewer=nia).count() == 2
+    rp.goto("/studies/r/home/")
+    assert "has not opened for review yet" in rp.inner_text("main")
+    assert rp.locator("a", has_text="Start").count() == 0
+    mail.outbox.clear()
+    op.click("#open-for-review")
+    op.wait_for_selector("text=The study is open for review")
+    assert "nia@example.org" in {m.to[0] for m in mail.outbox}
 
     # First visit: part of the review, saved by autosave; a reload shows it.
     rp.goto("/studies/r/home/")
