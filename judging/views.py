@@ -189,7 +189,7 @@ def judge_run_resume_view(request: HttpRequest, slug: str, run_id: int) -> HttpR
     form = RunBudgetForm(request.POST)
     if not form.is_valid():
         for field, errors in form.errors.items():
-            messages.error(request, f"{form.fields[field].label}: {' '.join(errors)}")
+            messages.error(request, f"{form.fields[field].label}: {' '.join(map(str, errors))}")
         return redirect("judging:run_detail", study.slug, run.pk)
     # The page's Resume carries the budget fields; a bare POST keeps the run's budget.
     budget = (
