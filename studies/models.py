@@ -419,6 +419,9 @@ class Reviewer(models.Model):
     honor_code_at = models.DateTimeField(null=True, blank=True)
     name = models.CharField(max_length=200, blank=True)
     email = models.EmailField(blank=True)
+    # How the reviewer wants to be paid (e.g. a PayPal address), given on their profile;
+    # only the study's owners read it, in the payments CSV, and it is never exported.
+    payment_handle = models.CharField(max_length=300, blank=True)
     profile_completed_at = models.DateTimeField(null=True, blank=True)
     screened_at = models.DateTimeField(null=True, blank=True)
     # A reviewer who stopped: their open work is withdrawn and re-solved for others.

@@ -464,6 +464,26 @@ def reviewer_profile_save(*, reviewer: Reviewer, data: dict[str, Any]) -> None:
     audit(study=reviewer.study, actor=reviewer.user, verb="reviewer_profile_saved")
 
 
+def reviewer_payment_handle_set(*, reviewer: Reviewer, handle: str) -> None:
+    """The reviewer's own payment details; they may change them at any time, screened or
+    not (the audit event says that they changed, not what they are)."""
+    problem = control_character_problem(handle)
+    if problem:
+        raise RecruitmentError(f"Payment details: {problem}")
+    handle = " ".join(handle.split())
+    if handle == reviewer.payment_handle:
+        return
+    reviewer.payment_handle = handle
+    reviewer.save(update_fields=["payment_handle"])
+    audit(
+        study=reviewer.study,
+        actor=reviewer.user,
+        verb="reviewer_payment_handle_set",
+        reviewer=reviewer.pseudonym,
+        given=bool(handle),
+    )
+
+
 def reviewer_screen(*, reviewer: Reviewer, approve: bool, reason: str = "", actor: Any) -> None:
     if reviewer.profile_completed_at is None:
         raise RecruitmentError(f"{reviewer.pseudonym} has not completed the profile yet.")

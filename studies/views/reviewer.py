@@ -42,12 +42,14 @@ from ..recruitment import (
     review_draft_save,
     review_submit,
     reviewer_consent,
+    reviewer_payment_handle_set,
     reviewer_profile_save,
     reviewer_sign_up,
 )
 from ..review_forms import (
     ConsentForm,
     PairForm,
+    PaymentHandleForm,
     ProfileForm,
     ReviewAnswersForm,
     SignUpForm,
@@ -351,9 +353,37 @@ def reviewer_profile_view(request: HttpRequest, reviewer_id: int) -> HttpRespons
     return render(
         request,
         "studies/reviewer/profile.html",
-        {"reviewer": reviewer, "study": study, "form": form, "locked": locked},
+        {
+            "reviewer": reviewer,
+            "study": study,
+            "form": form,
+            "locked": locked,
+            "payment_form": PaymentHandleForm(initial={"payment_handle": reviewer.payment_handle}),
+        },
         status=400 if request.method == "POST" else 200,
     )
+
+
+@reviewer_login_required
+@require_POST
+def reviewer_payment_view(request: HttpRequest, reviewer_id: int) -> HttpResponse:
+    """The reviewer's payment details: their own to give or change at any time."""
+    reviewer = get_reviewer_for_user(request, reviewer_id)
+    form = PaymentHandleForm(request.POST)
+    if form.is_valid():
+        try:
+            reviewer_payment_handle_set(
+                reviewer=reviewer, handle=form.cleaned_data["payment_handle"]
+            )
+        except RecruitmentError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, "Payment details saved.")
+    else:
+        messages.error(
+            request, "Payment details: " + " ".join(map(str, form.errors["payment_handle"]))
+        )
+    return redirect("studies:reviewer_profile", reviewer.pk)
 
 
 # --------------------------------------------------------------------------- review page
