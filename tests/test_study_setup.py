@@ -80,7 +80,12 @@ def test_only_researchers_see_new_study_and_may_create_one(client, owner, resear
     client.force_login(owner)
     assert not is_researcher(owner)
     assert "New study" not in client.get(reverse("studies:study_list")).content.decode()
-    assert client.get(reverse("studies:study_new")).status_code == 403
+    refused = client.get(reverse("studies:study_new"))
+    assert refused.status_code == 403
+    # the app's own page, in its frame, saying why, not a bare "403 Forbidden"
+    page = refused.content.decode()
+    assert '<header class="topbar">' in page and "<h1>Not allowed</h1>" in page
+    assert "Only researchers may create studies" in page
     assert client.post(reverse("studies:study_new"), {"slug": "x"}).status_code == 403
     client.force_login(researcher)
     assert "New study" in client.get(reverse("studies:study_list")).content.decode()
