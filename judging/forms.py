@@ -154,6 +154,25 @@ class JudgeRunForm(forms.Form):
         return _json_object(self.cleaned_data.get("params", ""), "Parameters")
 
 
+class RunBudgetForm(forms.Form):
+    """The limits a stopped run resumes under; empty means no limit."""
+
+    budget_calls = forms.IntegerField(
+        min_value=1,
+        required=False,
+        label="Paid calls, at most",
+        help_text="Counted over the whole run, the calls made so far included. Empty: no limit.",
+    )
+    budget_cost = forms.DecimalField(
+        min_value=0,
+        max_digits=14,
+        decimal_places=6,
+        required=False,
+        label="Cost, at most",
+        help_text="In the judge's price unit, over the whole run. Empty: no limit.",
+    )
+
+
 class CorpusUploadForm(forms.Form):
     name = forms.CharField(max_length=200)
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))

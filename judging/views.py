@@ -22,12 +22,13 @@ from studies.models import Study
 from studies.views.study import EDITOR, VIEWER, get_study_for_member, role_by_method
 
 from .corpus import CorpusImportError, reference_corpora_for, reference_corpus_import
-from .forms import CorpusUploadForm, JudgeConfigForm, JudgeRunForm
+from .forms import CorpusUploadForm, JudgeConfigForm, JudgeRunForm, RunBudgetForm
 from .models import JudgeRun
 from .run_report import judge_run_report
 from .services import (
     DEFAULT_PARAMS,
     JudgeRunRefused,
+    RunBudget,
     judge_config_create,
     judge_configs_for,
     judge_run_cancel,
@@ -146,6 +147,9 @@ def judge_run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpRespon
         "run": run,
         # A running run (its worker lives: it was not marked lost above) is not resumed.
         "resumable": run.can_resume and run.status != JudgeRun.Status.RUNNING,
+        "budget_form": RunBudgetForm(
+            initial={"budget_calls": run.budget_calls, "budget_cost": run.budget_cost}
+        ),
     }
     if is_htmx(request):
         if request.GET.get("poll") and not run.is_active:
@@ -182,8 +186,22 @@ def judge_run_cancel_view(request: HttpRequest, slug: str, run_id: int) -> HttpR
 @require_POST
 def judge_run_resume_view(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
     study, run = get_run_for_member(request, slug, run_id, role=EDITOR)
+    form = RunBudgetForm(request.POST)
+    if not form.is_valid():
+        for field, errors in form.errors.items():
+            messages.error(request, f"{form.fields[field].label}: {' '.join(map(str, errors))}")
+        return redirect("judging:run_detail", study.slug, run.pk)
+    # The page's Resume carries the budget fields; a bare POST keeps the run's budget.
+    budget = (
+        RunBudget(
+            budget_calls=form.cleaned_data["budget_calls"],
+            budget_cost=form.cleaned_data["budget_cost"],
+        )
+        if "budget_calls" in request.POST or "budget_cost" in request.POST
+        else None
+    )
     try:
-        judge_run_resume(run=run)
+        judge_run_resume(run=run, budget=budget, actor=request.user)
     except JudgeRunRefused as exc:
         messages.error(request, str(exc))
     else:

@@ -318,6 +318,7 @@ def _build(
     if not result.feasible:
         raise DemoError("no feasible assignment: " + result.explanation())
     recruitment.assignment_commit(study=study, job=preview, actor=owner)
+    ideaprep.study_open_for_review(study=study, actor=owner)
     study.refresh_from_db()
     client = Client()
     submitted = _demo_reviews(study=study, client=client, truth=truth, biases=biases, rng=rng)
@@ -556,8 +557,8 @@ def demo_checks(version: str, runs: list[DemoJudgeOutcome]) -> list[Check]:
         checks.append(
             Check(
                 f"{metric}: Test 1 p-value",
-                c["p"] < P_MAX,
-                f"p = {c['p']:.2g} (must be < {P_MAX}), n = {c['n']} vs {c['n_baseline']}",
+                c["p_two_sided"] < P_MAX,
+                f"p = {c['p_two_sided']:.2g} (must be < {P_MAX}), n = {c['n']} vs {c['n_baseline']}",
             )
         )
     if runs:

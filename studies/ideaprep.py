@@ -34,6 +34,7 @@ from judging.llm.pool import SendPool
 from . import csvsafe
 from .jobs import job_active, job_enqueue, job_progress, job_start
 from .models import (
+    Assignment,
     Condition,
     DuplicatePair,
     Idea,
@@ -431,20 +432,119 @@ def study_readiness(*, study: Study) -> list[str]:
     return reasons
 
 
-def study_open_for_review(*, study: Study, actor: Any = None) -> Study:
-    """Move the study to reviewing, if topic matching and sign-off allow it."""
+#: What an owner types to open a study whose reviewer-facing texts the leakage check can
+#: tell apart by source.
+LEAKAGE_ACKNOWLEDGEMENT = "reviewers may tell the sources apart"
+
+
+class LeakageNotAcknowledged(StudyNotReady):
+    """The latest leakage check says the texts reviewers will read give their source away,
+    and the owner has not typed the acknowledgement."""
+
+
+def _acknowledged(text: str) -> bool:
+    return " ".join(text.lower().split()).strip(" .") == LEAKAGE_ACKNOWLEDGEMENT
+
+
+def study_leakage_warning(study: Study) -> dict[str, Any] | None:
+    """The latest finished leakage check's result on the approved texts (what reviewers
+    read) when it says they are easy to tell apart; None otherwise."""
+    latest = leakage_check_latest(study)
+    if latest is None:
+        return None
+    after = (latest.params.get("result") or {}).get("after") or {}
+    kind, words = leakage_side_reading(after)
+    if kind != "easy":
+        return None
+    return {
+        "job": latest.pk,
+        "finished_at": latest.finished_at,
+        "auc": after["auc"],
+        "ci_low": after["ci_low"],
+        "ci_high": after["ci_high"],
+        "n_ai": after.get("n_ai"),
+        "n_human": after.get("n_human"),
+        "verdict": words,
+    }
+
+
+def study_open_status(study: Study) -> dict[str, Any]:
+    """What the "Open for review" card shows: whether the study is open, why it cannot
+    open yet, the committed work waiting for it, the leakage warning that needs a typed
+    acknowledgement, and the reviewer-visible text that names a source."""
+    from .study_setup import source_warnings, study_source_mentions
+
+    waiting = Assignment.objects.filter(
+        study=study,
+        status__in=[Assignment.Status.PENDING, Assignment.Status.DRAFT],
+        reviewer__dropped_at__isnull=True,
+    )
+    is_open = study.is_open_to_reviewers()
+    return {
+        "is_open": is_open,
+        "readiness": [] if is_open else study_readiness(study=study),
+        "assignments": waiting.count(),
+        "reviewers": waiting.values("reviewer_id").distinct().count(),
+        "leakage": None if is_open else study_leakage_warning(study),
+        "phrase": LEAKAGE_ACKNOWLEDGEMENT,
+        "text_warnings": [] if is_open else source_warnings(study_source_mentions(study)),
+    }
+
+
+def study_open_for_review(
+    *, study: Study, actor: Any = None, acknowledgement: str = "", link_for: Any = None
+) -> Study:
+    """Move the study to reviewing, if topic matching and sign-off allow it, and mail the
+    reviewers whose committed assignments were waiting for it.
+
+    When the latest leakage check says the approved texts are easy to tell apart by
+    source, the owner must type :data:`LEAKAGE_ACKNOWLEDGEMENT`; it is recorded in the
+    audit event with the check it answers."""
+    from .recruitment import reviewers_notify_new_work
+
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
         reasons = study_readiness(study=study)
         if reasons:
             raise StudyNotReady(reasons)
+        warning = study_leakage_warning(study)
+        if warning is not None and not _acknowledged(acknowledgement):
+            raise LeakageNotAcknowledged(
+                [
+                    f"the latest leakage check says the texts reviewers will read are easy to "
+                    f"tell apart by source (AUC {warning['auc']:.2f}, 95% CI "
+                    f"{warning['ci_low']:.2f}–{warning['ci_high']:.2f}); to open anyway, "
+                    f"type “{LEAKAGE_ACKNOWLEDGEMENT}”"
+                ]
+            )
         study.status = Study.Status.REVIEWING
         study.save(update_fields=["status", "updated_at"])
+        waiting = sorted(
+            set(
+                Assignment.objects.filter(
+                    study=study,
+                    status__in=[Assignment.Status.PENDING, Assignment.Status.DRAFT],
+                    reviewer__dropped_at__isnull=True,
+                ).values_list("reviewer_id", flat=True)
+            )
+        )
+        detail: dict[str, Any] = {"topic_mismatch_reason": study.topic_mismatch_reason}
+        if warning is not None:
+            detail.update(
+                leakage_acknowledged=" ".join(acknowledgement.split()),
+                leakage_check=warning["job"],
+                leakage_auc=warning["auc"],
+                leakage_ci=[warning["ci_low"], warning["ci_high"]],
+            )
         audit(
             study=study,
             actor=actor,
             verb="study_opened_for_review",
-            topic_mismatch_reason=study.topic_mismatch_reason,
+            reviewers=len(waiting),
+            **detail,
+        )
+        transaction.on_commit(
+            lambda: reviewers_notify_new_work(study=study, reviewer_ids=waiting, link_for=link_for)
         )
     return study
 
@@ -1396,6 +1496,19 @@ def _leakage_llm(job: JobRun, sample: LeakageSample, side: str, offset: int) -> 
         "p_value": estimate.p_value,
         "prompt_version": SOURCE_GUESS_PROMPT_VERSION,
     }
+
+
+def leakage_side_reading(side: dict[str, Any]) -> tuple[str, str]:
+    """The reading (``easy``, ``too_few``, ...) and the owner's words for one side of a
+    stored check, from its numbers (so a check stored with older wording reads the same
+    as a new one)."""
+    from .analysis.leakage import reading, verdict
+
+    if side.get("auc") is None or side.get("ci_low") is None or side.get("ci_high") is None:
+        return "not_computed", "not computed"
+    numbers = (float(side["auc"]), float(side["ci_low"]), float(side["ci_high"]))
+    words = verdict(*numbers, n_ai=side.get("n_ai"), n_human=side.get("n_human"))
+    return reading(*numbers), words
 
 
 def leakage_check_latest(study: Study) -> JobRun | None:

@@ -199,6 +199,11 @@ class Study(models.Model):
     def is_closed(self) -> bool:
         return self.status == self.Status.CLOSED
 
+    def is_open_to_reviewers(self) -> bool:
+        """Reviewers see their assignments and pair tasks once the study was opened for
+        review (and still read them, unchangeable, once it is closed)."""
+        return self.status in (self.Status.REVIEWING, self.Status.CLOSED)
+
     def load_choices(self) -> list[int]:
         return list(range(self.min_load, self.max_load + 1))
 
@@ -356,8 +361,13 @@ class Idea(models.Model):
         return hasattr(self, "exclusion")
 
     def is_text_locked(self) -> bool:
-        """Once reviewers have the idea, its approved text may not change under them."""
-        return self.assignments.exclude(status="withdrawn").exists()
+        """Once reviewers have the idea, its approved text may not change under them.
+        They have it once it is assigned in a study open for review: before the study
+        opens the owner may still rewrite it (e.g. after a leakage check)."""
+        return (
+            self.study.is_open_to_reviewers()
+            and self.assignments.exclude(status="withdrawn").exists()
+        )
 
 
 class IdeaCondition(models.Model):
@@ -409,6 +419,9 @@ class Reviewer(models.Model):
     honor_code_at = models.DateTimeField(null=True, blank=True)
     name = models.CharField(max_length=200, blank=True)
     email = models.EmailField(blank=True)
+    # How the reviewer wants to be paid (e.g. a PayPal address), given on their profile;
+    # only the study's owners read it, in the payments CSV, and it is never exported.
+    payment_handle = models.CharField(max_length=300, blank=True)
     profile_completed_at = models.DateTimeField(null=True, blank=True)
     screened_at = models.DateTimeField(null=True, blank=True)
     # A reviewer who stopped: their open work is withdrawn and re-solved for others.

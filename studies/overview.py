@@ -37,7 +37,8 @@ NEEDS: dict[str, tuple[str, ...]] = {
         "Rewrites signed off",
         "Reviewers screened",
     ),
-    "Reviews in": ("Assignment committed",),
+    "Opened for review": ("Sections complete", "Topics matched", "Rewrites signed off"),
+    "Reviews in": ("Assignment committed", "Opened for review"),
     "Closed": ("Reviews in",),
     "Report built": ("Reviews in",),
     "Judges run": ("Rewrites signed off",),
@@ -179,6 +180,7 @@ def _imported_steps(c: StudyCounts) -> list[Raw]:
             ("Reviewers invited", "studies:study_invitations"),
             ("Reviewers screened", "studies:study_reviewers"),
             ("Assignment committed", "studies:assignment_preview"),
+            ("Opened for review", "studies:study_open"),
         ]
     ]
     raw.append(
@@ -261,6 +263,17 @@ def _recruitment_steps(c: StudyCounts, closed: bool) -> list[Raw]:
             c.assignments > 0,
             f"{c.assignments} assignment(s)" if c.assignments else "Preview and commit one.",
             "studies:assignment_preview",
+        ),
+        (
+            "Opened for review",
+            c.status in (Study.Status.REVIEWING, Study.Status.CLOSED),
+            "open: reviewers see their assignments"
+            if c.status == Study.Status.REVIEWING
+            else "closed"
+            if c.status == Study.Status.CLOSED
+            else "Open it when the assignment is committed: reviewers see nothing before "
+            "(committing does not open it).",
+            "studies:study_open",
         ),
         (
             "Reviews in",

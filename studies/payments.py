@@ -1,11 +1,15 @@
 """Paying reviewers and idea authors: the owner's accept/reject decision on each submitted
 review, and the study's payment run (who is owed what) built from rows by the pure
-`protocol.payments`. Nothing here is shown to reviewers."""
+`protocol.payments`. Nothing here is shown to reviewers. The owners' CSV names each
+reviewer beside their pseudonym (name, email, payment details), so a person can pay
+them; nothing else leaves with those."""
 
 from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -13,7 +17,7 @@ from django.utils import timezone
 
 from . import csvsafe
 from .ideaprep import study_ideas
-from .models import Review, ReviewAcceptance, ReviewScore, Study
+from .models import Review, ReviewAcceptance, Reviewer, ReviewScore, Study
 from .protocol import payments as pay
 from .selectors import idea_labels
 from .services import audit
@@ -128,45 +132,53 @@ def study_payment_run(*, study: Study, seed: int | None = None) -> pay.PaymentRu
     )
 
 
-def payments_csv(run: pay.PaymentRun) -> str:
-    """One row per payee: reviewers first, then idea authors."""
+@dataclass(frozen=True)
+class PayeeContact:
+    """Who a reviewer pseudonym is, for the person who pays them."""
+
+    name: str
+    email: str
+    payment_handle: str
+
+
+def payment_contacts(study: Study) -> dict[str, PayeeContact]:
+    """Each reviewer's name, email and payment details by pseudonym: for the owners'
+    payments CSV only (the reproducibility package and every other export keep
+    pseudonyms)."""
+    contacts = {}
+    for rev in Reviewer.objects.filter(study=study).select_related("user"):
+        user = rev.user
+        name = rev.name or (user.get_full_name() if user else "")
+        email = (user.email if user else "") or rev.email
+        contacts[rev.pseudonym] = PayeeContact(name, email, rev.payment_handle)
+    return contacts
+
+
+def payments_csv(run: pay.PaymentRun, contacts: Mapping[str, PayeeContact] | None = None) -> str:
+    """One row per payee: reviewers first, then idea authors. With `contacts` (the
+    owners' export) each reviewer row also carries name, email and payment details."""
     out = io.StringIO()
     writer = csvsafe.writer(out)
-    writer.writerow(
-        [
-            "payee_type",
-            "payee",
-            "reviews_submitted",
-            "reviews_accepted",
-            "reviews_rejected",
-            "reviews_pending",
-            "ideas",
-            "top_ideas",
-            "amount",
-            "currency",
-        ]
-    )
+    head = ["payee_type", "payee"]
+    if contacts is not None:
+        head += ["name", "email", "payment_handle"]
+    head += ["reviews_submitted", "reviews_accepted", "reviews_rejected", "reviews_pending"]
+    writer.writerow([*head, "ideas", "top_ideas", "amount", "currency"])
     cur = run.rates.currency
     for r in run.reviewers:
-        writer.writerow(
-            [
-                "reviewer",
-                r.reviewer,
-                r.submitted,
-                r.accepted,
-                r.rejected,
-                r.pending,
-                "",
-                "",
-                r.amount,
-                cur,
-            ]
-        )
+        who: list[Any] = []
+        if contacts is not None:
+            c = contacts.get(r.reviewer, PayeeContact("", "", ""))
+            who = [c.name, c.email, c.payment_handle]
+        counts = [r.submitted, r.accepted, r.rejected, r.pending]
+        writer.writerow(["reviewer", r.reviewer, *who, *counts, "", "", r.amount, cur])
+    blank_who = ["", "", ""] if contacts is not None else []
     for a in run.authors:
         writer.writerow(
             [
                 "author",
                 a.author,
+                *blank_who,
                 "",
                 "",
                 "",

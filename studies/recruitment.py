@@ -464,6 +464,26 @@ def reviewer_profile_save(*, reviewer: Reviewer, data: dict[str, Any]) -> None:
     audit(study=reviewer.study, actor=reviewer.user, verb="reviewer_profile_saved")
 
 
+def reviewer_payment_handle_set(*, reviewer: Reviewer, handle: str) -> None:
+    """The reviewer's own payment details; they may change them at any time, screened or
+    not (the audit event says that they changed, not what they are)."""
+    problem = control_character_problem(handle)
+    if problem:
+        raise RecruitmentError(f"Payment details: {problem}")
+    handle = " ".join(handle.split())
+    if handle == reviewer.payment_handle:
+        return
+    reviewer.payment_handle = handle
+    reviewer.save(update_fields=["payment_handle"])
+    audit(
+        study=reviewer.study,
+        actor=reviewer.user,
+        verb="reviewer_payment_handle_set",
+        reviewer=reviewer.pseudonym,
+        given=bool(handle),
+    )
+
+
 def reviewer_screen(*, reviewer: Reviewer, approve: bool, reason: str = "", actor: Any) -> None:
     if reviewer.profile_completed_at is None:
         raise RecruitmentError(f"{reviewer.pseudonym} has not completed the profile yet.")
@@ -892,7 +912,8 @@ def assignment_commit(
     *, study: Study, job: JobRun, actor: Any = None, link_for: LinkFor | None = None
 ) -> dict[str, int]:
     """Write a previewed solution: new pairs are created (in shuffled order, so ids say
-    nothing about ideas), open pairs no longer wanted are withdrawn, submitted ones stay."""
+    nothing about ideas), open pairs no longer wanted are withdrawn, submitted ones stay.
+    The study's status does not change: reviewers see the work once it is open."""
     params = job.params
     if job.kind != ASSIGNMENT_JOB or job.status != JobRun.Status.DONE or "pairs" not in params:
         raise RecruitmentError("This preview has not finished: wait for it, or preview again.")
@@ -936,26 +957,28 @@ def assignment_commit(
             [Assignment(study=study, reviewer_id=r, idea_id=i) for r, i in new_keys]
         )
         study.assignment_seed = params["seed"]
-        if study.status in (Study.Status.DRAFT, Study.Status.PREPARING):
-            # Committing work opens the study, so it must pass the same gate as the
-            # "Open for review" button: topics matched (or a reason) and text signed off.
-            from .ideaprep import study_readiness
-
-            reasons = study_readiness(study=study)
-            if reasons:
-                raise RecruitmentError(
-                    "the study cannot open for review yet: " + "; ".join(reasons)
-                )
-            study.status = Study.Status.REVIEWING
-        study.save(update_fields=["assignment_seed", "status", "updated_at"])
+        study.save(update_fields=["assignment_seed", "updated_at"])
         job.params = {**params, "committed_at": timezone.now().isoformat()}
         job.save(update_fields=["params"])
         summary = {"created": len(new_keys), "withdrawn": withdrawn, "restored": restored}
-        audit(study=study, actor=actor, verb="assignment_committed", seed=params["seed"], **summary)
-        notify = sorted({r for r, _ in new_keys})
-        transaction.on_commit(
-            lambda: reviewers_notify_new_work(study=study, reviewer_ids=notify, link_for=link_for)
+        # Committing does not open the study ("Open for review" does): before it opens,
+        # reviewers see no assignment and get no mail; opening mails those waiting.
+        is_open = study.status == Study.Status.REVIEWING
+        audit(
+            study=study,
+            actor=actor,
+            verb="assignment_committed",
+            seed=params["seed"],
+            study_open=is_open,
+            **summary,
         )
+        notify = sorted({r for r, _ in new_keys}) if is_open else []
+        if notify:
+            transaction.on_commit(
+                lambda: reviewers_notify_new_work(
+                    study=study, reviewer_ids=notify, link_for=link_for
+                )
+            )
     return summary
 
 
@@ -1059,6 +1082,8 @@ def review_draft_save(
     review_submit locks them, so the two never deadlock."""
     if assignment.study.is_closed():
         raise RecruitmentError("The study is closed; reviews can no longer be changed.")
+    if not assignment.study.is_open_to_reviewers():
+        raise RecruitmentError("The study is not open for review yet.")
     _draft_check_text(definition or assignment.study.form_definition(), draft)
     now = timezone.now()
     stored = {k: str(v)[:MAX_TEXT] for k, v in draft.items()}
@@ -1175,6 +1200,8 @@ def review_submit(
     study = assignment.study
     if study.is_closed():
         raise RecruitmentError("The study is closed; reviews can no longer be changed.")
+    if not study.is_open_to_reviewers():
+        raise RecruitmentError("The study is not open for review yet.")
     metrics = study.form_definition().metric_keys
     data: dict[str, Any] = {
         "scores": {m: int(cleaned[m]) for m in metrics},
@@ -1595,8 +1622,14 @@ def reminders_send(
         return {"reviewers": 0, "invitations": 0}
     link = (link_for or default_link_for)(reverse("studies:reviewer_home"))
     reviewers = 0
+    # Before the study opens reviewers cannot see their work: nothing to remind them of.
     open_work = (
-        Reviewer.objects.filter(study=study, dropped_at__isnull=True, user__isnull=False)
+        Reviewer.objects.filter(
+            study=study,
+            dropped_at__isnull=True,
+            user__isnull=False,
+            study__status=Study.Status.REVIEWING,
+        )
         .filter(
             Q(assignments__status__in=[Assignment.Status.PENDING, Assignment.Status.DRAFT])
             | Q(pair_tasks__status=PairTask.Status.PENDING)

@@ -164,6 +164,20 @@ class ProfileForm(forms.Form):
         return data
 
 
+class PaymentHandleForm(forms.Form):
+    payment_handle = forms.CharField(
+        max_length=300,
+        required=False,
+        label="Payment details (optional)",
+        help_text=(
+            "How the study team can pay you for your accepted reviews: for example a "
+            "PayPal address, or the name and account your bank transfer should go to. "
+            "Only the study's owners see it, in their payment list; it is never shown to "
+            "other reviewers or put in any published data."
+        ),
+    )
+
+
 def scale_choices(scale: Scale) -> list[tuple[str, str]]:
     return [
         (str(v), f"{v} — {scale.anchor(v)}" if scale.anchor(v) else str(v)) for v in scale.levels

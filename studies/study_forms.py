@@ -13,6 +13,7 @@ from .protocol.forms import FormDefinition, FormFileError, builtin_form_names
 from .review_forms import review_form_resolve
 from .services import RESERVED_SLUGS
 from .study_setup import (
+    REVIEWER_VISIBLE,
     SetupError,
     conditions_parse,
     conditions_text,
@@ -25,6 +26,19 @@ CONDITIONS_HELP = (
     "ideas, the others AI; write KEY:human or KEY:ai to say so explicitly."
 )
 TOPICS_HELP = "One topic per line (or comma-separated on one line)."
+
+
+def _mark_reviewer_visible(form: forms.BaseForm) -> None:
+    """Say, under each field reviewers read, where they read it (after any lock reason)."""
+    for name, where in REVIEWER_VISIBLE.items():
+        field = form.fields.get(name)
+        if field is None:
+            continue
+        note = (
+            f"Reviewers see this on {where}: do not name the conditions or where the ideas "
+            "come from."
+        )
+        field.help_text = f"{field.help_text} {note}".strip() if field.help_text else note
 
 
 def _form_choices() -> list[tuple[str, str]]:
@@ -110,6 +124,7 @@ class StudyCreateForm(forms.Form):
         choices = _form_choices()
         self.fields["review_form"].choices = choices  # type: ignore[attr-defined]
         self.fields["review_form"].initial = "si2024" if ("si2024", "si2024") in choices else None
+        _mark_reviewer_visible(self)
 
     def clean_slug(self) -> str:
         slug = self.cleaned_data["slug"].lower()
@@ -200,6 +215,7 @@ class StudySettingsForm(forms.ModelForm):
             if name in self.fields:
                 self.fields[name].disabled = True
                 self.fields[name].help_text = reason
+        _mark_reviewer_visible(self)
 
     GROUPS = [
         ("The study", ["title", "description"]),

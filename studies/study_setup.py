@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import ProtectedError, Q
 
 from .models import Assignment, Condition, PairJudgment, Reviewer, Study, StudyMember, Topic
+from .protocol.source_words import SourceMention, source_mentions
 from .services import audit, review_form_ensure
 
 RESEARCHERS_GROUP = "Researchers"
@@ -43,6 +44,43 @@ def researcher_grant(*, user: Any) -> None:
     permission = Permission.objects.get(content_type__app_label=app_label, codename=codename)
     group.permissions.add(permission)
     user.groups.add(group)
+
+
+# --------------------------------------------------------------------------- reviewer-visible text
+
+#: The study's own texts that reviewers read, and where they read them.
+REVIEWER_VISIBLE: dict[str, str] = {
+    "title": "every reviewer page and every mail to reviewers (the invitation and its "
+    "reminders, “your ideas are ready”, review reminders, the sign-up decision)",
+    "description": "the invitation page",
+    "topics": "the profile (each reviewer picks their topics), the list of reviews and "
+    "each review page",
+}
+
+
+def study_reviewer_texts(study: Study) -> dict[str, str]:
+    """The texts of :data:`REVIEWER_VISIBLE` as they stand (topics one per line)."""
+    return {
+        "title": study.title,
+        "description": study.description,
+        "topics": "\n".join(study.topics.values_list("name", flat=True)),
+    }
+
+
+def study_source_mentions(study: Study) -> list[SourceMention]:
+    """Where the study's reviewer-visible text names one of its conditions (key or
+    label) or a source of ideas (AI, GPT, human-written, …)."""
+    names = [n for pair in study.conditions.values_list("key", "label") for n in pair if n]
+    return source_mentions(study_reviewer_texts(study), conditions=names)
+
+
+def source_warnings(mentions: Iterable[SourceMention]) -> list[str]:
+    """One sentence per mention, naming the field, the words and where reviewers see it."""
+    return [
+        f"The {m.field} {m.reason} (“{m.term}”: {m.excerpt}); reviewers see it on "
+        f"{REVIEWER_VISIBLE[m.field]}."
+        for m in mentions
+    ]
 
 
 # --------------------------------------------------------------------------- conditions

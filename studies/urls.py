@@ -31,6 +31,11 @@ reviewer_patterns = [
         reviewer.reviewer_profile_view,
         name="reviewer_profile",
     ),
+    path(
+        "r/profile/<int:reviewer_id>/payment/",
+        reviewer.reviewer_payment_view,
+        name="reviewer_payment",
+    ),
     path("r/assignments/<int:assignment_id>/", reviewer.review_page, name="review_page"),
     path(
         "r/assignments/<int:assignment_id>/draft/",

@@ -15,6 +15,7 @@ from django.utils import timezone
 from judging.llm.models import JudgeConfig, LLMCall
 from judging.models import IdeaRating, JudgeRun, Judgment, PairwiseOutcome
 from studies.analysis.report import ReportOptions
+from studies.ideaprep import study_open_for_review
 from studies.models import (
     Assignment,
     Condition,
@@ -213,7 +214,8 @@ def cleaned(study: Study, score: int = 6) -> dict:
 
 
 def make_review_study(owner, *, slug: str = "blind", n_reviewers: int = 6, commit: bool = True):
-    """A small study with approved reviewers and (optionally) a committed assignment."""
+    """A small study with approved reviewers and (optionally) a committed assignment, then
+    opened for review."""
     study = study_create(owner=owner, slug=slug, title="Blind study", baseline_condition="")
     study.min_reviews_per_idea = 1
     study.max_reviews_per_idea = 3
@@ -281,6 +283,7 @@ def make_review_study(owner, *, slug: str = "blind", n_reviewers: int = 6, commi
         job, result, _ = assignment_preview(study=study, seed=7)
         assert result.feasible, result.explanation()
         assignment_commit(study=study, job=job)
+        study_open_for_review(study=study)
     study.refresh_from_db()
     secrets = [*CONDITIONS, *CONDITION_LABELS, *INSTITUTIONS]
     secrets += list(IdeaCondition.objects.filter(study=study).values_list("external_id", flat=True))

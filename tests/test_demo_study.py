@@ -60,7 +60,7 @@ def test_demo_study_command_builds_the_study_and_finds_the_simulated_effects(tmp
     comparisons = {(c["metric"], c["condition"]): c for c in report["by_review"]["comparisons"]}
     novelty = comparisons[("novelty", "AI")]
     assert abs(novelty["mean"] - novelty["mean_baseline"] - EFFECTS["novelty"]) < 0.8
-    assert novelty["p"] < 0.05
+    assert novelty["p_two_sided"] < 0.05
     assert report["agreement"]
     for name in ("report.html", "by_review.csv", "package.zip"):
         assert (tmp_path / "report" / name).exists(), name
@@ -97,7 +97,7 @@ def _report_version(tmp_path, agreement):
 
     comparisons = [
         {"metric": m, "condition": "AI", "mean": 5 + EFFECTS[m], "mean_baseline": 5.0}
-        | {"p": 0.001, "n": 20, "n_baseline": 20}
+        | {"p_two_sided": 0.001, "n": 20, "n_baseline": 20}
         for m in ("novelty", "overall")
     ]
     report = {"by_review": {"comparisons": comparisons}, "agreement": agreement}

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils import timezone
 
-from studies.models import Assignment, Condition, Idea, IdeaCondition, Reviewer, Topic
+from studies.models import Assignment, Condition, Idea, IdeaCondition, Reviewer, Study, Topic
 from studies.protocol.forms import EXECUTION_FORM
 from studies.services import study_create
 
@@ -38,6 +38,8 @@ def work(db, owner):
         preferred_load=2,
     )
     assignment = Assignment.objects.create(study=study, reviewer=reviewer, idea=idea)
+    Study.objects.filter(pk=study.pk).update(status=Study.Status.REVIEWING)
+    study.refresh_from_db()
     return study, user, assignment
 
 

@@ -117,7 +117,7 @@ def test_an_execution_form_import_is_analysed_under_its_own_names_and_scales(
         welch = stats.ttest_ind(ai, human, equal_var=False)
         c = comparisons[m]
         assert abs(c["mean"] - ai.mean()) < 1e-9 and abs(c["mean_baseline"] - human.mean()) < 1e-9
-        assert abs(c["t"] - welch.statistic) < 1e-6 and abs(c["p"] - welch.pvalue) < 1e-6
+        assert abs(c["t"] - welch.statistic) < 1e-6 and abs(c["p_two_sided"] - welch.pvalue) < 1e-6
     assert set(report["mixed_effects"]["fits"]) == set(EXEC_METRICS)
     html = (tmp_path / "report" / "report.html").read_text()
     assert "code_quality 1–5" in html and "faithfulness 1–10" in html

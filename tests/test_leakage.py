@@ -25,11 +25,13 @@ from studies.analysis.leakage import (
     leakage_classifier,
     max_folds,
     parse_source_guess,
+    reading,
     source_guess_messages,
     style_features,
+    verdict,
 )
 from studies.analysis.leakage_plots import leakage_svg
-from studies.models import Condition, Idea, IdeaCondition, JobRun, Topic
+from studies.models import AuditEvent, Condition, Idea, IdeaCondition, JobRun, Topic
 from studies.protocol.normalization import normalization_messages
 from studies.services import study_create
 from studies.tasks import check_leakage, normalize_ideas
@@ -121,7 +123,7 @@ def test_clearly_different_styles_are_told_apart_and_a_canonical_rewrite_hides_t
     texts, labels = synthetic(30)
     before = leakage_classifier(texts, labels, seed=1, n_permutations=19, n_bootstrap=500)
     assert before.auc >= 0.98 and before.ci_low > 0.9 and before.p_value == pytest.approx(0.05)
-    assert before.verdict.startswith("the source is easy to tell")
+    assert before.verdict.startswith("easy to tell apart")
     assert any(
         "bullet" in name or "heading" in name for name, _ in before.tells_ai + before.tells_human
     )
@@ -134,6 +136,7 @@ def test_clearly_different_styles_are_told_apart_and_a_canonical_rewrite_hides_t
     after = leakage_classifier(canonical, labels, seed=1, n_permutations=19, n_bootstrap=500)
     assert abs(after.auc - 0.5) < 0.15 and after.ci_low < 0.5 < after.ci_high
     assert after.p_value > 0.1 and after.verdict.startswith("no better than chance")
+    assert "stays below easy separation" in after.verdict
 
 
 def test_the_check_is_reproducible_from_its_seed_and_round_trips_through_json():
@@ -146,6 +149,36 @@ def test_the_check_is_reproducible_from_its_seed_and_round_trips_through_json():
     assert no_p.to_dict()["p_value"] is None and math.isnan(
         LeakageResult.from_dict(no_p.to_dict()).p_value
     )
+
+
+@pytest.mark.parametrize(
+    ("auc", "ci", "n", "kind", "start"),
+    [
+        # The walk's case: 4 ideas per source, an interval from below chance to 1.
+        (0.81, (0.44, 1.00), 4, "too_few", "too few ideas to tell"),
+        (0.62, (0.35, 0.79), 30, "chance", "no better than chance"),
+        (0.55, (0.30, 0.78), 4, "chance", "no better than chance"),
+        (1.00, (1.00, 1.00), 4, "easy", "easy to tell apart"),
+        (0.95, (0.88, 1.00), 30, "easy", "easy to tell apart"),
+        (0.75, (0.62, 0.86), 30, "often", "the source can often be told"),
+        (0.62, (0.53, 0.71), 30, "slight", "the source can be told slightly"),
+        (0.20, (0.05, 0.40), 30, "below_chance", "below chance"),
+    ],
+)
+def test_the_reading_follows_the_interval_and_the_sample_size(auc, ci, n, kind, start):
+    assert reading(auc, *ci) == kind
+    words = verdict(auc, *ci, n_ai=n, n_human=n)
+    assert words.startswith(start), words
+    # a small source is said to be small; a large one is not
+    assert (f"{n} ideas" in words) == (n < 10 and kind != "below_chance"), words
+
+
+def test_a_wide_interval_is_never_read_as_no_better_than_chance():
+    """However the estimate falls, an interval reaching both chance and easy separation
+    says the sample is too small, not that the sources cannot be told apart."""
+    for auc in np.linspace(0.3, 0.95, 14):
+        assert reading(float(auc), 0.45, 0.9) == "too_few"
+        assert not verdict(float(auc), 0.45, 0.9).startswith("no better than chance")
 
 
 def test_too_few_ideas_per_source_are_refused_with_a_clear_message():
@@ -300,3 +333,82 @@ def test_another_researcher_cannot_run_or_see_the_check(styled_study, other_rese
     assert c.post(url, {"form": "classifier"}).status_code == 404
     assert c.get(url + "?fragment=job", HTTP_HX_REQUEST="true").status_code == 404
     assert not JobRun.objects.filter(kind=ideaprep.LEAKAGE_JOB).exists()
+
+
+@pytest.fixture
+def unnormalised_study(db, owner):
+    """8 human and 8 AI ideas whose approved text kept the raw styles (a rewrite that
+    changed nothing): what reviewers would read gives the source away."""
+    study = study_create(owner=owner, slug="leaky", title="Leaky study")
+    topic = Topic.objects.create(study=study, name="Factuality")
+    human = Condition.objects.create(study=study, key="Human", kind=Condition.Kind.HUMAN)
+    ai = Condition.objects.create(study=study, key="AI", kind=Condition.Kind.AI)
+    texts, labels = synthetic(8, seed=3)
+    for n, (text, label) in enumerate(zip(texts, labels, strict=True)):
+        idea = Idea.objects.create(
+            study=study,
+            topic=topic,
+            title=f"idea {n}",
+            raw_text=text,
+            normalized_text=text,
+            normalization_status=Idea.NormalizationStatus.APPROVED,
+        )
+        IdeaCondition.objects.create(
+            idea=idea, condition=ai if label == "ai" else human, study=study, external_id=f"i{n}"
+        )
+    return study
+
+
+def _run_check(study, owner, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        job = ideaprep.leakage_check_enqueue(
+            study=study, actor=owner, seed=1, n_permutations=9, n_bootstrap=300
+        )
+    check_leakage(job.pk)
+    job.refresh_from_db()
+    return job
+
+
+def test_opening_a_study_whose_reviewer_texts_leak_takes_a_typed_acknowledgement(
+    unnormalised_study, owner, django_capture_on_commit_callbacks
+):
+    study = unnormalised_study
+    job = _run_check(study, owner, django_capture_on_commit_callbacks)
+    after = job.params["result"]["after"]
+    assert ideaprep.leakage_side_reading(after)[0] == "easy", after
+    c = Client()
+    c.force_login(owner)
+    page = c.get(reverse("studies:study_open", args=[study.slug])).content.decode()
+    assert 'id="open-leakage"' in page and ideaprep.LEAKAGE_ACKNOWLEDGEMENT in page
+
+    url = reverse("studies:study_open", args=[study.slug])
+    for typed in ("", "yes", "open anyway"):
+        response = c.post(url, {"acknowledgement": typed}, follow=True)
+        assert "easy to tell apart by source" in response.content.decode()
+        study.refresh_from_db()
+        assert study.status == "draft"
+    assert not AuditEvent.objects.filter(study=study, verb="study_opened_for_review").exists()
+
+    c.post(url, {"acknowledgement": "  Reviewers may tell the sources  apart. "})
+    study.refresh_from_db()
+    assert study.status == "reviewing"
+    event = AuditEvent.objects.get(study=study, verb="study_opened_for_review")
+    assert event.actor == owner
+    assert event.detail["leakage_acknowledged"] == "Reviewers may tell the sources apart."
+    assert event.detail["leakage_check"] == job.pk
+    assert event.detail["leakage_auc"] == after["auc"]
+
+
+def test_a_check_that_cannot_tell_the_texts_apart_asks_for_no_acknowledgement(
+    unnormalised_study, owner, django_capture_on_commit_callbacks
+):
+    study = unnormalised_study
+    for idea in study.ideas.all():  # one house style for every approved text
+        idea.normalized_text = rewrite(idea.raw_text, "canonical")
+        idea.save(update_fields=["normalized_text"])
+    job = _run_check(study, owner, django_capture_on_commit_callbacks)
+    assert ideaprep.leakage_side_reading(job.params["result"]["after"])[0] != "easy"
+    assert ideaprep.study_open_status(study)["leakage"] is None
+    ideaprep.study_open_for_review(study=study, actor=owner)
+    event = AuditEvent.objects.get(study=study, verb="study_opened_for_review")
+    assert "leakage_acknowledged" not in event.detail

@@ -22,6 +22,7 @@ from studies.models import (
     JobRun,
     NormalizationResult,
     Reviewer,
+    Study,
 )
 from studies.protocol.normalization import NORMALIZATION_PROMPT_VERSION, prompt_sha256
 from studies.tasks import normalize_ideas
@@ -253,6 +254,10 @@ def test_approved_text_cannot_change_once_reviewers_have_the_idea(
     idea = ideaprep.normalization_approve(idea=ideas["clean"], actor=owner)
     reviewer = Reviewer.objects.create(study=study, pseudonym="R001")
     Assignment.objects.create(study=study, reviewer=reviewer, idea=idea)
+    # Committed but not open: no reviewer has read it, so it may still change.
+    assert not fresh(idea).is_text_locked()
+    Study.objects.filter(pk=study.pk).update(status=Study.Status.REVIEWING)
+    idea = fresh(idea)
     with pytest.raises(ideaprep.PreparationError, match="reviewers already have"):
         ideaprep.normalization_edit(idea=idea, text="Another text.", actor=owner)
     with pytest.raises(ideaprep.PreparationError, match="reviewers already have"):

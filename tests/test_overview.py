@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from studies.ideaprep import study_open_for_review
 from studies.models import Idea, Study
 from studies.overview import (
     BLOCKED,
@@ -33,6 +34,7 @@ NAMES = [
     "Reviewers invited",
     "Reviewers screened",
     "Assignment committed",
+    "Opened for review",
     "Reviews in",
     "Closed",
     "Report built",
@@ -73,6 +75,7 @@ def test_a_prepared_study_with_screened_reviewers_asks_for_the_assignment(owner)
     for name in NAMES[:8]:
         assert got[name] == DONE, name
     assert got["Assignment committed"] == CURRENT
+    assert got["Opened for review"] == TODO  # ready, but after the assignment in the list
     assert got["Reviews in"] == BLOCKED
     assert got["Judges run"] == TODO  # judges need signed-off text only
     assert got["Report built"] == BLOCKED and got["Closed"] == BLOCKED
@@ -84,9 +87,18 @@ def test_a_study_under_review_asks_for_the_reviews_and_then_the_close(owner):
     assert result.feasible
     assignment_commit(study=study, job=job)
     study.refresh_from_db()
+    # Committing the assignment does not open the study: that is the next step.
+    assert study.status == Study.Status.DRAFT
     steps = study_steps(study)
     got = states(steps)
     assert got["Assignment committed"] == DONE
+    assert got["Opened for review"] == CURRENT and got["Reviews in"] == BLOCKED
+    assert next_step(steps).next_action_url_name == "studies:study_open"
+    study_open_for_review(study=study)
+    study.refresh_from_db()
+    steps = study_steps(study)
+    got = states(steps)
+    assert got["Opened for review"] == DONE
     assert got["Reviews in"] == CURRENT
     assert "0 submitted" in next_step(steps).detail
     study_close(study=study)
@@ -129,10 +141,10 @@ def test_a_signed_off_text_completes_an_idea_whose_imported_sections_were_incomp
 def test_si2024_marks_preparation_as_imported_dataset_and_asks_for_the_report(si2024_study):
     steps = study_steps(si2024_study)
     got = states(steps)
-    for step in steps[:11]:
+    for step in steps[:12]:
         assert step.state == DONE, step.name
         assert IMPORTED in step.detail, step.name
-    assert "review(s) imported" in steps[9].detail
+    assert "review(s) imported" in steps[10].detail
     assert got["Report built"] == CURRENT
     assert got["Judges run"] == TODO
     assert got["Payments settled"] == DONE
@@ -193,7 +205,7 @@ def test_the_study_page_shows_the_steps_and_what_to_do_next(owner, other_researc
     client.force_login(owner)
     page = client.get(reverse("studies:study_detail", args=[study.slug])).content.decode()
     assert "Where the study stands" in page
-    assert page.count('data-state="blocked"') == 11
+    assert page.count('data-state="blocked"') == 12
     assert reverse("studies:ideas_import", args=[study.slug]) in page
     # the filled button is the next step, not the report a fresh study does not have
     button = page[page.index('id="next-step"') :].split("</a>", 1)[0]

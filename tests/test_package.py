@@ -86,6 +86,31 @@ def test_package_holds_everything_and_nothing_that_identifies(built):
     assert "import_reviews --format generic" in files["README.md"].decode()
 
 
+def test_package_keeps_pseudonyms_only_whatever_the_payments_csv_knows(built):
+    """The owners' payments CSV names reviewers (name, email, payment details); the
+    reproducibility package built from the same rows carries none of it."""
+    from studies.models import Reviewer
+    from studies.payments import payment_contacts, payments_csv, study_payment_run
+
+    seeded, snap, tmp = built
+    for rev in Reviewer.objects.filter(study=seeded.study):
+        rev.payment_handle = f"paypal {rev.pseudonym.lower()}@handles.example"
+        rev.save(update_fields=["payment_handle"])
+    contacts = payment_contacts(seeded.study)
+    owners_csv = payments_csv(study_payment_run(study=seeded.study), contacts)
+    secrets = [w for c in contacts.values() for w in (c.name, c.email, c.payment_handle)]
+    assert all(w and w in owners_csv for w in secrets if w)  # the CSV has them all
+    assert len([w for w in secrets if "handles.example" in w]) == len(contacts)
+    package_build(study=seeded.study, out=tmp / "paid.zip", report=snap)
+    for name, body in _members(tmp / "paid.zip").items():
+        if name.endswith(".pdf"):
+            continue
+        text = body.decode()
+        assert "handles.example" not in text and "@example.org" not in text, name
+        for word in secrets:
+            assert word not in text, (name, word)
+
+
 def test_package_pseudonyms_are_stable_across_two_builds(built):
     seeded, snap, tmp = built
     package_build(study=seeded.study, out=tmp / "a.zip", report=snap)
@@ -158,7 +183,15 @@ def test_package_round_trip_reproduces_test_1(built, owner):
     t_orig = hyp.test_by_review(original, metrics, baseline="Human", conditions=conds)
     t_new = hyp.test_by_review(rerun, metrics, baseline="Human", conditions=conds)
     for a, b in zip(t_orig["comparisons"], t_new["comparisons"], strict=True):
-        for key in ("n", "mean", "n_baseline", "mean_baseline", "t", "p", "p_bonferroni"):
+        for key in (
+            "n",
+            "mean",
+            "n_baseline",
+            "mean_baseline",
+            "t",
+            "p_two_sided",
+            "p_two_sided_bonferroni",
+        ):
             assert a[key] == pytest.approx(b[key], rel=1e-12), key
     # and the report's own Test 1 in the package says the same
     packaged = json.loads(files["report/report.json"])["by_review"]["comparisons"]

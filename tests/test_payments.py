@@ -157,3 +157,69 @@ def test_the_idea_import_keeps_an_optional_author_contact(owner):
         ).select_related("idea")
     }
     assert contacts == {"new-1": "grace@example.org", "new-2": ""}
+
+
+def test_the_owners_csv_names_each_reviewer_beside_the_pseudonym_and_nobody_elses_does(
+    client, paid, owner
+):
+    """A person can pay from the owners' CSV: name, email and the payment details the
+    reviewer gave on their profile (a sentence there says what they are for). Editors
+    and viewers get the pseudonymous list; each export is audited with what it carried."""
+    s, _ = paid
+    study = s.study
+    reviewer, user = s.reviewers[0], s.users[0]
+    c = Client()
+    c.force_login(user)
+    profile = c.get(reverse("studies:reviewer_profile", args=[reviewer.pk])).content.decode()
+    assert "Payment details (optional)" in profile and "owners see it, in their payment" in profile
+    c.post(
+        reverse("studies:reviewer_payment", args=[reviewer.pk]),
+        {"payment_handle": "  paypal: nia@pay.example  "},
+    )
+    reviewer.refresh_from_db()
+    assert reviewer.payment_handle == "paypal: nia@pay.example"
+    event = AuditEvent.objects.get(verb="reviewer_payment_handle_set")
+    assert event.detail == {"reviewer": reviewer.pseudonym, "given": True}  # not the value
+    reviewer.name = "Nia Expert"
+    reviewer.save(update_fields=["name"])
+
+    client.force_login(owner)
+    export = client.get(reverse("studies:payments_export", args=[study.slug]))
+    rows = {r["payee"]: r for r in csv.DictReader(io.StringIO(export.content.decode()))}
+    row = rows[reviewer.pseudonym]
+    assert row["name"] == "Nia Expert"
+    assert row["email"] == user.email
+    assert row["payment_handle"] == "paypal: nia@pay.example"
+    for other, other_user in zip(s.reviewers[1:], s.users[1:], strict=True):
+        assert rows[other.pseudonym]["email"] == other_user.email
+        assert rows[other.pseudonym]["payment_handle"] == ""
+    exported = AuditEvent.objects.filter(verb="payments_exported").latest("pk")
+    assert exported.detail["contacts"] is True and exported.detail["payment_handles"] == 1
+
+    editor = get_user_model().objects.create_user("editor", password="editor-pass-123")
+    StudyMember.objects.create(study=study, user=editor, role="editor")
+    client.force_login(editor)
+    body = client.get(reverse("studies:payments_export", args=[study.slug])).content.decode()
+    header = next(csv.reader(io.StringIO(body)))
+    assert "email" not in header and "payment_handle" not in header
+    assert "nia@pay.example" not in body and user.email not in body
+    exported = AuditEvent.objects.filter(verb="payments_exported").latest("pk")
+    assert exported.detail["contacts"] is False
+
+
+def test_a_screened_reviewer_may_still_give_payment_details_and_no_one_else_can(paid):
+    s, _ = paid
+    reviewer = s.reviewers[0]
+    assert reviewer.screening == "approved"
+    c = Client()
+    c.force_login(s.users[1])  # another reviewer
+    url = reverse("studies:reviewer_payment", args=[reviewer.pk])
+    assert c.post(url, {"payment_handle": "mine now"}).status_code == 404
+    c.force_login(s.users[0])
+    response = c.post(url, {"payment_handle": "bank\x07ref"}, follow=True)
+    assert "invisible control character" in response.content.decode()
+    c.post(url, {"payment_handle": "IBAN DE00 1234"})
+    reviewer.refresh_from_db()
+    assert reviewer.payment_handle == "IBAN DE00 1234"
+    home = c.get(reverse("studies:reviewer_home")).content.decode()
+    assert reverse("studies:reviewer_profile", args=[reviewer.pk]) in home

@@ -14,10 +14,13 @@ from django.contrib.auth import get_user_model
 from django.core import mail, signing
 from django.core.cache import cache
 from django.core.management import call_command
+from django.urls import reverse
 from django.utils import timezone
 
+from studies.ideaprep import StudyNotReady, study_open_for_review
 from studies.models import (
     Assignment,
+    AuditEvent,
     Idea,
     IdeaCondition,
     Invitation,
@@ -378,8 +381,14 @@ def test_a_burst_split_across_a_window_boundary_is_weighed_as_one(db):
 
 
 @pytest.mark.django_db
-def test_committing_an_assignment_refuses_to_open_a_study_whose_topics_are_unmatched(owner):
-    study = make_review_study(owner, slug="gate", commit=False).study
+def test_committing_an_assignment_leaves_the_study_closed_to_reviewers_until_it_opens(
+    owner, client, django_capture_on_commit_callbacks
+):
+    """Committing writes the assignments but does not open the study: reviewers see no
+    assignment and get no mail until "Open for review", which has its own gate (here
+    topics that differ across conditions) and then mails the reviewers who wait."""
+    seeded = make_review_study(owner, slug="gate", commit=False)
+    study = seeded.study
     # one extra human idea in one topic: conditions no longer match per topic
     first = study.ideas.filter(memberships__condition__key="Human_Experts").first()
     extra = Idea.objects.create(
@@ -395,16 +404,36 @@ def test_committing_an_assignment_refuses_to_open_a_study_whose_topics_are_unmat
         study=study,
         external_id="extra-1",
     )
+    mail.outbox.clear()
     job, result, _ = assignment_preview(study=study, seed=7)
-    with pytest.raises(RecruitmentError, match="cannot open for review yet"):
+    with django_capture_on_commit_callbacks(execute=True):
         assignment_commit(study=study, job=job)
     study.refresh_from_db()
-    assert study.status == Study.Status.DRAFT
-    assert not study.assignments.exists()
-    # with a recorded reason the owner may open it anyway
+    assert study.status == Study.Status.DRAFT and study.assignments.exists()
+    assert mail.outbox == []
+    event = AuditEvent.objects.get(study=study, verb="assignment_committed")
+    assert event.detail["study_open"] is False
+
+    # A reviewer with committed work sees none of it, and cannot open it by its address.
+    assignment = study.assignments.select_related("reviewer__user", "study").first()
+    client.force_login(assignment.reviewer.user)
+    home = client.get(reverse("studies:reviewer_home")).content.decode()
+    assert "has not opened for review yet" in home
+    assert reverse("studies:review_page", args=[assignment.pk]) not in home
+    assert client.get(reverse("studies:review_page", args=[assignment.pk])).status_code == 404
+    with pytest.raises(RecruitmentError, match="not open for review"):
+        review_draft_save(assignment=assignment, draft={"overall": "5"})
+    assert reminders_send(study=study)["reviewers"] == 0
+
+    with pytest.raises(StudyNotReady, match="conditions differ"):
+        study_open_for_review(study=study, actor=owner)
     study.topic_mismatch_reason = "one late human idea kept on purpose"
     study.save()
-    job, result, _ = assignment_preview(study=study, seed=7)
-    assignment_commit(study=study, job=job)
+    with django_capture_on_commit_callbacks(execute=True):
+        study_open_for_review(study=study, actor=owner)
     study.refresh_from_db()
     assert study.status == Study.Status.REVIEWING
+    waiting = {a.reviewer.email for a in study.assignments.select_related("reviewer")}
+    assert {m.to[0] for m in mail.outbox} == waiting
+    assert all("ready" in m.subject for m in mail.outbox)
+    assert client.get(reverse("studies:review_page", args=[assignment.pk])).status_code == 200

@@ -170,8 +170,8 @@ def test_report_json_reproduces_tables_7_and_8(si2024_report, key, table):
             assert c["n"] == n and abs(c["mean"] - mean) < 0.005, (metric, cond)
             assert c["n_baseline"] == human[0] and abs(c["mean_baseline"] - human[1]) < 0.005
             assert abs(c["t"] - t) < 5e-4, (metric, cond, c["t"], t)
-            assert close_p(c["p"], p), (metric, cond, c["p"], p)
-            assert close_p(c["p_bonferroni"], p_bonf), (metric, cond, c["p_bonferroni"], p_bonf)
+            assert close_p(c["p_two_sided"], p), (metric, cond, c["p_two_sided"], p)
+            assert close_p(c["p_two_sided_bonferroni"], p_bonf), (metric, cond, p_bonf)
 
 
 def test_report_says_why_test_3_cannot_be_computed(si2024_report):

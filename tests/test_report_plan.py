@@ -185,7 +185,7 @@ def test_a_plan_changed_after_freezing_shows_the_deviation_and_both_results(exec
     assert plan["deviation"] is True
     assert plan["registered"]["hash"] == digest != plan["hash"]
     assert plan["registered"]["frozen_at"].startswith(str(study.analysis_plan_frozen_at.year))
-    # registered: two-sided Bonferroni over the 7 metrics per comparison = p_bonferroni
+    # registered: two-sided Bonferroni over the 7 metrics per comparison = p_two_sided_bonferroni
     registered = {
         (m["test"], m["metric"]): m
         for fam in plan["registered"]["multiplicity"]["families"]
@@ -194,7 +194,7 @@ def test_a_plan_changed_after_freezing_shows_the_deviation_and_both_results(exec
     for c in report["by_review"]["comparisons"]:
         reg = registered[("by_review", c["metric"])]
         assert reg["alternative"] == "two-sided"
-        assert reg["p_adjusted"] == pytest.approx(c["p_bonferroni"], rel=1e-12)
+        assert reg["p_adjusted"] == pytest.approx(c["p_two_sided_bonferroni"], rel=1e-12)
     expected = _expected(rows, "bh", "by_review")
     for c in report["by_review"]["comparisons"]:
         if c["metric"] in expected:
@@ -301,3 +301,108 @@ def test_registered_mixed_model_results_come_from_the_registered_formula(exec_st
     html = (out / "report.html").read_text()
     assert "The registered plan's mixed model differs" in html
     assert "seed: registered 5, current 6" in html
+
+
+def _planned_rows(html: str) -> list[list[str]]:
+    """The body rows of the Tests 1-3 tables under a non-default plan, as cell texts."""
+    rows = []
+    for table in re.findall(r'<table class="planned-tests">(.*?)</table>', html, re.S):
+        body = table.split("<tbody>", 1)[1]
+        for tr in re.findall(r"<tr>(.*?)</tr>", body, re.S):
+            rows.append(
+                [
+                    re.sub(r"<[^>]+>", "", td).strip()
+                    for td in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)
+                ]
+            )
+    return rows
+
+
+@pytest.mark.parametrize("direction", ["AI < Human", "AI > Human"])
+def test_a_one_sided_bh_report_speaks_the_plan_in_text_stars_and_json(
+    exec_study, tmp_path, direction
+):
+    """Under a one-sided Benjamini-Hochberg plan the sentence above the tests, the table
+    captions, the stars and report.json all say one-sided and Benjamini-Hochberg; stars
+    come from the plan's adjusted p, and the paper's two-sided Bonferroni p sits in its
+    own labelled columns without stars (AI scores lower, so under "AI > Human" the
+    Bonferroni p are small while the plan's adjusted p are near 1)."""
+    study, rows = exec_study
+    plan = {**_one_sided_plan("bh"), "hypotheses": [{"direction": direction}]}
+    study_plan_set(study=study, source=json.dumps(plan), actor=None)
+    out = tmp_path / "report"
+    report = report_build(study=study, out_dir=out, options=OPTIONS).data
+    alternative = "less" if "<" in direction else "greater"
+
+    voice = report["plan"]["voice"]
+    assert voice["sidedness"] == "one-sided" and voice["method_label"] == "Benjamini–Hochberg"
+    assert f"one-sided ({direction})" in voice["sentence"]
+    assert "Benjamini–Hochberg" in voice["sentence"] and "α = 0.05" in voice["sentence"]
+    assert "two-sided; Bonferroni" not in voice["sentence"]
+    for test in ("by_review", "by_idea", "by_reviewer"):
+        envelope = report[test]
+        # no field of the envelope claims a correction the plan did not make
+        assert "correction" not in envelope and "n_corrected" not in envelope
+        assert envelope["published"]["correction"] == "bonferroni"  # labelled as the paper's
+        assert envelope["planned"]["method"] == "bh" and envelope["planned"]["alpha"] == 0.05
+        assert envelope["planned"]["alternatives"] == [alternative]
+        for c in envelope["comparisons"]:
+            assert "p" not in c and "p_bonferroni" not in c
+            planned = c["family"] != ""
+            assert c["reject"] == (c["p_adjusted"] <= 0.05 if planned else None)
+
+    html = (out / "report.html").read_text()
+    note = re.search(r'<p class="note" id="tests-voice">(.*?)</p>', html, re.S).group(1)
+    assert "one-sided" in note and "Benjamini–Hochberg" in note
+    assert "Bonferroni over the 7 metrics. *" not in html
+    assert "Si et al. convention: two-sided, Bonferroni × 7" in html
+    table_rows = _planned_rows(html)
+    assert len(table_rows) == 3 * len(ALL)
+    expected = {}
+    for test in ("by_review", "by_idea", "by_reviewer"):
+        raw = []
+        for m in FIVE:
+            if test == "by_reviewer":
+                p_less = _by_reviewer_p(rows, m)
+            else:
+                p_less = _expected(rows, "bh", test)[m][0]
+            raw.append(p_less if alternative == "less" else 1 - p_less)
+        for m, q in zip(FIVE, multipletests(raw, method="fdr_bh")[1], strict=True):
+            expected.setdefault(m, []).append(q)
+    starred = 0
+    bonferroni_small = 0
+    for cells in table_rows:
+        metric, adj_cell, two_sided, bonf = cells[0], cells[12], cells[13], cells[14]
+        assert "*" not in two_sided and "*" not in bonf  # the paper's columns carry no stars
+        if metric not in FIVE:
+            assert adj_cell.startswith("–")  # exploratory: no adjusted p, no star
+            continue
+        q = expected[metric].pop(0)
+        stars = "***" if q <= 0.001 else "**" if q <= 0.01 else "*" if q <= 0.05 else ""
+        assert adj_cell == pval(q) + stars, (metric, adj_cell, q)
+        starred += bool(stars)
+        bonferroni_small += float(bonf) < 0.05
+    if alternative == "greater":
+        assert starred == 0 and bonferroni_small > 0  # old stars would have misled here
+    else:
+        assert starred > 0
+
+    with (out / "by_idea.csv").open() as fh:
+        header = next(csv.reader(fh))
+    assert {"p_two_sided", "p_two_sided_bonferroni", "p_adjusted", "reject"} <= set(header)
+    assert "p_bonferroni" not in header and "p" not in header
+
+
+def test_under_the_default_plan_the_report_keeps_the_published_wording(exec_study, tmp_path):
+    study, _ = exec_study
+    out = tmp_path / "report"
+    report = report_build(study=study, out_dir=out, options=OPTIONS).data
+    html = (out / "report.html").read_text()
+    assert report["plan"]["voice"]["default"] is True
+    assert (
+        "(Test 3); two-sided; Bonferroni over the 7 metrics. * p &lt; 0.05, ** p &lt; 0.01, "
+        "*** p &lt; 0.001 after correction." in html
+    )
+    assert 'class="planned-tests"' not in html
+    assert report["by_review"]["published"]["n_corrected"] == 7
+    assert report["by_review"]["planned"]["method"] == "bonferroni"

@@ -68,7 +68,7 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:topic_matching": ((), V, None),
     "studies:topic_matching_apply": ((), None, E),
     "studies:topic_reason": ((), None, E),
-    "studies:study_open": ((), None, E),
+    "studies:study_open": ((), V, E),
     "studies:duplicates": ((), V, None),
     "studies:duplicates_run": ((), None, E),
     "studies:normalization": ((), V, None),
@@ -238,6 +238,7 @@ OFFERED = {
     "studies:study_plan": ("studies:study_plan", E),
     "studies:study_import": ("studies:study_import", E),
     "studies:pair_tasks": ("studies:pair_tasks_upload", E),
+    "studies:study_open": ("studies:study_open", E),
     "judging:run_create": ("judging:run_create", E),
 }
 

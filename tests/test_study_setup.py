@@ -80,7 +80,12 @@ def test_only_researchers_see_new_study_and_may_create_one(client, owner, resear
     client.force_login(owner)
     assert not is_researcher(owner)
     assert "New study" not in client.get(reverse("studies:study_list")).content.decode()
-    assert client.get(reverse("studies:study_new")).status_code == 403
+    refused = client.get(reverse("studies:study_new"))
+    assert refused.status_code == 403
+    # the app's own page, in its frame, saying why, not a bare "403 Forbidden"
+    page = refused.content.decode()
+    assert '<header class="topbar">' in page and "<h1>Not allowed</h1>" in page
+    assert "Only researchers may create studies" in page
     assert client.post(reverse("studies:study_new"), {"slug": "x"}).status_code == 403
     client.force_login(researcher)
     assert "New study" in client.get(reverse("studies:study_list")).content.decode()
@@ -502,3 +507,34 @@ def test_the_demo_researcher_may_create_studies(settings, tmp_path):
     demo = User.objects.get(username="demo")
     assert is_researcher(demo)
     assert Study.objects.get(slug="si2024").role_of(demo) == "owner"
+
+
+@pytest.mark.django_db
+def test_the_settings_page_says_what_reviewers_see_and_warns_when_it_names_a_source(
+    client, study, researcher
+):
+    client.force_login(researcher)
+    url = reverse("studies:study_settings", args=[study.slug])
+    page = client.get(url).content.decode()
+    assert 'id="reviewer-visible"' in page and 'id="source-warnings"' not in page
+    for field in ("title", "description", "topics"):
+        help_text = page.split(f'id="id_{field}_helptext"', 1)[1].split("</div>", 1)[0]
+        assert "Reviewers see this on" in help_text, field
+    assert "every mail to reviewers" in page
+    response = client.post(
+        url,
+        _settings_data(
+            study,
+            title="Human vs AI research ideas",
+            description="Some proposals were drafted by GPT-4; the paid reviewers said so.",
+        ),
+        follow=True,
+    )
+    page = response.content.decode()
+    warnings = page.split('id="source-warnings"', 1)[1].split("</div>", 1)[0]
+    assert "The title names a source of ideas (“Human vs AI”" in warnings
+    assert "The description names a source of ideas (“GPT-4”" in warnings
+    assert "every reviewer page and every mail" in warnings
+    assert warnings.count("<li>") == 2  # "said" and "paid" hold no "AI": word boundaries
+    # and the save itself says so
+    assert page.count('class="warning"') == 2

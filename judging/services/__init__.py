@@ -6,7 +6,8 @@ Public API (keyword-only `<entity>_<action>` functions):
 - `judge_run_create(study=, method=, config=None, params=None, budget_calls=None,
   budget_cost=None, actor=None)` → JudgeRun (queued; `tasks.judge_run_enqueue` sends it)
 - `judge_run_execute(run=)` → JudgeRun: does the work in the calling process
-- `judge_run_cancel(run=)`, `judge_run_resume(run=, enqueue=True, force=False)`
+- `judge_run_cancel(run=)`, `judge_run_resume(run=, enqueue=True, force=False,
+  budget=None, actor=None)`: `budget` (a `RunBudget`) replaces the run's limits first
 - `judge_run_mark_if_lost(run=)` → bool: a page marks a run whose worker died lost
 - `judge_run_plan(study=, method=, params=)` → total units and the ideas a run would use
 - `judge_run_results(run=)` → plain dict of ratings for views and the agreement report
@@ -25,6 +26,7 @@ from .base import JudgeRunRefused, Unit
 from .drivers.ligbench import LIGBENCH_NOVELTY, NOVELTY_LLM
 from .engine import COMMIT_EVERY, PROGRESS_EVERY
 from .runs import (
+    RunBudget,
     judge_run_cancel,
     judge_run_create,
     judge_run_execute,
@@ -36,6 +38,7 @@ from .runs import (
 
 __all__ = [
     "AUTO",
+    "RunBudget",
     "COMMIT_EVERY",
     "CORPUS_METHODS",
     "DEFAULT_PARAMS",

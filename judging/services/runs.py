@@ -32,9 +32,11 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -47,8 +49,9 @@ from studies.jobs import (
 )
 from studies.models import Idea, Study
 from studies.selectors import idea_text
+from studies.services import audit
 
-from ..llm.client import BudgetExhausted, JudgeNotConfigured
+from ..llm.client import BudgetExhausted, JudgeNotConfigured, budget_problem, run_spend
 from ..llm.models import JudgeConfig
 from ..methods.registry import AUTO, LLM_METHODS, method_spec
 from ..models import IdeaRating, JudgeRun
@@ -219,9 +222,37 @@ def judge_run_mark_if_lost(*, run: JudgeRun) -> bool:
     return job_mark_if_lost(job=run)
 
 
-def judge_run_resume(*, run: JudgeRun, enqueue: bool = True, force: bool = False) -> JudgeRun:
+@dataclass(frozen=True)
+class RunBudget:
+    """A run's limits, named as on the run (None: no limit)."""
+
+    budget_calls: int | None = None
+    budget_cost: Decimal | None = None
+
+
+def _budget_check(run: JudgeRun, budget: RunBudget) -> None:
+    """Refuse a budget the run has spent already: resuming under it would stop again
+    before the first call."""
+    calls, cost = run_spend(run)
+    problem = budget_problem(budget, calls=calls, cost=cost)
+    if problem is not None:
+        raise JudgeRunRefused(
+            f"the run has made {calls} paid call(s) costing {cost:.4f}: {problem}. "
+            "Raise the limit above that, or leave it empty for none."
+        )
+
+
+def judge_run_resume(
+    *,
+    run: JudgeRun,
+    enqueue: bool = True,
+    force: bool = False,
+    budget: RunBudget | None = None,
+    actor: Any = None,
+) -> JudgeRun:
     """Queue a stopped, failed, lost or cancelled run again under the same row; finished
-    units are not redone.
+    units are not redone. With `budget` the run's limits are replaced first (a run
+    stopped by its budget resumes only under one it has not spent yet).
 
     A run still marked running is taken over only once its heartbeat is stale (it is
     marked lost first), or with `force` when the caller knows its worker is gone.
@@ -236,13 +267,34 @@ def judge_run_resume(*, run: JudgeRun, enqueue: bool = True, force: bool = False
             f"run {run.pk} is running (last heartbeat {beat}); cancel it "
             "or wait until its worker is known to be gone"
         )
-    if not job_requeue(job=run, cancel_requested=False, message="queued to resume"):
-        raise JudgeRunRefused(f"run {run.pk} changed meanwhile; reload the page")
+    if budget is not None:
+        _budget_check(run, budget)
+    with transaction.atomic():
+        before = (run.budget_calls, run.budget_cost)
+        if budget is not None and (budget.budget_calls, budget.budget_cost) != before:
+            JudgeRun.objects.filter(pk=run.pk).update(
+                budget_calls=budget.budget_calls, budget_cost=budget.budget_cost
+            )
+            run.budget_calls, run.budget_cost = budget.budget_calls, budget.budget_cost
+            audit(
+                study=run.study,
+                actor=actor,
+                verb="judge_run_budget_set",
+                run=run.pk,
+                calls=[before[0], budget.budget_calls],
+                cost=[_text(before[1]), _text(budget.budget_cost)],
+            )
+        if not job_requeue(job=run, cancel_requested=False, message="queued to resume"):
+            raise JudgeRunRefused(f"run {run.pk} changed meanwhile; reload the page")
     if enqueue:
         from ..tasks import judge_run_enqueue
 
         judge_run_enqueue(run=run)
     return run
+
+
+def _text(value: Decimal | None) -> str | None:
+    return None if value is None else str(value)
 
 
 # --- Units and drivers ---------------------------------------------------------------

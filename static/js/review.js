@@ -48,9 +48,46 @@
       if (next) link.setAttribute("href", "#" + next.id);
     }
   }
+  // Following the link moves focus to the question, not just the view: keyboard and
+  // screen-reader users land on what is left to answer (its score, or its rationale
+  // when the score is chosen), and Tab goes on from there.
+  var link = document.getElementById("next-unanswered");
+  if (link) {
+    link.addEventListener("click", function (event) {
+      var target = document.getElementById((link.getAttribute("href") || "").slice(1));
+      if (!target) return;
+      event.preventDefault();
+      var chosen = target.querySelector("input[type=radio]:checked");
+      var focus = chosen ? (target.querySelector("textarea") || chosen)
+        : target.querySelector("input[type=radio]");
+      target.scrollIntoView({ block: "start" });
+      if (focus) focus.focus({ preventScroll: true });
+      history.replaceState(null, "", "#" + target.id);
+    });
+  }
   form.addEventListener("change", update);
   form.addEventListener("input", update);
   update();
+})();
+
+// Once the form is being submitted (the review, or "Save draft"), no autosave may start:
+// one fired by the last click's delayed trigger would reach the server after the submit
+// and be refused as a stale draft.
+(function () {
+  var form = document.getElementById("review-form");
+  if (!form) return;
+  var submitting = false;
+  window.addEventListener("submit", function (event) {
+    // On window, so a handler that cancelled the submit (a confirmation) ran first.
+    if (event.target === form && !event.defaultPrevented) submitting = true;
+  });
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (submitting && event.detail && event.detail.elt && event.detail.elt.id === "save-status") {
+      event.preventDefault();
+    }
+  });
+  // A page brought back from the back-forward cache may autosave again.
+  window.addEventListener("pageshow", function () { submitting = false; });
 })();
 
 // Live word counts under each rationale, so reviewers see the minimum before submitting.
@@ -60,7 +97,8 @@
     if (!box) return;
     var need = parseInt(box.dataset.minWords || "0", 10);
     var n = box.value.trim() ? box.value.trim().split(/\s+/).length : 0;
-    span.textContent = n + " / " + need + " words";
+    // An optional rationale has no minimum to count towards: just its length.
+    span.textContent = need > 0 ? n + " / " + need + " words" : n + (n === 1 ? " word" : " words");
     span.classList.toggle("short", n < need);
   }
   document.querySelectorAll(".wordcount").forEach(function (span) {

@@ -9,8 +9,11 @@
   who scored both. Needs reviewer ids; without them it says so rather than guessing.
 
 Tests 1 and 2 use Welch's two-sample t-test (`scipy.stats.ttest_ind(equal_var=False)`,
-what the released scripts call). p-values are two-sided; Bonferroni multiplies each raw
-p by the number of metrics tested together (capped at 1), as in the paper's tables.
+what the released scripts call). The p-values here follow the paper's convention and are
+named for it: `p_two_sided`, and `p_two_sided_bonferroni`, which multiplies it by the
+number of metrics tested together (capped at 1), as in the paper's tables. A study's
+analysis plan may test otherwise (one-sided, another correction); `plan.apply_plan` adds
+its p-values beside these, and the report speaks with the plan's.
 
 Every function returns one JSON-ready dict (floats, never numpy scalars; NaN -> None):
 
@@ -22,8 +25,13 @@ Every function returns one JSON-ready dict (floats, never numpy scalars; NaN -> 
       "baseline": str,
       "conditions": [str, ...],     # the non-baseline conditions compared
       "metrics": [str, ...],
-      "correction": "bonferroni",
-      "n_corrected": int,           # k: the number of metrics each p is corrected over
+      "published": {                # the paper's convention, which the two p columns follow
+        "convention": "Si et al. (2024)",
+        "alternative": "two-sided",
+        "correction": "bonferroni",
+        "n_corrected": int,         # k: the number of metrics each p is corrected over
+        "columns": ["p_two_sided", "p_two_sided_bonferroni"],
+      },
       "confidence": float,          # level of ci_low / ci_high (0.95)
       "comparisons": [comparison, ...],   # one per metric x condition, metric-major
     }
@@ -36,7 +44,8 @@ Each comparison of Tests 1 and 2:
     diff                          mean - mean_baseline
     se                            sqrt(sd^2/n + sd_b^2/n_b)
     t, df                         Welch t and Welch-Satterthwaite df
-    p, p_bonferroni               two-sided raw p and min(1, p * k)
+    p_two_sided                   the two-sided p
+    p_two_sided_bonferroni        min(1, p_two_sided * k)
     ci_low, ci_high               CI of diff: diff -/+ t_{df, 0.975} * se
 
 Each comparison of Test 3 has the same keys, with n the number of reviewers who scored
@@ -57,6 +66,7 @@ from scipy import special
 from .frame import has_reviewer_ids, json_float, ordered_conditions, validate_frame
 
 CONFIDENCE = 0.95
+PUBLISHED_CONVENTION = "Si et al. (2024)"
 _REQUIRED = ("idea_id", "condition")
 
 
@@ -150,8 +160,13 @@ def _envelope(
         "baseline": baseline,
         "conditions": conditions,
         "metrics": list(metrics),
-        "correction": "bonferroni",
-        "n_corrected": len(metrics),
+        "published": {
+            "convention": PUBLISHED_CONVENTION,
+            "alternative": "two-sided",
+            "correction": "bonferroni",
+            "n_corrected": len(metrics),
+            "columns": ["p_two_sided", "p_two_sided_bonferroni"],
+        },
         "confidence": CONFIDENCE,
         "comparisons": [],
     }
@@ -159,15 +174,16 @@ def _envelope(
 
 _KEY_ORDER = (
     "metric", "condition", "baseline", "n", "mean", "sd", "n_baseline", "mean_baseline",
-    "sd_baseline", "diff", "se", "t", "df", "p", "p_bonferroni", "ci_low", "ci_high",
+    "sd_baseline", "diff", "se", "t", "df", "p_two_sided", "p_two_sided_bonferroni", "ci_low",
+    "ci_high",
 )  # fmt: skip
 
 
 def _finish(result: dict[str, Any], raw: list[dict[str, Any]]) -> dict[str, Any]:
-    k = result["n_corrected"]
+    k = result["published"]["n_corrected"]
     for comp in raw:
-        p = comp["p"]
-        comp["p_bonferroni"] = min(1.0, p * k) if np.isfinite(p) else np.nan
+        p = comp["p_two_sided"] = comp["p"]
+        comp["p_two_sided_bonferroni"] = min(1.0, p * k) if np.isfinite(p) else np.nan
         clean = {
             key: comp[key] if isinstance(comp.get(key), str) else json_float(comp.get(key))
             for key in _KEY_ORDER

@@ -51,6 +51,7 @@ __all__ = [
     "leakage_classifier",
     "max_folds",
     "parse_source_guess",
+    "reading",
     "source_guess_messages",
     "style_features",
     "style_matrix",
@@ -310,19 +311,77 @@ class LeakageResult:
         return cls(**known)
 
 
-def verdict(auc: float, ci_low: float, ci_high: float) -> str:
-    """Plain words for the owner."""
-    if math.isnan(auc):
-        return "not computed"
-    if ci_low > 0.5:
-        if auc >= 0.9:
-            return "the source is easy to tell from the style: normalization has not hidden it"
-        if auc >= 0.7:
-            return "the source can often be told from the style"
-        return "the source can be told slightly better than chance"
+#: An AUC from which the source is easy to see; 0.5 is chance.
+EASY_AUC = 0.8
+OFTEN_AUC = 0.7
+#: Fewer ideas than this in a source make a small sample, and the reading says so.
+SMALL_SOURCE = 10
+
+
+def reading(auc: float, ci_low: float, ci_high: float) -> str:
+    """Where the estimate and its interval lie: ``not_computed``, ``below_chance``,
+    ``too_few`` (the interval runs from chance to easy separation), ``chance`` (it holds
+    chance but not easy separation), ``slight``, ``often`` or ``easy`` (it excludes
+    chance and the estimate is at or above :data:`EASY_AUC`)."""
+    if any(math.isnan(x) for x in (auc, ci_low, ci_high)):
+        return "not_computed"
     if ci_high < 0.5:
+        return "below_chance"
+    if ci_low <= 0.5:
+        return "too_few" if ci_high >= EASY_AUC else "chance"
+    if auc >= EASY_AUC:
+        return "easy"
+    return "often" if auc >= OFTEN_AUC else "slight"
+
+
+def verdict(
+    auc: float,
+    ci_low: float,
+    ci_high: float,
+    *,
+    n_ai: int | None = None,
+    n_human: int | None = None,
+) -> str:
+    """Plain words for the owner, following the interval and the sample size."""
+    kind = reading(auc, ci_low, ci_high)
+    smaller = min(n_ai, n_human) if n_ai is not None and n_human is not None else None
+    per_source = (
+        f"{smaller} idea{'s' if smaller != 1 else ''} in the smaller source"
+        if smaller is not None
+        else ""
+    )
+    small = smaller is not None and smaller < SMALL_SOURCE
+    interval = f"{ci_low:.2f}–{ci_high:.2f}" if kind != "not_computed" else ""
+    if kind == "not_computed":
+        return "not computed"
+    if kind == "below_chance":
         return "below chance: the classifier is systematically wrong (check the labels)"
-    return "no better than chance: the classifier cannot tell the sources apart"
+    if kind == "too_few":
+        return (
+            f"too few ideas to tell: the interval ({interval}) runs from chance to easy "
+            "separation"
+            + (f", with {per_source}" if per_source else "")
+            + "; more ideas, or people's guesses, would settle it"
+        )
+    if kind == "chance":
+        return (
+            "no better than chance: the classifier cannot tell the sources apart (the "
+            f"interval, {interval}, stays below easy separation)"
+            + (f"; a small sample ({per_source})" if small else "")
+        )
+    if kind == "easy":
+        return (
+            "easy to tell apart: the source shows in the style"
+            + (f" (even with only {per_source})" if small else "")
+            + "; normalization has not hidden it"
+        )
+    if kind == "often":
+        return "the source can often be told from the style" + (
+            f" (a small sample: {per_source})" if small else ""
+        )
+    return "the source can be told slightly better than chance" + (
+        f" (a small sample: {per_source})" if small else ""
+    )
 
 
 def _features(texts: Sequence[str], kind: str) -> tuple[sparse.csr_matrix, list[str]]:
@@ -442,7 +501,7 @@ def leakage_classifier(
         roc=_roc_points(y, scores),
         tells_ai=top_ai,
         tells_human=top_human,
-        verdict=verdict(auc, lo, hi),
+        verdict=verdict(auc, lo, hi, n_ai=int(y.sum()), n_human=int(len(y) - y.sum())),
     )
 
 

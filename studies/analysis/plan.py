@@ -10,7 +10,8 @@ name the field; :meth:`AnalysisPlan.check` checks it against a study's metrics a
 conditions; :func:`apply_plan` adds each comparison's planned p-value and its adjusted
 value to the report's test results and returns the families.  The default plan (an empty
 document) is today's analysis: two-sided tests and Bonferroni over the metrics within each
-test and each comparison with the baseline, so ``p_adjusted`` equals ``p_bonferroni``.
+test and each comparison with the baseline, so ``p_adjusted`` equals
+``p_two_sided_bonferroni``.
 
 Pure module: no Django imports.
 """
@@ -51,8 +52,8 @@ METHODS = {
     "none": "no correction",
     "bonferroni": "Bonferroni",
     "holm": "Holm",
-    "bh": "Benjamini-Hochberg",
-    "by": "Benjamini-Yekutieli",
+    "bh": "Benjamini–Hochberg",
+    "by": "Benjamini–Yekutieli",
 }
 #: Tests that can enter a family: the three t-tests and the mixed model's Wald z.
 TESTS = ("by_review", "by_idea", "by_reviewer", "mixed")
@@ -563,8 +564,9 @@ def apply_plan(
     ``tests`` maps a test name to its result (Tests 1-3 as :mod:`hypothesis` returns them;
     ``mixed`` as comparisons built by :func:`mixed_comparisons`).  With ``write`` each
     comparison row gets ``alternative``, ``p_unadjusted`` (the planned p), ``p_adjusted``,
-    ``family`` and ``adjustment``; comparisons outside every family get ``family: ""`` and
-    ``p_adjusted: None`` (exploratory).  Returns the multiplicity section: method, alpha and
+    ``family``, ``adjustment`` and ``reject`` (``p_adjusted`` ≤ alpha); comparisons outside
+    every family get ``family: ""``, ``p_adjusted: None`` and ``reject: None``
+    (exploratory).  Returns the multiplicity section: method, alpha and
     each family's members with both p-values and the decision.
     """
     members = _members(tests, plan, metrics)
@@ -609,24 +611,26 @@ def apply_plan(
                     p_adjusted=entry["p_adjusted"],
                     family=name,
                     adjustment=plan.method,
+                    reject=entry["reject"],
                 )
         section["families"].append({"name": name, "size": len(group), "members": rows})
     if write:
         for result in tests.values():
             for row in (result or {}).get("comparisons", []):
                 row.setdefault("alternative", "two-sided")
-                row.setdefault("p_unadjusted", row.get("p"))
+                row.setdefault("p_unadjusted", row.get("p_two_sided"))
                 row.setdefault("p_adjusted", None)
                 row.setdefault("family", "")
                 row.setdefault("adjustment", "")
+                row.setdefault("reject", None)
     return section
 
 
 def _planned_p(m: _Member, alternative: str) -> float:
     """The test's own two-sided p (so the default plan reproduces it exactly), or the
     one-sided p of its t (z for the mixed model) in the planned direction."""
-    if alternative == "two-sided" and m.row.get("p") is not None:
-        return float(m.row["p"])
+    if alternative == "two-sided" and m.row.get("p_two_sided") is not None:
+        return float(m.row["p_two_sided"])
     return sided_p(
         t=m.row.get("t"), df=m.row.get("df"), alternative=alternative, normal=m.test == "mixed"
     )
@@ -651,7 +655,7 @@ def mixed_comparisons(fits: Mapping[str, dict[str, Any]], *, baseline: str) -> d
                     "baseline": baseline,
                     "t": row.get("z"),
                     "df": None,
-                    "p": row.get("p"),
+                    "p_two_sided": row.get("p"),
                     "diff": row.get("coef"),
                 }
             )

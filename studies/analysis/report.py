@@ -29,8 +29,9 @@ from . import descriptives as desc
 from . import hypothesis as hyp
 from .frame import has_reviewer_ids, json_float, unique_reviews
 from .plan import AnalysisPlan, apply_plan, mixed_comparisons, plan_document, plan_hash
+from .plan_voice import plan_voice, planned_summary
 
-SCHEMA = "ideareview.report/1"
+SCHEMA = "ideareview.report/2"
 
 Progress = Callable[[int, int, str], None]
 
@@ -336,7 +337,7 @@ def _comparison_sections(
     timings["descriptives"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    tick("Tests 1-3 (Welch, Bonferroni)")
+    tick("Tests 1-3 (Welch and per-reviewer t-tests)")
     by_review = hyp.test_by_review(df, metrics, baseline=baseline, conditions=conditions)
     by_idea = hyp.test_by_idea(df, metrics, baseline=baseline, conditions=conditions)
     by_reviewer = hyp.test_by_reviewer(df, metrics, baseline=baseline, conditions=conditions)
@@ -404,8 +405,9 @@ def build_report(
     `judges` (stored runs and report-computed baselines) and `human_pairs` feed the
     agreement section; `baselines` says per no-LLM baseline whether it could run.
     `plan` decides sidedness and multiple testing (the default plan: two-sided,
-    Bonferroni over the metrics); `registered` is the frozen plan, whose results are
-    shown beside the current plan's when the two differ.
+    Bonferroni over the metrics) and the words the report uses about its tests
+    (`plan_voice`); `registered` is the frozen plan, whose results are shown beside the
+    current plan's when the two differ.
     """
     plan = plan or AnalysisPlan()
     metrics = list(metrics)
@@ -553,11 +555,23 @@ def planned_tests(
         return mixed_comparisons(ok_fits, baseline=baseline)
 
     all_tests = {**tests, "mixed": mixed_tests(fits)}
+    digest = plan_hash(plan)
+    multiplicity = apply_plan(all_tests, plan, metrics=metrics)
+    for name, result in tests.items():
+        result["planned"] = planned_summary(result, test=name, plan=plan)
     section: dict[str, Any] = {
         "document": plan_document(plan),
-        "hash": plan_hash(plan),
+        "hash": digest,
         "default": plan.is_default(),
-        "multiplicity": apply_plan(all_tests, plan, metrics=metrics),
+        "multiplicity": multiplicity,
+        "voice": plan_voice(
+            plan=plan,
+            multiplicity=multiplicity,
+            metrics=metrics,
+            baseline=baseline,
+            tests=list(tests),
+            plan_hash=digest,
+        ),
         "registered": None,
         "deviation": False,
     }

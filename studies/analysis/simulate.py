@@ -198,7 +198,7 @@ def _p_for(result: dict[str, Any], condition: str) -> float | None:
         return None
     for comp in result["comparisons"]:
         if comp["condition"] == condition:
-            return comp["p"]
+            return comp["p_two_sided"]
     return None
 
 

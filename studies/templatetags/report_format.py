@@ -7,6 +7,8 @@ from typing import Any
 
 from django import template
 
+from studies.analysis.plan_voice import stars_for
+
 register = template.Library()
 
 
@@ -45,6 +47,14 @@ def stars(value: Any) -> str:
         return ""
     p = float(value)
     return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
+
+
+@register.filter
+def plan_stars(value: Any, alpha: Any) -> str:
+    """Stars of an adjusted p under the plan's alpha (studies.analysis.plan_voice)."""
+    if value is None or alpha is None:
+        return ""
+    return stars_for(float(value), float(alpha))
 
 
 FACTOR_LABELS = {

@@ -317,7 +317,7 @@ def topic_matching(request: HttpRequest, slug: str) -> HttpResponse:
             "excluded": excluded,
             "labels": idea_labels(study),
             "reason_form": TopicReasonForm(initial={"reason": study.topic_mismatch_reason}),
-            "readiness": ideaprep.study_readiness(study=study),
+            "opening": ideaprep.study_open_status(study),
         },
     )
 
@@ -367,16 +367,28 @@ def idea_include_view(request: HttpRequest, slug: str, idea_id: int) -> HttpResp
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def study_open_view(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_member(request, slug, role=EDITOR)
-    try:
-        ideaprep.study_open_for_review(study=study, actor=request.user)
-    except ideaprep.StudyNotReady as exc:
-        messages.error(request, "The study cannot open for review: " + "; ".join(exc.reasons))
-        return redirect("studies:topic_matching", study.slug)
-    messages.success(request, "The study is open for review.")
-    return redirect("studies:study_detail", study.slug)
+    """Opening the study for review: its own step, apart from committing an assignment."""
+    study = get_study_for_member(request, slug, role=role_by_method(request))
+    if request.method == "POST":
+        try:
+            ideaprep.study_open_for_review(
+                study=study,
+                actor=request.user,
+                acknowledgement=request.POST.get("acknowledgement", ""),
+                link_for=request.build_absolute_uri,
+            )
+        except ideaprep.StudyNotReady as exc:
+            messages.error(request, "The study cannot open for review: " + "; ".join(exc.reasons))
+            return redirect("studies:study_open", study.slug)
+        messages.success(request, "The study is open for review.")
+        return redirect("studies:study_detail", study.slug)
+    return render(
+        request,
+        "studies/ideas/open.html",
+        {"study": study, "opening": ideaprep.study_open_status(study)},
+    )
 
 
 # --------------------------------------------------------------------------- jobs
@@ -620,10 +632,12 @@ def signoff_approve_passed(request: HttpRequest, slug: str) -> HttpResponse:
 
 def _leakage_sides(job: JobRun | None) -> list[dict[str, Any]]:
     result = (job.params.get("result") or {}) if job is not None else {}
-    return [
-        {"key": key, **(result.get(key) or {"label": label, "error": "not computed"})}
-        for key, label in ideaprep.LEAKAGE_SIDES
-    ]
+    sides = []
+    for key, label in ideaprep.LEAKAGE_SIDES:
+        side = {"key": key, **(result.get(key) or {"label": label, "error": "not computed"})}
+        side["reading"], side["verdict"] = ideaprep.leakage_side_reading(side)
+        sides.append(side)
+    return sides
 
 
 @login_required

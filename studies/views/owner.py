@@ -377,6 +377,13 @@ def assignment_commit_view(request: HttpRequest, slug: str) -> HttpResponse:
         f"Assignment committed: {summary['created']} new, {summary['restored']} restored, "
         f"{summary['withdrawn']} withdrawn.",
     )
+    if not study.is_open_to_reviewers():
+        messages.warning(
+            request,
+            "The study is not open for review yet: reviewers see no assignment and get no "
+            "mail until you open it.",
+        )
+        return redirect("studies:study_open", study.slug)
     return redirect("studies:study_progress", study.slug)
 
 

@@ -13,6 +13,7 @@ from ..forms import PaymentSeedForm, ReviewDecisionForm
 from ..models import Review, Study
 from ..payments import (
     PaymentError,
+    payment_contacts,
     payment_seed_default,
     payments_csv,
     review_decide,
@@ -53,7 +54,11 @@ def study_payments(request: HttpRequest, slug: str) -> HttpResponse:
 def payments_export(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
     run = study_payment_run(study=study, seed=_seed(request, study))
-    # Each export is a payment run someone may act on: record what it said.
+    # Only owners get the reviewers' names, emails and payment details beside the
+    # pseudonyms; editors and viewers the pseudonymous list.
+    contacts = payment_contacts(study) if study.may.own else None  # type: ignore[attr-defined]
+    # Each export is a payment run someone may act on: record what it said, and whether
+    # it carried the reviewers' contacts.
     audit(
         study=study,
         actor=request.user,
@@ -61,8 +66,10 @@ def payments_export(request: HttpRequest, slug: str) -> HttpResponse:
         seed=run.seed,
         total=str(run.total),
         currency=run.rates.currency,
+        contacts=contacts is not None,
+        payment_handles=sum(1 for c in (contacts or {}).values() if c.payment_handle),
     )
-    response = HttpResponse(payments_csv(run), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(payments_csv(run, contacts), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = (
         f'attachment; filename="{study.slug}-payments-seed{run.seed}.csv"'
     )

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from ..draft_sql import assignment_for_draft
 from ..http import is_htmx
-from ..models import Assignment, PairTask, Review, Reviewer
+from ..models import Assignment, PairTask, Review, Reviewer, Study
 from ..protocol.forms import Scale
 from ..recruitment import (
     InvitationError,
@@ -42,12 +42,14 @@ from ..recruitment import (
     review_draft_save,
     review_submit,
     reviewer_consent,
+    reviewer_payment_handle_set,
     reviewer_profile_save,
     reviewer_sign_up,
 )
 from ..review_forms import (
     ConsentForm,
     PairForm,
+    PaymentHandleForm,
     ProfileForm,
     ReviewAnswersForm,
     SignUpForm,
@@ -58,6 +60,7 @@ from ..study_setup import is_researcher
 from ..throttle import client_address, login_blocked, login_failed, token_blocked, token_failed
 
 reviewer_login_required = login_required(login_url="studies:reviewer_login")
+OPEN_TO_REVIEWERS = (Study.Status.REVIEWING, Study.Status.CLOSED)
 
 
 def _too_many(request: HttpRequest, what: str) -> HttpResponse:
@@ -77,11 +80,13 @@ def get_reviewer_for_user(request: HttpRequest, reviewer_id: int) -> Reviewer:
 
 
 def _live_assignments(request: HttpRequest) -> QuerySet[Assignment]:
-    """The requesting, approved reviewer's assignments that are not withdrawn."""
+    """The requesting, approved reviewer's assignments that are not withdrawn, in a study
+    that was opened for review."""
     return Assignment.objects.exclude(status=Assignment.Status.WITHDRAWN).filter(
         Q(reviewer__user=request.user),
         reviewer__screening=Reviewer.Screening.APPROVED,
         reviewer__dropped_at__isnull=True,
+        study__status__in=OPEN_TO_REVIEWERS,
     )
 
 
@@ -111,6 +116,7 @@ def get_pair_task_for_reviewer(request: HttpRequest, task_id: int) -> PairTask:
         reviewer__user=request.user,
         reviewer__screening=Reviewer.Screening.APPROVED,
         reviewer__dropped_at__isnull=True,
+        study__status__in=OPEN_TO_REVIEWERS,
     )
 
 
@@ -253,7 +259,8 @@ def reviewer_home(request: HttpRequest) -> HttpResponse:
     )
     cards = []
     for rev in profiles:
-        approved = rev.is_approved
+        # Before the study opens a committed assignment stays with the owner.
+        approved = rev.is_approved and rev.study.is_open_to_reviewers()
         items = []
         if approved:
             for n, a in enumerate(rev.assignments.all(), start=1):
@@ -346,9 +353,37 @@ def reviewer_profile_view(request: HttpRequest, reviewer_id: int) -> HttpRespons
     return render(
         request,
         "studies/reviewer/profile.html",
-        {"reviewer": reviewer, "study": study, "form": form, "locked": locked},
+        {
+            "reviewer": reviewer,
+            "study": study,
+            "form": form,
+            "locked": locked,
+            "payment_form": PaymentHandleForm(initial={"payment_handle": reviewer.payment_handle}),
+        },
         status=400 if request.method == "POST" else 200,
     )
+
+
+@reviewer_login_required
+@require_POST
+def reviewer_payment_view(request: HttpRequest, reviewer_id: int) -> HttpResponse:
+    """The reviewer's payment details: their own to give or change at any time."""
+    reviewer = get_reviewer_for_user(request, reviewer_id)
+    form = PaymentHandleForm(request.POST)
+    if form.is_valid():
+        try:
+            reviewer_payment_handle_set(
+                reviewer=reviewer, handle=form.cleaned_data["payment_handle"]
+            )
+        except RecruitmentError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, "Payment details saved.")
+    else:
+        messages.error(
+            request, "Payment details: " + " ".join(map(str, form.errors["payment_handle"]))
+        )
+    return redirect("studies:reviewer_profile", reviewer.pk)
 
 
 # --------------------------------------------------------------------------- review page

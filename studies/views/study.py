@@ -38,7 +38,13 @@ from ..services import (
 )
 from ..storage import report_file_open
 from ..study_forms import StudyCreateForm
-from ..study_setup import SetupError, is_researcher, study_delete
+from ..study_setup import (
+    SetupError,
+    is_researcher,
+    source_warnings,
+    study_delete,
+    study_source_mentions,
+)
 from ..tasks import report_enqueue
 
 # The documents every report has; its tables are served by the names the report itself
@@ -156,6 +162,8 @@ def study_new(request: HttpRequest) -> HttpResponse:
             form.add_error(None, str(exc))
         else:
             messages.success(request, f"Study “{study.title}” created. Next: import its ideas.")
+            for warning in source_warnings(study_source_mentions(study)):
+                messages.warning(request, warning)
             return redirect("studies:study_detail", slug=study.slug)
     return render(
         request, "studies/study_new.html", {"form": form}, status=400 if form.errors else 200

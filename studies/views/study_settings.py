@@ -9,7 +9,15 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from ..study_forms import SETTINGS_FIELDS, StudySettingsForm
-from ..study_setup import SettingsChange, SetupError, study_locks, study_settings_update
+from ..study_setup import (
+    REVIEWER_VISIBLE,
+    SettingsChange,
+    SetupError,
+    source_warnings,
+    study_locks,
+    study_settings_update,
+    study_source_mentions,
+)
 from .study import get_study_for_member, role_by_method
 
 
@@ -39,10 +47,19 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             what = ", ".join(str(form.fields[n].label or n) for n in changed if n in form.fields)
             messages.success(request, f"Saved: {what}." if changed else "Nothing changed.")
+            for warning in source_warnings(study_source_mentions(study)):
+                messages.warning(request, warning)
             return redirect("studies:study_settings", slug=study.slug)
     return render(
         request,
         "studies/study_settings.html",
-        {"study": study, "form": form, "locks": locks, "error": error},
+        {
+            "study": study,
+            "form": form,
+            "locks": locks,
+            "error": error,
+            "reviewer_visible": REVIEWER_VISIBLE,
+            "source_warnings": source_warnings(study_source_mentions(study)),
+        },
         status=400 if error or form.errors else 200,
     )

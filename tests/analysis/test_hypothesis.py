@@ -50,14 +50,15 @@ def _check_against_table(result: dict, table: dict, n: dict[str, int]) -> None:
             assert abs(c["mean"] - mean) < 0.005, (metric, cond)
             assert abs(c["mean_baseline"] - m_h) < 0.005, metric
             assert abs(c["t"] - t) < 1e-3, (metric, cond, c["t"])
-            assert math.isclose(c["p"], p, rel_tol=0.01), (metric, cond, c["p"])
-            assert math.isclose(c["p_bonferroni"], p_bonf, rel_tol=0.01), (metric, cond)
+            assert math.isclose(c["p_two_sided"], p, rel_tol=0.01), (metric, cond, c["p_two_sided"])
+            assert math.isclose(c["p_two_sided_bonferroni"], p_bonf, rel_tol=0.01), (metric, cond)
 
 
 def test_review_level_test_reproduces_table_7(si2024_frame):
     result = hyp.test_by_review(si2024_frame, METRICS, baseline="Human")
     assert result["available"] and result["conditions"] == ["AI", "AI_Rerank"]
-    assert result["n_corrected"] == 5
+    assert result["published"]["n_corrected"] == 5
+    assert result["published"]["alternative"] == "two-sided"
     _check_against_table(result, TEST1, N_TEST1)
 
 
@@ -74,7 +75,8 @@ def test_results_are_json_serialisable_plain_python(si2024_frame):
     assert type(comp["t"]) is float and type(comp["n"]) is int
     assert list(comp) == [
         "metric", "condition", "baseline", "n", "mean", "sd", "n_baseline", "mean_baseline",
-        "sd_baseline", "diff", "se", "t", "df", "p", "p_bonferroni", "ci_low", "ci_high",
+        "sd_baseline", "diff", "se", "t", "df", "p_two_sided", "p_two_sided_bonferroni",
+        "ci_low", "ci_high",
     ]  # fmt: skip
 
 
@@ -95,7 +97,7 @@ def test_conditions_restrict_the_comparisons_and_bonferroni_counts_metrics(si202
         ("overall", "AI"),
     ]
     nov = result["comparisons"][0]
-    assert math.isclose(nov["p_bonferroni"], min(1, 2 * nov["p"]))
+    assert math.isclose(nov["p_two_sided_bonferroni"], min(1, 2 * nov["p_two_sided"]))
 
 
 def test_unknown_baseline_is_an_error(si2024_frame):
@@ -150,7 +152,7 @@ def test_reviewer_test_matches_a_hand_computation():
     assert math.isclose(c["mean"], (6 + 5 + 7.5) / 3)
     assert math.isclose(c["mean_baseline"], (4 + 5 + 4.5) / 3)
     assert math.isclose(c["t"], t)
-    assert math.isclose(c["p"], 2 * stats.t.sf(t, 2))
+    assert math.isclose(c["p_two_sided"], 2 * stats.t.sf(t, 2))
     half = stats.t.ppf(0.975, 2) * sd / np.sqrt(3)
     assert math.isclose(c["ci_low"], mean - half) and math.isclose(c["ci_high"], mean + half)
 
@@ -168,8 +170,8 @@ def test_reviewer_test_on_simulated_study_matches_groupby_and_scipy():
             assert c["n"] == len(d)
             assert math.isclose(c["diff"], d.mean())
             assert math.isclose(c["t"], ref.statistic, rel_tol=1e-10)
-            assert math.isclose(c["p"], ref.pvalue, rel_tol=1e-8)
-            assert math.isclose(c["p_bonferroni"], min(1.0, 2 * ref.pvalue), rel_tol=1e-8)
+            assert math.isclose(c["p_two_sided"], ref.pvalue, rel_tol=1e-8)
+            assert math.isclose(c["p_two_sided_bonferroni"], min(1.0, 2 * ref.pvalue), rel_tol=1e-8)
 
 
 def test_idea_test_averages_each_idea_once_per_condition():

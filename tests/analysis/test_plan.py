@@ -116,7 +116,7 @@ def test_default_plan_reproduces_the_published_bonferroni_columns(si2024_frame) 
     for name in tests:
         for old, new in zip(before[name]["comparisons"], tests[name]["comparisons"], strict=True):
             assert {k: new[k] for k in old} == old  # nothing published changes
-            assert new["p_adjusted"] == old["p_bonferroni"]
+            assert new["p_adjusted"] == old["p_two_sided_bonferroni"]
             assert new["alternative"] == "two-sided"
     assert set(conditions) >= {c["condition"] for c in tests["by_review"]["comparisons"]}
 

@@ -234,7 +234,7 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
         # Topic table, then open the study for review.
         page.click("nav >> text=Topic matching")
         walk.shot("topics")
-        page.click("text=Open for review")
+        page.click("#open-for-review")
         page.wait_for_selector("text=The study is open for review")
         walk.shot("opened")
 

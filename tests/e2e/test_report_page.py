@@ -61,4 +61,45 @@ def test_owner_reads_the_report_with_agreement_and_downloads_pdf_and_package(
     width = page.evaluate("document.documentElement.scrollWidth")
     page.screenshot(path=str(artifacts / "report-html-phone.png"))
     assert width <= 375, f"report.html is {width} px wide at 375 px"
+    # Plots keep their drawn size (an SVG unit at least a CSS pixel, so 10 pt labels stay
+    # 10 pt) and scroll inside their figure, which the keyboard can reach.
+    scales = page.evaluate(PLOT_SCALES)
+    assert len(scales) >= 8 and min(scales) >= 1.0, scales
+    assert page.locator(".rep figure:not([tabindex='0'])").count() == 0
+    context.close()
+    for path in (
+        f"/studies/{seeded.study.slug}/report/",
+        f"/studies/{seeded.study.slug}/report/files/report.html",
+    ):
+        context, page = new_page(browser, live_server.url, width=375, height=800)
+        owner_login(page)
+        page.goto(path)
+        scales = page.evaluate(PLOT_SCALES)
+        assert min(scales) >= 1.0, (path, scales)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375, path
+        context.close()
+
+
+# Rendered width of each report plot over its drawing's own width (viewBox units).
+PLOT_SCALES = """() => Array.from(document.querySelectorAll('.rep figure svg'))
+  .filter(s => s.viewBox && s.viewBox.baseVal && s.viewBox.baseVal.width)
+  .map(s => s.getBoundingClientRect().width / s.viewBox.baseVal.width)"""
+
+
+def test_the_standalone_report_has_margins_on_a_desktop(
+    browser, live_server, owner, artifacts, settings, tmp_path
+):
+    settings.REPORTS_ROOT = tmp_path
+    seeded = make_agreement_study(owner, slug="e2e-margins")
+    report_build(study=seeded.study, out_dir=tmp_path / "rep", options=FAST)
+    context, page = new_page(browser, live_server.url, width=1400, height=900)
+    owner_login(page)
+    page.goto(f"/studies/{seeded.study.slug}/report/files/report.html")
+    heading = page.locator(".rep h1").bounding_box()
+    table = page.locator(".rep table").first.bounding_box()
+    assert heading["x"] >= 24 and table["x"] >= 24, (heading, table)
+    body = page.locator(".rep").bounding_box()
+    # a centred column: as much room on the right as on the left
+    assert abs((1400 - body["x"] - body["width"]) - body["x"]) <= 2, body
+    page.screenshot(path=str(artifacts / "report-html-desktop.png"))
     context.close()

@@ -54,8 +54,16 @@ def test_invite_sign_up_screen_assign_review_in_two_visits_and_progress(
     op.click("text=Preview the assignment")
     op.wait_for_selector("#preview .plots img")
     op.click("text=Commit this assignment")
-    op.wait_for_url(re.compile(r"/progress/$"))
+    # Committing does not open the study: the owner lands on the step that does.
+    op.wait_for_url(re.compile(r"/ideas/open/$"))
     assert Assignment.objects.filter(reviewer=nia).count() == 2
+    rp.goto("/studies/r/home/")
+    assert "has not opened for review yet" in rp.inner_text("main")
+    assert rp.locator("a", has_text="Start").count() == 0
+    mail.outbox.clear()
+    op.click("#open-for-review")
+    op.wait_for_selector("text=The study is open for review")
+    assert "nia@example.org" in {m.to[0] for m in mail.outbox}
 
     # First visit: part of the review, saved by autosave; a reload shows it.
     rp.goto("/studies/r/home/")
@@ -151,3 +159,90 @@ def test_pair_task_from_creation_to_judgment(browser, live_server, owner, artifa
     assert "Submitted" in op.inner_text("table")
     owner_ctx.close()
     rev_ctx.close()
+
+
+def test_the_review_page_by_keyboard_its_word_counts_and_a_submit_no_autosave_follows(
+    browser, live_server, owner, artifacts
+):
+    """The skip link is the first Tab stop and moves focus to the content; "Next
+    unanswered" moves focus to the question left (its score, or its rationale once the
+    score is chosen); an optional rationale counts its words without a "/ 0"; and once
+    Submit is pressed no autosave is sent, even one the last click had scheduled."""
+    import dataclasses
+
+    from studies.protocol.forms import SI2024_FORM
+    from studies.services import study_form_set
+    from tests.factories import review_study
+
+    rs = review_study(owner, slug="keys", n_reviewers=1, per_reviewer=1)
+    first, *rest = SI2024_FORM.metrics
+    study_form_set(
+        study=rs.study,
+        definition=dataclasses.replace(
+            SI2024_FORM,
+            key="optional-novelty",
+            version=1,
+            metrics=(dataclasses.replace(first, rationale_required=False), *rest),
+        ),
+    )
+    (assignment,) = rs.assignments[rs.reviewers[0].pk]
+    context, page = new_page(browser, live_server.url)
+    reviewer_login(page, rs.users[0].username, rs.password)
+    page.goto(f"/studies/r/assignments/{assignment.pk}/")
+
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip-link"
+    assert page.locator(".skip-link").bounding_box()["y"] >= 0  # shown when focused
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
+
+    counter = page.locator(f".wordcount[data-for=id_{first.key}_rationale]")
+    page.fill(f"textarea[name={first.key}_rationale]", " ".join(["fine"] * 16))
+    assert counter.inner_text() == "16 words"
+    second = rest[0].key
+    page.fill(f"textarea[name={second}_rationale]", "too short")
+    assert re.fullmatch(
+        r"2 / \d+ words", page.locator(f".wordcount[data-for=id_{second}_rationale]").inner_text()
+    )
+
+    page.click("#next-unanswered")
+    assert page.evaluate("document.activeElement.name") == first.key
+    page.keyboard.press("Space")  # choose a score where the focus landed
+    page.click("#next-unanswered")
+    assert page.evaluate("document.activeElement.name") == second
+    page.check(f"input[name={second}][value='5']")
+    page.click("#next-unanswered")  # score chosen, rationale too short: the rationale
+    assert page.evaluate("document.activeElement.name") == f"{second}_rationale"
+    page.screenshot(path=str(artifacts / "review-next-unanswered.png"))
+
+    for m in rest:
+        page.check(f"input[name={m.key}][value='6']")
+        page.fill(f"textarea[name={m.key}_rationale]", rationale(30, "sound"))
+    page.check("input[name=familiarity][value='3']")
+    page.check("input[name=confidence][value='3']")
+    page.wait_for_selector("#save-status:has-text('Draft saved')")
+
+    # The submit is held in the browser while an autosave the last click scheduled
+    # (200 ms later) would go out: none may.
+    held, late_drafts, submitted = [], [], []
+
+    def on_submit(route) -> None:
+        submitted.append(True)
+        held.append(route)
+
+    def on_draft(route) -> None:
+        if submitted:
+            late_drafts.append(route.request.url)
+        route.continue_()
+
+    page.route(re.compile(r".*/draft/$"), on_draft)
+    page.route(re.compile(r".*/submit/$"), on_submit)
+    page.check(f"input[name={first.key}][value='7']")
+    page.click("#submit-review", no_wait_after=True)
+    page.wait_for_timeout(1000)
+    assert submitted and late_drafts == []
+    held[0].continue_()
+    page.wait_for_selector("text=Review submitted")
+    review = Review.objects.get(assignment=assignment)
+    assert review.status == "submitted" and review.scores.get(metric=first.key).score == 7
+    context.close()

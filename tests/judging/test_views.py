@@ -13,7 +13,7 @@ from django.urls import reverse
 from judging.llm.models import JudgeConfig
 from judging.models import JudgeRun, ReferenceCorpus
 from judging.services import judge_run_create, judge_run_execute
-from studies.models import Reviewer
+from studies.models import AuditEvent, Reviewer
 from tests.judging.conftest import make_study
 from tests.judging.embedding_cache import remembered_embeddings  # noqa: F401
 
@@ -203,6 +203,42 @@ def test_cancel_and_resume_buttons_change_the_run(client, owner, owned, judge, s
     assert run.status == Status.DONE and run.done_calls == 6
     response = client.post(reverse("judging:run_resume", args=[owned.slug, run.pk]), follow=True)
     assert "nothing to resume" in response.content.decode()
+
+
+def test_a_run_stopped_by_its_budget_is_raised_and_resumed_from_its_page(
+    client, owner, owned, judge, scripted
+):
+    """The page that says "raise the budget and resume" has the budget fields; a limit
+    the run has spent already is refused (it would stop again at once); a raised one is
+    stored, audited, and the resumed run finishes."""
+    judge.concurrency = 1
+    judge.save()
+    client.force_login(owner)
+    run = judge_run_execute(
+        run=judge_run_create(study=owned, method="pairwise", config=judge, budget_calls=5)
+    )
+    assert run.status == Status.BUDGET and run.http_calls == 5
+    url = reverse("judging:run_detail", args=[owned.slug, run.pk])
+    page = client.get(url).content.decode()
+    form = page.split('id="resume-form"', 1)[1].split("</form>", 1)[0]
+    assert 'name="budget_calls"' in form and 'value="5"' in form and 'name="budget_cost"' in form
+    assert "Raise the budget and resume" in form
+
+    resume = reverse("judging:run_resume", args=[owned.slug, run.pk])
+    response = client.post(resume, {"budget_calls": "5", "budget_cost": ""}, follow=True)
+    assert "has made 5 paid call(s)" in response.content.decode()
+    run.refresh_from_db()
+    assert run.status == Status.BUDGET and run.budget_calls == 5
+    response = client.post(resume, {"budget_calls": "0", "budget_cost": ""}, follow=True)
+    assert "Paid calls, at most" in response.content.decode()
+
+    client.post(resume, {"budget_calls": "20", "budget_cost": ""})
+    run.refresh_from_db()
+    assert run.status == Status.QUEUED and run.budget_calls == 20 and run.budget_cost is None
+    event = AuditEvent.objects.get(study=owned, verb="judge_run_budget_set")
+    assert event.actor == owner and event.detail["calls"] == [5, 20]
+    run = judge_run_execute(run=run)
+    assert run.status == Status.DONE and run.done_calls == 12 and run.http_calls == 12
 
 
 def test_direct_scoring_results_show_t_intervals_over_samples(

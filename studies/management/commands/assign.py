@@ -77,3 +77,9 @@ class Command(BaseCommand):
                 f"{summary['withdrawn']} withdrawn"
             )
         )
+        study.refresh_from_db()
+        if not study.is_open_to_reviewers():
+            out.write(
+                "the study is not open for review: reviewers see nothing until it opens "
+                "(its page's Open for review, or manage.py study_open)"
+            )

@@ -1,0 +1,209 @@
+"""What the report says about its tests, in the analysis plan's words.
+
+The report's sentences, captions and stars about Tests 1-3 follow the plan the report was
+built with: its sidedness, multiple-testing method, families and alpha, with stars from
+the plan's adjusted p. The paper's convention (two-sided p, Bonferroni over the metrics)
+stays in the report as its own labelled columns; under a plan other than the default it
+is never the report's voice. Under the default plan the two coincide and the report keeps
+its published wording.
+
+:func:`plan_voice` returns the words (a dict stored as ``report["plan"]["voice"]``) and
+:func:`planned_summary` the per-test summary stored as each test's ``planned`` block.
+
+Pure module: no Django imports.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .plan import METHODS, AnalysisPlan
+
+__all__ = ["STAR_STEPS", "TEST_NAMES", "plan_voice", "stars_for", "planned_summary"]
+
+TEST_NAMES = {
+    "by_review": "Test 1",
+    "by_idea": "Test 2",
+    "by_reviewer": "Test 3",
+    "mixed": "the mixed model",
+}
+#: Stars at alpha, alpha/5 and alpha/50: at alpha = 0.05 the usual 0.05, 0.01 and 0.001.
+STAR_STEPS = (("***", 50), ("**", 5), ("*", 1))
+
+
+def stars_for(p_adjusted: float | None, alpha: float) -> str:
+    """The stars of one adjusted p under the plan's alpha ("" outside every family)."""
+    if p_adjusted is None:
+        return ""
+    for mark, divisor in STAR_STEPS:
+        if p_adjusted <= alpha / divisor:
+            return mark
+    return ""
+
+
+def _num(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def _alternative_label(alternative: str, condition: str, baseline: str) -> str:
+    if alternative == "less":
+        return f"one-sided ({condition} < {baseline})"
+    if alternative == "greater":
+        return f"one-sided ({condition} > {baseline})"
+    return "two-sided"
+
+
+def _sidedness(members: Sequence[Mapping[str, Any]], baseline: str) -> tuple[str, str]:
+    """("one-sided" | "two-sided" | "mixed", the words) over the plan's comparisons."""
+    labels = Counter(
+        _alternative_label(m["alternative"], m["condition"], baseline) for m in members
+    )
+    if not labels:
+        return "two-sided", "two-sided"
+    kinds = {"two-sided" if label == "two-sided" else "one-sided" for label in labels}
+    kind = kinds.pop() if len(kinds) == 1 else "mixed"
+    if len(labels) == 1:
+        return kind, next(iter(labels))
+    words = ", ".join(
+        f"{label} for {n} comparison{'s' if n != 1 else ''}" for label, n in labels.most_common()
+    )
+    return kind, words
+
+
+def _families_words(plan: AnalysisPlan, multiplicity: Mapping[str, Any], baseline: str) -> str:
+    families = multiplicity.get("families") or []
+    n = len(families)
+    count = f"{n} famil{'y' if n == 1 else 'ies'}"
+    if plan.family_scope == "per_comparison":
+        return (
+            f"within each test and each comparison with {baseline}, over the plan's metrics "
+            f"({count})"
+        )
+    if plan.family_scope == "per_test":
+        return f"within each test, over the plan's metrics and conditions ({count})"
+    if plan.family_scope == "all":
+        size = families[0]["size"] if families else 0
+        return f"in one family of every planned test, metric and condition ({size} comparisons)"
+    names = ", ".join(f["name"] for f in families)
+    return f"within the plan's named families ({names})"
+
+
+def _exploratory_words(plan: AnalysisPlan, metrics: Sequence[str], tests: Sequence[str]) -> str:
+    outside_tests = [TEST_NAMES[t] for t in tests if t not in plan.tests]
+    planned = set(plan.metrics(metrics))
+    outside_metrics = [m for m in metrics if m not in planned]
+    parts = []
+    if outside_tests:
+        parts.append(
+            f"{' and '.join(outside_tests)} {'is' if len(outside_tests) == 1 else 'are'} not in the plan"
+        )
+    if outside_metrics:
+        parts.append(f"the plan does not name {', '.join(outside_metrics)}")
+    if not parts:
+        return ""
+    return "; ".join(parts).capitalize() + (
+        ": those comparisons are exploratory (no adjusted p, no stars)."
+    )
+
+
+def plan_voice(
+    *,
+    plan: AnalysisPlan,
+    multiplicity: Mapping[str, Any],
+    metrics: Sequence[str],
+    baseline: str,
+    tests: Sequence[str] = ("by_review", "by_idea", "by_reviewer"),
+    plan_hash: str = "",
+) -> dict[str, Any]:
+    """The report's words about its tests under `plan` (`multiplicity` as
+    :func:`plan.apply_plan` returns it)."""
+    n_metrics = len(metrics)
+    if plan.is_default():
+        return _default_voice(n_metrics)
+    members = [m for fam in multiplicity.get("families") or [] for m in fam["members"]]
+    kind, sided = _sidedness(members, baseline)
+    alpha = float(plan.alpha)
+    method = METHODS[plan.method]
+    families = _families_words(plan, multiplicity, baseline)
+    stars = {mark: alpha / divisor for mark, divisor in STAR_STEPS}
+    published = (
+        f"Si et al.'s published convention (two-sided p, Bonferroni over the {n_metrics} "
+        "metrics of each test and comparison)"
+    )
+    correction = (
+        "no correction for multiple testing" if plan.method == "none" else f"{method} {families}"
+    )
+    sentence = (
+        "Welch two-sample t-tests (Tests 1 and 2) and a one-sample t-test of per-reviewer "
+        "differences (Test 3), as the study's analysis plan"
+        + (f" (hash {plan_hash[:12]})" if plan_hash else "")
+        + f" sets them: {sided}; {correction}; α = {_num(alpha)}. "
+        + f"* adjusted p ≤ {_num(stars['*'])}, ** ≤ {_num(stars['**'])}, "
+        + f"*** ≤ {_num(stars['***'])} (the plan's adjusted p)."
+    )
+    exploratory = _exploratory_words(plan, metrics, tests)
+    if exploratory:
+        sentence += " " + exploratory
+    if "mixed" in plan.tests:
+        sentence += (
+            " The mixed model's condition effects are in the plan too: their planned and "
+            "adjusted p are under Analysis plan."
+        )
+    sentence += f" {published} is shown in its own columns, without stars."
+    return {
+        "default": plan.is_default(),
+        "sidedness": kind,
+        "sidedness_text": sided,
+        "method": plan.method,
+        "method_label": method,
+        "family_scope": plan.family_scope,
+        "families_text": families,
+        "alpha": alpha,
+        "stars": stars,
+        "star_rule": "adjusted p ≤ threshold",
+        "sentence": sentence,
+        "published": published,
+        "published_columns": f"Si et al. convention: two-sided, Bonferroni × {n_metrics}",
+    }
+
+
+def _default_voice(n_metrics: int) -> dict[str, Any]:
+    """The default plan is the paper's analysis: the report keeps the published words."""
+    return {
+        "default": True,
+        "sidedness": "two-sided",
+        "sidedness_text": "two-sided",
+        "method": "bonferroni",
+        "method_label": METHODS["bonferroni"],
+        "family_scope": "per_comparison",
+        "families_text": f"over the {n_metrics} metrics",
+        "alpha": 0.05,
+        "stars": {"*": 0.05, "**": 0.01, "***": 0.001},
+        "star_rule": "Bonferroni p < threshold",
+        "sentence": (
+            "Welch two-sample t-tests (Tests 1 and 2) and a one-sample t-test of per-reviewer "
+            f"differences (Test 3); two-sided; Bonferroni over the {n_metrics} metrics. "
+            "* p < 0.05, ** p < 0.01, *** p < 0.001 after correction."
+        ),
+        "published": "",
+        "published_columns": "",
+    }
+
+
+def planned_summary(result: Mapping[str, Any], *, test: str, plan: AnalysisPlan) -> dict[str, Any]:
+    """One test's summary under the plan: whether the plan tests it, the alternatives and
+    families its comparisons fall in, the method and alpha."""
+    rows = result.get("comparisons") or []
+    planned = [r for r in rows if r.get("family")]
+    return {
+        "in_plan": test in plan.tests,
+        "method": plan.method,
+        "method_label": METHODS[plan.method],
+        "alpha": float(plan.alpha),
+        "alternatives": sorted({r["alternative"] for r in planned}),
+        "families": list(dict.fromkeys(r["family"] for r in planned)),
+        "planned_comparisons": len(planned),
+        "exploratory_comparisons": len(rows) - len(planned),
+    }
