@@ -124,6 +124,7 @@ class DenseReml:
         self.XtX = X.T @ X
         self.reml = reml
         self.dof = self.n - self.p if reml else self.n
+        self._diag = np.diag_indices(self.Z.shape[1])
 
     def _parts(
         self, theta: np.ndarray, zty: np.ndarray, xty: np.ndarray, yty: float
@@ -135,7 +136,7 @@ class DenseReml:
         """
         lam = theta[self.owner]
         a = lam[:, None] * self.ZtZ * lam[None, :]
-        a[np.diag_indices_from(a)] += 1.0
+        a[self._diag] += 1.0
         chol, info = _dpotrf(a, lower=1, clean=1)
         if info:
             return math.inf, np.zeros(self.p), math.nan
@@ -259,14 +260,14 @@ class PilotEstimate:
         d = self.data
         rng = np.random.default_rng([seed, 7])
         m = self.model
-        sd = {"topic": m.var_topic, "reviewer": m.var_reviewer, "idea": m.var_idea}
+        var = {"topic": m.var_topic, "reviewer": m.var_reviewer, "idea": m.var_idea}
         Y = np.repeat((d.X @ d.beta)[:, None], n_boot, axis=1)
         for g, codes in d.codes.items():
             levels = int(codes.max()) + 1
-            Y += math.sqrt(sd[g]) * rng.standard_normal((levels, n_boot))[codes]
+            Y += math.sqrt(var[g]) * rng.standard_normal((levels, n_boot))[codes]
         Y += math.sqrt(m.var_residual) * rng.standard_normal(Y.shape)
         names = list(d.codes)
-        thetas, sigma2, betas = _refit(d, Y, [math.sqrt(sd[g] / m.var_residual) for g in names])
+        thetas, sigma2, betas = _refit(d, Y, [math.sqrt(var[g] / m.var_residual) for g in names])
         out, failed = [], 0
         for b in range(n_boot):
             v = {g: thetas[b, j] ** 2 * sigma2[b] for j, g in enumerate(names)}
@@ -297,7 +298,11 @@ def _refit(
     thetas = np.zeros((Y.shape[1], len(codes)))
     sigma2, betas = np.zeros(Y.shape[1]), np.zeros((Y.shape[1], d.X.shape[1]))
     for b in range(Y.shape[1]):
-        fit = fit_lmm(Y[:, b], d.X, d.codes, n_starts=1, satterthwaite=False)
+        try:
+            fit = fit_lmm(Y[:, b], d.X, d.codes, n_starts=1, satterthwaite=False)
+        except (ValueError, ArithmeticError, np.linalg.LinAlgError):
+            sigma2[b] = math.nan  # a failed re-fit, counted as such by the caller
+            continue
         thetas[b] = [fit.theta.get(g, 0.0) for g in d.codes]
         sigma2[b], betas[b] = fit.sigma2, fit.coef
     return thetas, sigma2, betas

@@ -105,6 +105,20 @@ def test_the_bootstrap_spread_of_the_effect_matches_the_models_standard_error():
     assert {m.effect for m in given} == {0.25}
 
 
+def test_large_pilots_are_re_fitted_by_the_sparse_engine_to_the_same_models(monkeypatch):
+    from studies.analysis import pilot
+
+    est = estimate_pilot(_pilot(3), BY_IDEA, n_starts=1)
+    with blas_threads(1):
+        dense, _ = est.bootstrap(3, seed=1)
+        monkeypatch.setattr(pilot, "DENSE_MAX_LEVELS", 0)
+        sparse, failed = est.bootstrap(3, seed=1)
+    assert failed == 0
+    for a, b in zip(dense, sparse, strict=True):
+        for name in ("var_topic", "var_idea", "var_reviewer", "var_residual", "effect"):
+            assert getattr(a, name) == pytest.approx(getattr(b, name), abs=2e-4), name
+
+
 def test_a_sizing_reads_as_json_and_draws_its_power_curve():
     seen: list[float] = []
     with blas_threads(1):
