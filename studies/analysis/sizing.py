@@ -326,13 +326,14 @@ class _MixedLayout:
     """The counts a layout's GLS variance needs, whatever the variance components.
 
     ``zz``, ``iz`` and ``w`` are ``Z'Z``, ``Z_idea'Z`` and ``Z'X`` for ``Z`` the topic and
-    reviewer indicators side by side; ``columns`` says which columns are whose.
+    reviewer indicators side by side; ``columns`` says which columns are whose. ``zz`` is
+    kept sparse (its reviewer block is diagonal): an engine keeps hundreds of layouts.
     """
 
     xtx: np.ndarray
     k: np.ndarray  # reviews per idea
     w_idea: np.ndarray  # Z_idea' X
-    zz: np.ndarray
+    zz: sp.csr_matrix
     iz: sp.csc_matrix
     w: np.ndarray
     columns: dict[str, np.ndarray]
@@ -359,7 +360,7 @@ def _mixed_layout(lay: Layout) -> _MixedLayout:
         xtx=X.T @ X,
         k=np.asarray(z_idea.sum(axis=0)).ravel(),
         w_idea=z_idea.T @ X,
-        zz=(z.T @ z).toarray(),
+        zz=(z.T @ z).tocsr(),
         iz=(z_idea.T @ z).tocsc(),
         w=z.T @ X,
         columns=columns,
@@ -385,7 +386,7 @@ def gls_variance(ml: _MixedLayout, model: ScoreModel) -> float:
     if present:
         sel = np.concatenate([ml.columns[g] for g, _ in present])
         ridge = np.concatenate([np.full(len(ml.columns[g]), ve / v) for g, v in present])
-        e = ml.zz[np.ix_(sel, sel)] + np.diag(ridge)
+        e = ml.zz[sel][:, sel].toarray() + np.diag(ridge)
         w = ml.w[sel]
         if model.var_idea > 0:
             b = ml.iz[:, sel]
