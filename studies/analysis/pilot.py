@@ -438,7 +438,7 @@ class PilotSizing:
             "design": self.design.as_dict() if self.design else None,
             "size_reviews": json_float(self.size),
             "power": json_float(self.power),
-            "mc_se": self.mc_se,
+            "mc_se": json_float(self.mc_se),
             "level": self.level,
             "interval_reviews": [json_float(x) for x in self.interval],
             "interval_ideas_per_condition": [json_float(x) for x in self.ideas_interval],

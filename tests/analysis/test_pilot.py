@@ -142,6 +142,20 @@ def test_a_sizing_reads_as_json_and_draws_its_power_curve():
     assert f"{d['ideas_per_condition']} ideas per condition" in svg
 
 
+def test_a_size_beyond_the_cap_is_reported_as_such_and_still_drawn():
+    with blas_threads(1):
+        res = size_from_pilot(
+            _pilot(7), BY_IDEA, alpha=0.05, effect=0.01, n_boot=3, n_reps=50, n_starts=1,
+            max_ideas_per_condition=30, curve_points=4,
+        )  # fmt: skip
+    doc = json.loads(json.dumps(res.to_dict(), allow_nan=False))
+    assert doc["design"] is None and doc["size_reviews"] is None and doc["power"] is None
+    assert doc["interval_reviews"] == [None, None]
+    assert doc["bootstrap"]["beyond_cap"] == 3
+    assert all(s["design"] is None for s in doc["shapes"])
+    assert power_curve_svg(doc).startswith("<svg")
+
+
 def test_sizing_from_a_plan_uses_its_corrected_level_and_direction():
     plan = parse_plan({"hypotheses": [{"direction": "AI > Human", "metric": "overall"}]})
     metrics = ["novelty", "excitement", "feasibility", "effectiveness", "overall"]
