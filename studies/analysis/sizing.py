@@ -61,10 +61,14 @@ __all__ = [
     "ALTERNATIVES",
     "TESTS",
     "Design",
+    "MixedLayout",
     "PowerEngine",
     "ScoreModel",
     "SearchResult",
+    "cheapest",
+    "gls_variance",
     "ideas_grid",
+    "mixed_layout",
     "smallest_design",
 ]
 
@@ -322,7 +326,7 @@ def _concat(parts: Sequence[list[_Group]]) -> list[_Group]:
 
 
 @dataclass
-class _MixedLayout:
+class MixedLayout:
     """The counts a layout's GLS variance needs, whatever the variance components.
 
     ``zz``, ``iz`` and ``w`` are ``Z'Z``, ``Z_idea'Z`` and ``Z'X`` for ``Z`` the topic and
@@ -339,7 +343,7 @@ class _MixedLayout:
     columns: dict[str, np.ndarray]
 
 
-def _mixed_layout(lay: Layout) -> _MixedLayout:
+def mixed_layout(lay: Layout) -> MixedLayout:
     n = len(lay.idea)
     n_ideas = len(lay.idea_condition)
     n_cond = int(lay.idea_condition.max()) + 1
@@ -356,7 +360,7 @@ def _mixed_layout(lay: Layout) -> _MixedLayout:
         "topic": np.arange(lay.n_topics),
         "reviewer": lay.n_topics + np.arange(lay.n_reviewers),
     }
-    return _MixedLayout(
+    return MixedLayout(
         xtx=X.T @ X,
         k=np.asarray(z_idea.sum(axis=0)).ravel(),
         w_idea=z_idea.T @ X,
@@ -367,7 +371,7 @@ def _mixed_layout(lay: Layout) -> _MixedLayout:
     )
 
 
-def gls_variance(ml: _MixedLayout, model: ScoreModel) -> float:
+def gls_variance(ml: MixedLayout, model: ScoreModel) -> float:
     """Variance of the GLS estimate of condition 1's coefficient with known components.
 
     ``X' V^-1 X = (X'X - W' M^-1 W) / s_e^2`` (Woodbury) with ``W = Z'X`` and ``M = Z'Z +
@@ -411,7 +415,7 @@ def _p_values(t: np.ndarray, df: np.ndarray, alternative: str) -> np.ndarray:
 
 
 def _quad(s: np.ndarray, gram: np.ndarray) -> np.ndarray:
-    return np.einsum("j,rjk,k->r", s, gram, s)  # an explicit loop: faster than matmul here
+    return np.einsum("j,rjk,k->r", s, gram, s)  # faster than two matmuls on stacks this small
 
 
 class PowerEngine:
@@ -455,7 +459,7 @@ class PowerEngine:
             self._cache.pop(next(iter(self._cache)))
         if self.test == "mixed":
             built: Any = [
-                _mixed_layout(design.layout(self._rng(design, i))) for i in range(self.n_layouts)
+                mixed_layout(design.layout(self._rng(design, i))) for i in range(self.n_layouts)
             ]
         else:
             sizes = np.diff(np.linspace(0, self.n_reps, self.n_layouts + 1).astype(int))
@@ -528,7 +532,7 @@ def _one_sample_t(g: _Group, s: np.ndarray, effect: float) -> tuple[np.ndarray, 
         return mean / np.sqrt(var / g.n), (g.n - 1).astype(float)
 
 
-def _wald_power(ml: _MixedLayout, model: ScoreModel, alpha: float, alternative: str) -> float:
+def _wald_power(ml: MixedLayout, model: ScoreModel, alpha: float, alternative: str) -> float:
     shift = model.effect / math.sqrt(gls_variance(ml, model))
     if alternative == "two-sided":
         z = stats.norm.isf(alpha / 2)

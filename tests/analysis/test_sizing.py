@@ -20,9 +20,9 @@ from studies.analysis.sizing import (
     Design,
     PowerEngine,
     ScoreModel,
-    _mixed_layout,
     gls_variance,
     ideas_grid,
+    mixed_layout,
     smallest_design,
 )
 
@@ -138,7 +138,7 @@ def test_the_gls_variance_equals_the_explicit_covariance_computation():
         + model.var_reviewer * same(lay.reviewer)
     )
     want = np.linalg.inv(X.T @ np.linalg.solve(V, X))[1, 1]
-    assert gls_variance(_mixed_layout(lay), model) == pytest.approx(want, rel=1e-10)
+    assert gls_variance(mixed_layout(lay), model) == pytest.approx(want, rel=1e-10)
     # Components at zero drop out of the Woodbury form one by one.
     for zeroed in ({"var_topic": 0.0}, {"var_idea": 0.0}, {"var_reviewer": 0.0, "var_topic": 0.0}):
         m2 = ScoreModel(**{**model.__dict__, **zeroed})
@@ -147,7 +147,7 @@ def test_the_gls_variance_equals_the_explicit_covariance_computation():
             + m2.var_idea * same(lay.idea) + m2.var_reviewer * same(lay.reviewer)
         )  # fmt: skip
         want2 = np.linalg.inv(X.T @ np.linalg.solve(V2, X))[1, 1]
-        assert gls_variance(_mixed_layout(lay), m2) == pytest.approx(want2, rel=1e-10)
+        assert gls_variance(mixed_layout(lay), m2) == pytest.approx(want2, rel=1e-10)
 
 
 def test_mixed_power_is_the_wald_power_of_the_balanced_nested_design():
