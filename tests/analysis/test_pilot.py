@@ -42,7 +42,8 @@ def _pilot(seed: int, **over: object) -> pd.DataFrame:
 
 @pytest.mark.parametrize("reml", [True, False])
 def test_the_dense_refit_reaches_the_sparse_engines_optimum(reml):
-    for seed in range(2):
+    # Seed 1 has a topic variance near 0: a search in theta (not theta^2) stops at 0 there.
+    for seed in (1,):
         df = _pilot(seed)
         prep = prepare_mixed_data(df, "overall", baseline="Human")
         ref = fit_lmm(
@@ -94,10 +95,10 @@ def test_a_pilot_without_reviewer_ids_puts_the_reviewer_variance_at_zero_and_ref
 def test_the_bootstrap_spread_of_the_effect_matches_the_models_standard_error():
     est = estimate_pilot(_pilot(2), BY_IDEA, n_starts=1)
     with blas_threads(1):
-        models, failed = est.bootstrap(120, seed=3)
+        models, failed = est.bootstrap(80, seed=3)
     effects = np.array([m.effect for m in models])
-    assert failed == 0 and len(models) == 120
-    assert abs(effects.mean() - est.model.effect) < 4 * est.effect_se / math.sqrt(120)
+    assert failed == 0 and len(models) == 80
+    assert abs(effects.mean() - est.model.effect) < 4 * est.effect_se / math.sqrt(80)
     assert effects.std(ddof=1) == pytest.approx(est.effect_se, rel=0.25)
     resid = np.array([m.var_residual for m in models])
     assert resid.mean() == pytest.approx(est.model.var_residual, rel=0.1)
@@ -110,9 +111,9 @@ def test_large_pilots_are_re_fitted_by_the_sparse_engine_to_the_same_models(monk
 
     est = estimate_pilot(_pilot(3), BY_IDEA, n_starts=1)
     with blas_threads(1):
-        dense, _ = est.bootstrap(3, seed=1)
+        dense, _ = est.bootstrap(2, seed=1)
         monkeypatch.setattr(pilot, "DENSE_MAX_LEVELS", 0)
-        sparse, failed = est.bootstrap(3, seed=1)
+        sparse, failed = est.bootstrap(2, seed=1)
     assert failed == 0
     for a, b in zip(dense, sparse, strict=True):
         for name in ("var_topic", "var_idea", "var_reviewer", "var_residual", "effect"):
@@ -123,7 +124,7 @@ def test_a_sizing_reads_as_json_and_draws_its_power_curve():
     seen: list[float] = []
     with blas_threads(1):
         res = size_from_pilot(
-            _pilot(5), BY_IDEA, alpha=0.05, effect=EFFECT, n_boot=20, n_reps=200,
+            _pilot(5), BY_IDEA, alpha=0.05, effect=EFFECT, n_boot=10, n_reps=200,
             n_starts=1, curve_points=6, progress=lambda f, _m: seen.append(f),
         )  # fmt: skip
     doc = json.loads(json.dumps(res.to_dict(), allow_nan=False))
@@ -135,7 +136,7 @@ def test_a_sizing_reads_as_json_and_draws_its_power_curve():
     assert lo <= doc["size_reviews"] <= hi
     cheapest = min(s["reviews"] for s in doc["shapes"])
     assert doc["size_reviews"] == cheapest
-    assert doc["bootstrap"] == {"n": 20, "failed_fits": 0, "beyond_cap": 0}
+    assert doc["bootstrap"] == {"n": 10, "failed_fits": 0, "beyond_cap": 0}
     assert seen[-1] == 1.0 and seen == sorted(seen)
     svg = power_curve_svg(doc)
     assert svg.startswith("<svg") and "ideas per condition" in svg and "target power" in svg
