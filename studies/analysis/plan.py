@@ -34,11 +34,13 @@ __all__ = [
     "PLAN_SCHEMA",
     "TESTS",
     "AnalysisPlan",
+    "ComparisonLevel",
     "Family",
     "Hypothesis",
     "PlanError",
     "adjust",
     "apply_plan",
+    "comparison_level",
     "mixed_comparisons",
     "parse_plan",
     "plan_document",
@@ -624,6 +626,70 @@ def apply_plan(
                 row.setdefault("adjustment", "")
                 row.setdefault("reject", None)
     return section
+
+
+@dataclass(frozen=True)
+class ComparisonLevel:
+    """How the plan tests one comparison: its family, the correction and the raw p-value
+    at or below which it is rejected whatever the other members of its family show."""
+
+    family: str  # "" when the comparison is in no family (exploratory, not adjusted)
+    family_size: int
+    method: str
+    alpha: float
+    level: float
+    alternative: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "family": self.family,
+            "family_size": self.family_size,
+            "method": self.method,
+            "method_label": METHODS[self.method],
+            "alpha": self.alpha,
+            "level": self.level,
+            "alternative": self.alternative,
+        }
+
+
+def comparison_level(
+    plan: AnalysisPlan,
+    *,
+    test: str,
+    metric: str,
+    condition: str,
+    baseline: str,
+    metrics: Sequence[str],
+    conditions: Sequence[str],
+) -> ComparisonLevel:
+    """The level one comparison is tested at under ``plan`` (for sizing a study).
+
+    The family is the one :func:`apply_plan` would put the comparison in, its members
+    counted over the plan's tests, the plan's metrics and the non-baseline
+    ``conditions``. The level is ``alpha / m`` for Bonferroni over ``m`` members, and also
+    for Holm and Benjamini-Hochberg, whose first step compares the smallest p with
+    ``alpha / m`` (they can reject at a larger p, depending on the other comparisons,
+    so a design sized at this level is on the safe side); ``alpha / (m * (1 + 1/2 + ...
+    + 1/m))`` for Benjamini-Yekutieli; ``alpha`` without correction or outside every
+    family.
+    """
+    members = [
+        _Member(t, m, c, {})
+        for t in plan.tests
+        for m in plan.metrics(metrics)
+        for c in conditions
+        if c != baseline
+    ]
+    own = _Member(test, metric, condition, {})
+    family = _family_of(own, plan) if own in members else ""
+    size = sum(1 for m in members if _family_of(m, plan) == family) if family else 1
+    level = plan.alpha
+    if family and plan.method in ("bonferroni", "holm", "bh"):
+        level = plan.alpha / size
+    elif family and plan.method == "by":
+        level = plan.alpha / (size * float(np.sum(1.0 / np.arange(1, size + 1))))
+    alternative = plan.alternative(test=test, metric=metric, condition=condition, baseline=baseline)
+    return ComparisonLevel(family, size, plan.method, plan.alpha, level, alternative)
 
 
 def _planned_p(m: _Member, alternative: str) -> float:

@@ -17,6 +17,7 @@ ignores reviewers' topic preferences: reviewers and topics are fully crossed.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -71,37 +72,19 @@ def simulate_study(
     }.items():
         if v < 0:
             raise ValueError(f"{name} must be >= 0, got {v}")
-    if n_topics < 1 or n_ideas_per_condition < 1 or n_reviewers < 1:
-        raise ValueError("n_topics, n_ideas_per_condition and n_reviewers must be >= 1")
     cond_names = [baseline, *[c for c in effects if c != baseline]]
-    n_cond = len(cond_names)
-    n_ideas = n_cond * n_ideas_per_condition
-
-    # Idea k belongs to condition k // n_ideas_per_condition; topics are spread evenly
-    # within each condition.
-    idea_cond = np.repeat(np.arange(n_cond), n_ideas_per_condition)
-    idea_topic = np.concatenate(
-        [rng.permutation(np.arange(n_ideas_per_condition) % n_topics) for _ in range(n_cond)]
+    layout = draw_layout(
+        n_reviewers=n_reviewers,
+        n_ideas_per_condition=n_ideas_per_condition,
+        n_conditions=len(cond_names),
+        reviews_per_idea=reviews_per_idea,
+        n_topics=n_topics,
+        load=load,
+        rng=rng,
     )
-    # Review order: ideas interleaved by condition in one fixed cycle (c0 c1 c2 c0 c1 ...),
-    # each condition's ideas shuffled. Reviewers take consecutive runs of slots, so a run
-    # of two or more always spans two conditions and, as the same order repeats for each
-    # round of reviews, never holds an idea twice.
-    cycle = rng.permutation(n_cond)
-    within = np.stack([rng.permutation(n_ideas_per_condition) for _ in range(n_cond)])
-    order = (cycle[None, :] * n_ideas_per_condition + within[cycle].T).ravel()
-
-    if isinstance(reviews_per_idea, tuple):
-        lo, hi = reviews_per_idea
-        counts = rng.integers(lo, hi + 1, size=n_ideas)
-    else:
-        counts = np.full(n_ideas, int(reviews_per_idea))
-    if counts.min() < 1 or counts.max() > n_reviewers:
-        raise ValueError("reviews_per_idea must be between 1 and n_reviewers")
-    slots = np.concatenate([order[counts[order] > r] for r in range(counts.max())])
-    loads = _draw_loads(len(slots), n_reviewers, load, n_ideas, rng)
-    reviewer = np.repeat(rng.permutation(n_reviewers), loads)
-    _repair(reviewer, slots, idea_cond, rng)
+    slots, reviewer = layout.idea, layout.reviewer
+    idea_cond, idea_topic = layout.idea_condition, layout.idea_topic
+    n_ideas = len(idea_cond)
 
     n_rows = len(slots)
     data: dict[str, Any] = {
@@ -129,6 +112,66 @@ def simulate_study(
     data[FLAG_COLUMN] = np.zeros(n_rows, bool)
     df = pd.DataFrame(data)
     return df[[*ID_COLUMNS, *metrics, *QUALITY_COLUMNS, FLAG_COLUMN]]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Who reviews what in one simulated study, as integer codes (no scores).
+
+    ``idea`` and ``reviewer`` hold one entry per review; ``idea_condition`` (0 is the
+    baseline) and ``idea_topic`` one per idea. Power calculations draw many score sets on
+    one layout without building a frame (`sizing.py`).
+    """
+
+    idea: np.ndarray
+    reviewer: np.ndarray
+    idea_condition: np.ndarray
+    idea_topic: np.ndarray
+    n_reviewers: int
+    n_topics: int
+
+
+def draw_layout(
+    *,
+    n_reviewers: int,
+    n_ideas_per_condition: int,
+    n_conditions: int,
+    reviews_per_idea: int | tuple[int, int],
+    n_topics: int,
+    load: tuple[int, int],
+    rng: np.random.Generator,
+) -> Layout:
+    """The assignment of `simulate_study` (its rules and its draws from `rng`, in order)."""
+    if n_topics < 1 or n_ideas_per_condition < 1 or n_reviewers < 1:
+        raise ValueError("n_topics, n_ideas_per_condition and n_reviewers must be >= 1")
+    n_cond = n_conditions
+    n_ideas = n_cond * n_ideas_per_condition
+    # Idea k belongs to condition k // n_ideas_per_condition; topics are spread evenly
+    # within each condition.
+    idea_cond = np.repeat(np.arange(n_cond), n_ideas_per_condition)
+    idea_topic = np.concatenate(
+        [rng.permutation(np.arange(n_ideas_per_condition) % n_topics) for _ in range(n_cond)]
+    )
+    # Review order: ideas interleaved by condition in one fixed cycle (c0 c1 c2 c0 c1 ...),
+    # each condition's ideas shuffled. Reviewers take consecutive runs of slots, so a run
+    # of two or more always spans two conditions and, as the same order repeats for each
+    # round of reviews, never holds an idea twice.
+    cycle = rng.permutation(n_cond)
+    within = np.stack([rng.permutation(n_ideas_per_condition) for _ in range(n_cond)])
+    order = (cycle[None, :] * n_ideas_per_condition + within[cycle].T).ravel()
+
+    if isinstance(reviews_per_idea, tuple):
+        lo, hi = reviews_per_idea
+        counts = rng.integers(lo, hi + 1, size=n_ideas)
+    else:
+        counts = np.full(n_ideas, int(reviews_per_idea))
+    if counts.min() < 1 or counts.max() > n_reviewers:
+        raise ValueError("reviews_per_idea must be between 1 and n_reviewers")
+    slots = np.concatenate([order[counts[order] > r] for r in range(counts.max())])
+    loads = _draw_loads(len(slots), n_reviewers, load, n_ideas, rng)
+    reviewer = np.repeat(rng.permutation(n_reviewers), loads)
+    _repair(reviewer, slots, idea_cond, rng)
+    return Layout(slots, reviewer, idea_cond, idea_topic, n_reviewers, n_topics)
 
 
 def _draw_loads(

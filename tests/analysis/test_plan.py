@@ -18,6 +18,7 @@ from studies.analysis.plan import (
     PlanError,
     adjust,
     apply_plan,
+    comparison_level,
     parse_plan,
     plan_document,
     plan_hash,
@@ -199,3 +200,84 @@ def test_a_plan_with_topic_fixed_fits_topic_effects_instead_of_a_topic_variance(
     assert "topic" not in fit.variance
     with pytest.raises(PlanError, match="mixed_model.topic"):
         parse_plan({"mixed_model": {"topic": "nested"}})
+
+
+def _frame_tests(seed: int = 3) -> tuple[dict, list[str]]:
+    from studies.analysis.simulate import simulate_study
+
+    df = simulate_study(n_reviewers=40, n_ideas_per_condition=15, metrics=METRICS, seed=seed)
+    tests = {
+        name: fn(df, METRICS, baseline="Human")
+        for name, fn in (
+            ("by_review", hyp.test_by_review),
+            ("by_idea", hyp.test_by_idea),
+            ("by_reviewer", hyp.test_by_reviewer),
+        )
+    }
+    return tests, ["Human", "AI", "AI_Rerank"]
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {},
+        {"multiple_testing": {"method": "holm", "families": "per_test"}},
+        {"multiple_testing": {"method": "bh", "families": "all"}, "alpha": 0.1},
+        {"multiple_testing": {"method": "by", "families": "per_test"}},
+        {"multiple_testing": {"method": "none"}},
+        {"primary_metrics": ["overall", "novelty"], "tests": ["by_idea", "by_reviewer"]},
+        {
+            "multiple_testing": {
+                "method": "bonferroni",
+                "families": [
+                    {"name": "main", "tests": ["by_idea"], "metrics": ["overall"]},
+                    {"name": "rest", "tests": ["by_review", "by_idea"]},
+                ],
+            }
+        },
+    ],
+)
+def test_the_level_of_a_comparison_is_the_one_its_planned_family_tests_it_at(doc) -> None:
+    plan = parse_plan(doc)
+    tests, conditions = _frame_tests()
+    section = apply_plan(copy.deepcopy(tests), plan, metrics=METRICS)
+    for fam in section["families"]:
+        for member in fam["members"]:
+            lv = comparison_level(
+                plan, test=member["test"], metric=member["metric"],
+                condition=member["condition"], baseline="Human", metrics=METRICS,
+                conditions=conditions,
+            )  # fmt: skip
+            assert (lv.family, lv.family_size) == (fam["name"], fam["size"])
+            # Rejected for sure at this level: the adjusted p is then at most alpha.
+            p, adj = member["p_unadjusted"], member["p_adjusted"]
+            if p is not None and p <= lv.level:
+                assert adj <= plan.alpha + 1e-12
+            if plan.method in ("none", "bonferroni"):  # exactly the Bonferroni threshold
+                assert (p <= lv.level) == (adj <= plan.alpha)
+
+
+def test_the_level_follows_the_method_and_a_comparison_outside_the_plan_is_unadjusted() -> None:
+    conditions = ["Human", "AI", "AI_Rerank"]
+    kw = {"test": "by_idea", "metric": "overall", "condition": "AI", "baseline": "Human"}
+
+    def level(doc: dict) -> float:
+        plan = parse_plan(doc)
+        return comparison_level(plan, metrics=METRICS, conditions=conditions, **kw).level
+
+    assert level({}) == pytest.approx(0.05 / 5)
+    assert level({"multiple_testing": {"families": "per_test"}}) == pytest.approx(0.05 / 10)
+    assert level({"multiple_testing": {"families": "all"}}) == pytest.approx(0.05 / 30)
+    assert level({"multiple_testing": {"method": "by"}}) == pytest.approx(
+        0.05 / (5 * (1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5))
+    )
+    assert level({"multiple_testing": {"method": "none"}}) == 0.05
+    outside = comparison_level(
+        parse_plan({"primary_metrics": ["novelty"]}), metrics=METRICS, conditions=conditions, **kw
+    )
+    assert (outside.family, outside.level) == ("", 0.05)
+    directed = comparison_level(
+        parse_plan({"hypotheses": [{"direction": "AI > Human", "metric": "overall"}]}),
+        metrics=METRICS, conditions=conditions, **kw,
+    )  # fmt: skip
+    assert directed.alternative == "greater" and directed.as_dict()["method_label"] == "Bonferroni"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from studies.analysis.frame import validate_frame
-from studies.analysis.simulate import power, simulate_study
+from studies.analysis.simulate import draw_layout, power, simulate_study
 
 FAST = ("by_review", "by_idea", "by_reviewer")
 
@@ -108,3 +108,17 @@ def test_power_runs_the_mixed_model_when_it_is_available():
     )  # fmt: skip
     assert res["test"].tolist() == ["mixed"]
     assert res["n_valid"].iloc[0] == 2 and res["power"].iloc[0] == 1.0
+
+
+def test_the_layout_is_the_simulation_engines_assignment():
+    df = simulate_study(
+        seed=11, n_reviewers=30, n_ideas_per_condition=15, reviews_per_idea=(2, 4),
+        conditions={"Human": 0.0, "AI": 1.0, "AI_Rerank": 1.0}, n_topics=3, load=(2, 6),
+    )  # fmt: skip
+    lay = draw_layout(
+        n_reviewers=30, n_ideas_per_condition=15, n_conditions=3, reviews_per_idea=(2, 4),
+        n_topics=3, load=(2, 6), rng=np.random.default_rng(11),
+    )  # fmt: skip
+    assert df["idea_id"].tolist() == [f"idea{i}" for i in lay.idea]
+    assert df["reviewer_id"].tolist() == [f"rev{r}" for r in lay.reviewer]
+    assert df["topic"].tolist() == [f"topic{t}" for t in lay.idea_topic[lay.idea]]
