@@ -251,7 +251,7 @@ def test_the_information_option_asks_the_most_informative_reference_and_stops_on
         run=judge_run_create(study=study, method="ligbench", config=judge, params=params)
     )
     assert r.status == Status.DONE, r.message
-    assert r.summary["selection"] == "information" and r.summary["max_steps"] == 12
+    assert r.summary["selection"] == "information" and r.summary["max_steps"] == 10
     per_idea = _comparisons_per_idea(r)
     # No call after an idea's every posterior stopped: its calls are its longest one's steps.
     assert scripted.requests == r.total_calls == 6 + 6 + sum(per_idea.values())
