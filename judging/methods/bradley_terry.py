@@ -284,15 +284,19 @@ def estimate_ridge(
     ideas: Sequence[Id] = (),
     *,
     tol: float = 1e-3,
+    without_games: float = 1.0,
 ) -> float:
     """λ = 1/σ² of the prior θ ~ N(0, σ²) that maximises the Laplace evidence
     (`log_evidence`), searched over log λ within RIDGE_BOUNDS (to `tol` in log λ).
 
     Empirical Bayes: σ is how far apart the outcomes say the ideas are. With few games it
-    may sit at the lower end (nothing yet shows the ideas differ), and every strength is
-    then pulled to 0 until the outcomes show otherwise.
+    may sit at the tight end (nothing yet shows the ideas differ), and every strength is
+    then pulled to 0 until the outcomes show otherwise. Without games the evidence is
+    flat and `without_games` is returned (1: ideas a few log-odds apart).
     """
     games = list(comparisons)
+    if not games:
+        return without_games
     lo, hi = (math.log(b) for b in RIDGE_BOUNDS)
 
     def negative(log_lam: float) -> float:
