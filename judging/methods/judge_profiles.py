@@ -26,7 +26,10 @@ Direct scores repeat through `repeat_sd`.
 
 The functions take their random numbers as arguments (`uniform`, `normal`: derived from
 hashes of the parts that name a call), so the local test server can answer a request the
-way this simulator does, from the request alone. `simulate` builds a whole synthetic
+way this simulator does, from the request alone: `traits_from_text` gives an idea's
+traits from its text (quality a standard normal fixed by the text, length its word
+count), and the uniforms of a call come from `uniform(prompt, "first")` and
+`uniform(prompt, "again", k)` for its k-th repeat. `simulate` builds a whole synthetic
 study (ideas, reviewers' scores and pair ratings, the judge's calls with repeats) with a
 seeded numpy generator.
 """
@@ -55,6 +58,7 @@ __all__ = [
     "pairwise_answer",
     "pairwise_probability",
     "simulate",
+    "traits_from_text",
     "uniform",
 ]
 
@@ -130,6 +134,14 @@ def uniform(*parts: object) -> float:
 def normal(*parts: object) -> float:
     """A standard normal fixed by `parts`."""
     return float(norm.ppf(uniform(*parts)))
+
+
+def traits_from_text(text: str, *, own_family: bool = False) -> IdeaTraits:
+    """An idea's traits as the test server sees them: quality fixed by the text (standard
+    normal), length in words; markdown and lists are not acted on by any profile."""
+    return IdeaTraits(
+        quality=normal("quality", text), length=float(len(text.split())), own_family=own_family
+    )
 
 
 def _length_difference(a: IdeaTraits, b: IdeaTraits) -> float:

@@ -2,7 +2,8 @@
 Bradley–Terry with style control and the calibration of direct scores.
 
 Every figure comes with a percentile bootstrap interval over its natural unit (the
-prompt asked again, the pair, the game, the idea), so the same function gives the
+prompt asked again, the idea; figures on pairs resample the ideas, `vertex_bootstrap`,
+because pairs that share an idea are not independent), so the same function gives the
 human–human figure when it is fed reviewers instead of repeated calls (e.g. the
 within-idea SD of reviewers' scores beside the judge's repetition SD). Definitions and
 references: docs/judge-reliability.md.
@@ -15,7 +16,8 @@ references: docs/judge-reliability.md.
   another, the judge's score for its own family's idea (1 win, ½ tie, 0 loss, averaged
   over the calls on the pair), the reviewers' score for the same idea on the same pairs,
   and their paired difference (judge − human): preference beyond what the reviewers see.
-- `fit_style_bt`: logit P(a beats b) = θ_a − θ_b + Σ_k β_k·d_k, with d_k the normalised
+- `fit_style_bt`: logit P(a beats b) = θ_g(a) − θ_g(b) + Σ_k β_k·d_k (+ a first-position
+  term), with g the group rated (condition or generating model), d_k the normalised
   difference (f_a − f_b)/(f_a + f_b) of each style feature (length in words, markdown
   density, list items; `style_features`), as Chatbot Arena's style control does: θ is the
   rating with style held equal, β the pull of each feature.
@@ -50,7 +52,6 @@ __all__ = [
     "SelfPreference",
     "StyleFit",
     "bootstrap_interval",
-    "vertex_bootstrap",
     "calibration",
     "fit_style_bt",
     "identical_share",
@@ -62,6 +63,7 @@ __all__ = [
     "style_bt_intervals",
     "style_differences",
     "style_features",
+    "vertex_bootstrap",
 ]
 
 Id = Hashable

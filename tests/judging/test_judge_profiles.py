@@ -17,6 +17,7 @@ from judging.methods.judge_profiles import (
     pairwise_answer,
     pairwise_probability,
     simulate,
+    traits_from_text,
     uniform,
 )
 
@@ -101,3 +102,11 @@ def test_a_simulated_study_answers_as_often_as_its_model_says():
     }
     assert set(study.human_pairs) == mixed
     assert {len(v) for v in study.human_scores.values()} == {3}
+
+
+def test_traits_from_a_text_are_fixed_by_the_text():
+    text = "A proposal about  sparse attention\nwith five more words here."
+    t = traits_from_text(text, own_family=True)
+    assert t.length == 10 and t.own_family
+    assert t.quality == normal("quality", text) == traits_from_text(text).quality
+    assert traits_from_text(text + "!").quality != t.quality
