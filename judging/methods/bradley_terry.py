@@ -16,6 +16,14 @@ with λ = 0, its pseudo-inverse in the sum-to-zero parameterisation). Contrasts 
 and their standard errors are what to compare; `se` is reported for ideas that played at
 least once and is None otherwise.
 
+`estimate_ridge` replaces the fixed λ by one estimated from the data: the prior θ ~ N(0, σ²)
+with σ² maximising the Laplace approximation of the outcomes' marginal likelihood
+(empirical Bayes). Its intervals are the posterior's, which stay
+calibrated when the pairs were chosen from earlier outcomes (active selection): with
+λ = 0.01 such designs give intervals far too narrow, because pairs the fit believes far
+apart are no longer compared and their overestimated gaps are never corrected
+(`judging.methods.active_pairs`, docs/judge-reliability.md).
+
 For display, `ratings` puts strengths on the familiar Elo-point scale (1500 for the
 average idea, +400 meaning 10:1 odds) and `win_prob_vs_average` gives the modelled chance
 of beating an idea of average strength.
@@ -28,6 +36,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 
 from judging.methods.pairwise import PairCall
 
@@ -36,7 +45,9 @@ __all__ = [
     "BTFit",
     "bootstrap_intervals",
     "comparisons_from_calls",
+    "estimate_ridge",
     "fit_bradley_terry",
+    "log_evidence",
 ]
 
 Id = Hashable
@@ -245,3 +256,51 @@ def bootstrap_intervals(
     tail = (1 - level) / 2 * 100
     low, high = np.percentile(draws, [tail, 100 - tail], axis=0)
     return {i: (float(lo), float(hi)) for i, lo, hi in zip(base.ideas, low, high, strict=True)}
+
+
+RIDGE_BOUNDS = (1e-3, 1e3)
+"""λ stays within these: σ from about 0.03 to 30 log-odds units."""
+
+
+def log_evidence(fit: BTFit) -> float:
+    """Laplace approximation of log p(outcomes | λ) for the prior θ ~ N(0, I/λ):
+    ℓ(θ̂) − (λ/2)‖θ̂‖² + (n/2)·log λ − ½·log det(I(θ̂) + λI). The likelihood is flat along
+    the common shift, whose prior and posterior terms cancel, so the full space serves."""
+    lam = fit.ridge
+    if lam <= 0:
+        raise ValueError("the evidence needs a proper prior (ridge > 0)")
+    n = len(fit.ideas)
+    _, logdet = np.linalg.slogdet(np.linalg.inv(fit.cov))
+    return float(
+        fit.log_likelihood
+        - 0.5 * lam * float(fit.theta @ fit.theta)
+        + 0.5 * n * math.log(lam)
+        - 0.5 * logdet
+    )
+
+
+def estimate_ridge(
+    comparisons: Sequence[tuple[Id, Id, float]],
+    ideas: Sequence[Id] = (),
+    *,
+    tol: float = 1e-3,
+    without_games: float = 1.0,
+) -> float:
+    """λ = 1/σ² of the prior θ ~ N(0, σ²) that maximises the Laplace evidence
+    (`log_evidence`), searched over log λ within RIDGE_BOUNDS (to `tol` in log λ).
+
+    Empirical Bayes: σ is how far apart the outcomes say the ideas are. With few games it
+    may sit at the tight end (nothing yet shows the ideas differ), and every strength is
+    then pulled to 0 until the outcomes show otherwise. Without games the evidence is
+    flat and `without_games` is returned (1: ideas a few log-odds apart).
+    """
+    games = list(comparisons)
+    if not games:
+        return without_games
+    lo, hi = (math.log(b) for b in RIDGE_BOUNDS)
+
+    def negative(log_lam: float) -> float:
+        return -log_evidence(fit_bradley_terry(games, ideas, ridge=math.exp(log_lam)))
+
+    best = minimize_scalar(negative, bounds=(lo, hi), method="bounded", options={"xatol": tol})
+    return float(math.exp(best.x))

@@ -7,11 +7,24 @@ step moves it by less than ε or T_max steps were taken. Here the schedule is a 
 function of what was already judged, so a run calls the judge only while a chain still
 runs, and a resumed run picks up exactly where it stopped.
 
-Two rules choose the next reference:
+Four rules choose the next reference:
 
-- `"paper"` (the default, for reproductions): the related references in a seeded random
-  order, each met once (sampling without replacement: a judge asked the same pair again
-  would mostly repeat itself);
+- `"paper"` (for reproductions): the related references in a seeded random order, each
+  met once (sampling without replacement: a judge asked the same pair again would mostly
+  repeat itself);
+- `"probe"` (the service's default): the paper's Elo chain, update and ε-stop, with the
+  references chosen for what their verdicts tell. While the posterior over the score
+  (given the initial score and the chain's verdicts, `posterior_of`) is wider than
+  `probe_sd` in some running dimension, the next reference is the one whose verdict is
+  expected to tell most about the score (as `"information"` chooses). Once every running
+  dimension's posterior sd is below `probe_sd`, the next reference is a *probe*: one
+  whose expected verdict would move the chain by less than ε (|C(s + K_t(Ŝ − E)) − s| <
+  ε, Ŝ the verdict the chain expects), so that the paper's stop rule ends the chain if
+  the judge confirms it; the probe that could stop the most running dimensions, the most
+  informative among those. A surprising verdict moves the chain and the posterior, and
+  probing goes on. Under the paper's random order an ε-stop comes from the same place (a
+  far reference meeting its expected verdict once K_t has decayed), by chance; here the
+  evidence is gathered first and the stop is then sought;
 - `"nearest"`: the not yet met reference whose score is nearest the idea's current score
   (mean distance over the dimensions still running; ties broken by a seeded coin). An
   outcome against a reference of about the idea's own score is the least predictable, so
@@ -35,7 +48,16 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from judging.methods.elo import GAMMA, K_MAX, MAX_STEPS, D, EloChain
+from judging.methods.elo import (
+    GAMMA,
+    K_MAX,
+    MAX_STEPS,
+    D,
+    EloChain,
+    expected_score,
+    k_factor,
+    soft_clamp,
+)
 from judging.methods.ligbench_posterior import (
     LAPSE,
     PRIOR_SD,
@@ -47,6 +69,7 @@ from judging.methods.ligbench_posterior import (
 
 __all__ = [
     "ESTIMATES",
+    "PROBE_SD",
     "EXAMPLE_CHOICES",
     "SELECTIONS",
     "Chain",
@@ -62,7 +85,11 @@ __all__ = [
     "start",
 ]
 
-SELECTIONS = ("paper", "nearest", "information")
+SELECTIONS = ("paper", "probe", "nearest", "information")
+PROBE_SD = 0.25
+"""The posterior sd (0–5 scale) at which the "probe" rule starts seeking the ε-stop: tuned
+in `bench/elo_convergence.py` on seeds apart from those it is reported on
+(docs/ligbench.md)."""
 EXAMPLE_CHOICES = ("spread", "related")
 ESTIMATES = ("chain", "posterior")
 
@@ -104,8 +131,11 @@ class Schedule:
     slope: float = SLOPE
     lapse: float = LAPSE
     sd_stop: float = SD_STOP
+    probe_sd: float = PROBE_SD
+    """"probe" only: the posterior sd below which references that could stop the chain
+    are sought."""
     estimate: str = "chain"
-    """What an Elo rule ("paper", "nearest") reports: "chain", the chain's final score
+    """What an Elo rule ("paper", "probe", "nearest") reports: "chain", the chain's final score
     (the paper's), or "posterior", the posterior mean given the same initial score and
     verdicts (with `prior_sd`, `slope`, `lapse`); the chain still decides when to stop."""
 
@@ -120,6 +150,8 @@ class Schedule:
             raise ValueError(
                 "prior_sd and slope must be positive, lapse in [0, 1), sd_stop not negative"
             )
+        if self.probe_sd <= 0:
+            raise ValueError("probe_sd must be positive")
 
     @property
     def posterior(self) -> bool:
@@ -246,6 +278,8 @@ def next_reference(
         return coin.choice(
             most_informative(running_chains, pool, left, schedule.slope, schedule.lapse)
         )
+    if schedule.selection == "probe":
+        return coin.choice(_probe_candidates(chains, running, pool, left, schedule))
 
     def distance(ref: Hashable) -> float:
         return sum(abs(pool[ref][dim] - chains[dim].score) for dim in running) / len(running)
@@ -253,6 +287,36 @@ def next_reference(
     best = min(distance(ref) for ref in left)
     tied = [ref for ref in left if distance(ref) - best <= 1e-12]
     return coin.choice(tied)
+
+
+def _could_stop(chain: EloChain, s_ref: float, schedule: Schedule) -> bool:
+    """Whether the verdict the chain expects against `s_ref` would stop it on ε."""
+    e = expected_score(chain.score, s_ref, schedule.d)
+    if e == 0.5:
+        return False
+    likely = 1.0 if e > 0.5 else 0.0
+    k = k_factor(len(chain.steps), schedule.k_max, schedule.gamma)
+    return abs(soft_clamp(chain.score + k * (likely - e)) - chain.score) < schedule.epsilon
+
+
+def _probe_candidates(
+    chains: Mapping[str, Chain],
+    running: Sequence[str],
+    pool: Pool,
+    left: Sequence[Hashable],
+    schedule: Schedule,
+) -> list[Hashable]:
+    """The "probe" rule's best references (several when tied)."""
+    elo = {dim: cast(EloChain, chains[dim]) for dim in running}
+    posteriors = {dim: posterior_of(elo[dim], schedule) for dim in running}
+    if max(p.sd for p in posteriors.values()) >= schedule.probe_sd:
+        return most_informative(posteriors, pool, left, schedule.slope, schedule.lapse)
+    stops = [
+        sum(_could_stop(elo[dim], pool[ref][dim], schedule) for dim in running) for ref in left
+    ]
+    most = max(stops)
+    candidates = [ref for ref, n in zip(left, stops, strict=True) if n == most]
+    return most_informative(posteriors, pool, candidates, schedule.slope, schedule.lapse)
 
 
 def finish(chains: Mapping[str, Chain]) -> dict[str, Chain]:

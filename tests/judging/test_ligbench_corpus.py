@@ -189,7 +189,7 @@ def test_ligbench_makes_no_call_after_every_chain_of_an_idea_has_stopped(
     study, judge, scripted, corpus
 ):
     # 18 related references each, but a loose ε: the chains stop long before they run out.
-    params = {"references": 18, "epsilon": 0.05}
+    params = {"references": 18, "epsilon": 0.05, "selection": "paper"}
     r = judge_run_execute(
         run=judge_run_create(study=study, method="ligbench", config=judge, params=params)
     )
@@ -206,6 +206,25 @@ def test_ligbench_makes_no_call_after_every_chain_of_an_idea_has_stopped(
         assert all(c.history[-1]["stopped"] in {"converged", "max_steps"} for c in chains)
         stopped_early += n < 18
     assert stopped_early == 6  # no idea met every reference it could have
+
+
+def test_the_probe_rule_calls_only_for_the_steps_its_longest_chain_took(
+    study, judge, scripted, corpus
+):
+    params = {"references": 18, "epsilon": 0.05}
+    r = judge_run_execute(
+        run=judge_run_create(study=study, method="ligbench", config=judge, params=params)
+    )
+    assert r.status == Status.DONE, r.message
+    assert r.summary["selection"] == "probe"
+    per_idea = _comparisons_per_idea(r)
+    assert scripted.requests == r.total_calls == r.done_calls == 6 + 6 + sum(per_idea.values())
+    for idea, n in per_idea.items():
+        chains = IdeaRating.objects.filter(run=r, idea=idea, dimension__startswith="elo_")
+        assert n == max(len(c.history) - 1 for c in chains)
+        assert all(
+            c.history[-1]["stopped"] in {"converged", "max_steps", "exhausted"} for c in chains
+        )
 
 
 def test_the_nearest_reference_option_meets_references_near_the_current_score(
@@ -251,7 +270,7 @@ def test_the_information_option_asks_the_most_informative_reference_and_stops_on
         run=judge_run_create(study=study, method="ligbench", config=judge, params=params)
     )
     assert r.status == Status.DONE, r.message
-    assert r.summary["selection"] == "information" and r.summary["max_steps"] == 12
+    assert r.summary["selection"] == "information" and r.summary["max_steps"] == 10
     per_idea = _comparisons_per_idea(r)
     # No call after an idea's every posterior stopped: its calls are its longest one's steps.
     assert scripted.requests == r.total_calls == 6 + 6 + sum(per_idea.values())

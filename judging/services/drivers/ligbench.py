@@ -15,6 +15,7 @@ from ...methods import prompts
 from ...methods.elo import MAX_STEPS
 from ...methods.ligbench import (
     EXAMPLE_CHOICES,
+    PROBE_SD,
     Schedule,
     calibration_examples,
     next_reference,
@@ -38,7 +39,7 @@ from ...methods.parsing import (
     parse_formalisation,
     parse_initial_scores,
 )
-from ...methods.registry import ADAPTIVE_MAX_STEPS, AUTO
+from ...methods.registry import ADAPTIVE_MAX_STEPS, AUTO, INFORMATION_MAX_STEPS
 from ...models import (
     Formalisation,
     IdeaRating,
@@ -80,7 +81,9 @@ def schedule_from(params: dict[str, Any]) -> Schedule:
     selection = str(params.get("selection", "paper"))
     steps = params["max_steps"]
     if steps == AUTO:
-        steps = MAX_STEPS if selection == "paper" else ADAPTIVE_MAX_STEPS
+        steps = {"information": INFORMATION_MAX_STEPS, "nearest": ADAPTIVE_MAX_STEPS}.get(
+            selection, MAX_STEPS
+        )
     try:
         return Schedule(
             selection=selection,
@@ -95,6 +98,7 @@ def schedule_from(params: dict[str, Any]) -> Schedule:
             slope=float(params.get("slope", SLOPE)),
             lapse=float(params.get("lapse", LAPSE)),
             sd_stop=float(params.get("sd_stop", SD_STOP)),
+            probe_sd=float(params.get("probe_sd", PROBE_SD)),
         )
     except ValueError as exc:
         raise JudgeRunRefused(f"ligbench: {exc}") from exc

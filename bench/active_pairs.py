@@ -1,0 +1,244 @@
+"""Active pair selection for Bradley–Terry against random pairing: pairs to a stated precision.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/active_pairs.py            # 10 seeds
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python bench/active_pairs.py --smoke    # seconds
+
+A synthetic world per seed: `--ideas` ideas with true log-strengths θ ~ N(0, s²), and a
+judge whose verdict on a pair is a Bernoulli draw. "bt" (default): P(i beats j) =
+σ(θ_i − θ_j), with s chosen so that the truly better idea wins 80 % of random pairs on
+average (an 80 %-accurate judge); "flat": the better idea wins with probability 0.8
+whatever the gap (Bradley–Terry is then the wrong model, as it may be for a real judge).
+
+Both designs send `--batch` pairs at a time and refit after each batch: "random" draws
+the batch uniformly from the pairs not yet judged twice; "active" asks
+`judging.methods.active_pairs.select_pairs` (the pairs expected to shrink the mean
+interval width most) with the prior λ estimated from the outcomes so far
+(`bradley_terry.estimate_ridge`). Every fit, for both, uses that empirical-Bayes prior.
+
+The precision measure (docs/judge-reliability.md, fixed before the runs): **Kendall τ-b
+between the fitted and the true strengths reaching `--tau` (0.85)**. A design's "pairs
+needed" is where its τ curve, averaged over the seeds at each batch boundary, first
+reaches the target (linear interpolation between boundaries); per-seed first crossings
+are printed beside it. The mean width of the 95 % intervals and their coverage of the
+true centred strengths are printed at that point too: a design may not buy τ with
+intervals that stop covering.
+
+The last line is `active pairs @N ideas: A vs random R (ratio X)`; the target is
+X ≤ 0.65.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.integrate import quad
+from scipy.optimize import brentq
+from scipy.stats import kendalltau, norm
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from judging.methods.active_pairs import (  # noqa: E402
+    centred_se,
+    mean_interval_width,
+    random_pairs,
+    select_pairs,
+)
+from judging.methods.bradley_terry import estimate_ridge, fit_bradley_terry  # noqa: E402
+
+TARGET_RATIO = 0.65
+
+
+def spread_for_accuracy(accuracy: float) -> float:
+    """s with E[σ(|θ_i − θ_j|)] = accuracy for θ ~ N(0, s²): the gap is N(0, 2s²)."""
+
+    def mean_accuracy(s: float) -> float:
+        sd = s * math.sqrt(2.0)
+        half = quad(lambda g: norm.pdf(g, scale=sd) / (1.0 + math.exp(-g)), 0.0, np.inf)[0]
+        return 2.0 * half
+
+    return float(brentq(lambda s: mean_accuracy(s) - accuracy, 1e-3, 50.0))
+
+
+@dataclass(frozen=True)
+class Point:
+    pairs: int
+    tau: float
+    width: float
+    coverage: float
+    ridge: float
+
+
+def run(
+    design: str, seed: int, *, ideas: int, batch: int, max_pairs: int, noise: str, spread: float
+) -> list[Point]:
+    """One design on one seeded world: a Point after every batch."""
+    rng = np.random.default_rng(seed)
+    theta = rng.standard_normal(ideas) * spread
+    verdicts = np.random.default_rng([seed, 1])
+    names = list(range(ideas))
+    games: list[tuple[int, int, float]] = []
+    ridge = 1.0
+    points: list[Point] = []
+    while len(games) < max_pairs:
+        if design == "active":
+            pairs = select_pairs(games, names, batch, ridge=ridge, seed=seed)
+        else:
+            pairs = random_pairs(games, names, batch, seed=seed)
+        if not pairs:
+            break
+        for a, b in pairs:
+            if noise == "bt":
+                p = 1.0 / (1.0 + math.exp(-(theta[a] - theta[b])))
+            else:
+                p = 0.8 if theta[a] > theta[b] else 0.2
+            games.append((a, b, float(verdicts.random() < p)))
+        ridge = estimate_ridge(games, names)
+        fit = fit_bradley_terry(games, names, ridge=ridge)
+        est = fit.theta - fit.theta.mean()
+        truth = theta - theta.mean()
+        half = norm.ppf(0.975) * centred_se(fit)
+        points.append(
+            Point(
+                pairs=len(games),
+                tau=float(kendalltau(est, truth).statistic),
+                width=mean_interval_width(fit),
+                coverage=float(np.mean(np.abs(est - truth) <= half)),
+                ridge=ridge,
+            )
+        )
+    return points
+
+
+def crossing(pairs: Sequence[float], values: Sequence[float], target: float) -> float:
+    """The first x where the piecewise-linear curve reaches `target` (inf if never)."""
+    prev_x, prev_y = 0.0, -math.inf
+    for x, y in zip(pairs, values, strict=True):
+        if y >= target:
+            if math.isinf(prev_y):
+                return x
+            return prev_x + (x - prev_x) * (target - prev_y) / (y - prev_y)
+        prev_x, prev_y = x, y
+    return math.inf
+
+
+@dataclass(frozen=True)
+class DesignResult:
+    design: str
+    needed: float
+    """Pairs where the seed-averaged τ curve reaches the target."""
+    per_seed: list[float]
+    width: float
+    coverage: float
+    tau_at_random: float
+    """Mean τ at the random design's `needed` (filled for the active design)."""
+
+
+def _at(runs: Sequence[list[Point]], pairs: float, field: str) -> float:
+    """The seed mean of `field` at the first batch boundary at or past `pairs`."""
+    values = []
+    for points in runs:
+        point = next((p for p in points if p.pairs >= pairs), points[-1])
+        values.append(getattr(point, field))
+    return statistics.fmean(values)
+
+
+def summarise(design: str, runs: Sequence[list[Point]], target: float) -> DesignResult:
+    length = min(len(points) for points in runs)
+    pairs = [runs[0][i].pairs for i in range(length)]
+    mean_tau = [statistics.fmean(points[i].tau for points in runs) for i in range(length)]
+    needed = crossing(pairs, mean_tau, target)
+    per_seed = [crossing([p.pairs for p in pts], [p.tau for p in pts], target) for pts in runs]
+    at = needed if math.isfinite(needed) else pairs[-1]
+    return DesignResult(
+        design=design,
+        needed=needed,
+        per_seed=per_seed,
+        width=_at(runs, at, "width"),
+        coverage=_at(runs, at, "coverage"),
+        tau_at_random=math.nan,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--ideas", type=int, default=100)
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0, help="first seed")
+    ap.add_argument("--batch", type=int, default=25, help="pairs chosen and judged at once")
+    ap.add_argument("--accuracy", type=float, default=0.8)
+    ap.add_argument("--tau", type=float, default=0.85, help="the precision target")
+    ap.add_argument("--max-pairs", type=int, default=3600)
+    ap.add_argument("--noise", choices=["bt", "flat"], default="bt")
+    ap.add_argument("--smoke", action="store_true", help="20 ideas, 2 seeds: seconds")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.ideas, args.seeds, args.batch, args.tau, args.max_pairs = 20, 2, 10, 0.7, 300
+    if os.environ.get("OPENBLAS_NUM_THREADS") != "1":
+        print("note: OPENBLAS_NUM_THREADS=1 is much faster on a shared machine")
+    spread = spread_for_accuracy(args.accuracy)
+    started = time.perf_counter()
+    print(
+        f"{args.ideas} ideas, θ ~ N(0, {spread:.3f}²) (the better idea wins "
+        f"{args.accuracy:.0%} of random pairs), judge '{args.noise}', batches of {args.batch}, "
+        f"seeds {args.seed}..{args.seed + args.seeds - 1}, precision: Kendall τ-b ≥ {args.tau}"
+    )
+    results: dict[str, DesignResult] = {}
+    all_runs: dict[str, list[list[Point]]] = {}
+    for design in ("random", "active"):
+        runs = []
+        for seed in range(args.seed, args.seed + args.seeds):
+            runs.append(
+                run(
+                    design,
+                    seed,
+                    ideas=args.ideas,
+                    batch=args.batch,
+                    max_pairs=args.max_pairs,
+                    noise=args.noise,
+                    spread=spread,
+                )
+            )
+            print(
+                f"  {design} seed {seed}: τ {runs[-1][-1].tau:.3f} after {runs[-1][-1].pairs} "
+                f"pairs ({time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
+        all_runs[design] = runs
+        results[design] = summarise(design, runs, args.tau)
+    print(
+        f"\n{'design':>7}  {'pairs to τ':>10}  {'per seed (min–max)':>19}  {'width':>6}  {'cover':>6}"
+    )
+    for r in results.values():
+        finite = [x for x in r.per_seed if math.isfinite(x)]
+        span = f"{min(finite):.0f}–{max(finite):.0f}" if finite else "—"
+        print(f"{r.design:>7}  {r.needed:>10.0f}  {span:>19}  {r.width:>6.3f}  {r.coverage:>6.1%}")
+    rnd, act = results["random"], results["active"]
+    if math.isfinite(rnd.needed):
+        print(
+            f"τ at the random design's {rnd.needed:.0f} pairs: random "
+            f"{_at(all_runs['random'], rnd.needed, 'tau'):.3f}, active "
+            f"{_at(all_runs['active'], rnd.needed, 'tau'):.3f}"
+        )
+    print(f"wall time {time.perf_counter() - started:.0f} s")
+    ratio = act.needed / rnd.needed if math.isfinite(rnd.needed) else math.nan
+    verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
+    print(f"target ratio <= {TARGET_RATIO}: {verdict}")
+    print(
+        f"active pairs @{args.ideas} ideas: {act.needed:.0f} vs random {rnd.needed:.0f} "
+        f"(ratio {ratio:.2f})"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""Active pair selection and the empirical-Bayes prior for Bradley–Terry.
+
+The selector's choice is checked against a brute force written here: for every candidate
+pair, the information matrix with that game added is inverted directly (no
+Sherman–Morrison), and the first-order fall of the summed interval half-widths computed
+from it. The prior's λ is checked against a Laplace evidence computed here with scipy's
+optimiser and a finite-difference Hessian.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize, minimize_scalar
+
+from judging.methods.active_pairs import (
+    centred_se,
+    mean_interval_width,
+    random_pairs,
+    select_pairs,
+)
+from judging.methods.bradley_terry import estimate_ridge, fit_bradley_terry
+
+
+def _games(seed: int, n: int = 8, m: int = 40, spread: float = 1.2):
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(0, spread, n)
+    games = []
+    for _ in range(m):
+        a, b = (int(x) for x in rng.choice(n, 2, replace=False))
+        p = 1 / (1 + math.exp(-(theta[a] - theta[b])))
+        games.append((a, b, float(rng.random() < p)))
+    return games, theta
+
+
+def _brute_force_gains(games, ideas, ridge, extra=()):
+    """Gain of each pair given `extra` pairs already chosen in the batch."""
+    fit = fit_bradley_terry(games, ideas, ridge=ridge)
+    n = len(fit.ideas)
+    theta = fit.theta
+    w = lambda i, j: (p := 1 / (1 + math.exp(-(theta[i] - theta[j])))) * (1 - p)  # noqa: E731
+    info = np.linalg.inv(fit.cov)
+    for i, j in extra:
+        u = np.zeros(n)
+        u[i], u[j] = 1, -1
+        info = info + w(i, j) * np.outer(u, u)
+    h = np.eye(n) - 1 / n
+    before = np.diag(h @ np.linalg.inv(info) @ h)
+    gains = {}
+    for i in range(n):
+        for j in range(i + 1, n):
+            u = np.zeros(n)
+            u[i], u[j] = 1, -1
+            after = np.diag(h @ np.linalg.inv(info + w(i, j) * np.outer(u, u)) @ h)
+            gains[(i, j)] = float(((before - after) / (2 * np.sqrt(before))).sum())
+    return gains
+
+
+def test_the_first_pair_is_the_one_whose_game_shrinks_the_intervals_most():
+    games, _ = _games(0)
+    ideas = list(range(8))
+    gains = _brute_force_gains(games, ideas, ridge=0.3)
+    best = max(gains, key=gains.get)
+    assert select_pairs(games, ideas, 1, ridge=0.3) == [best]
+
+
+def test_a_batch_is_chosen_greedily_as_if_the_earlier_pairs_were_judged():
+    games, _ = _games(1)
+    ideas = list(range(8))
+    batch = select_pairs(games, ideas, 3, ridge=0.3)
+    for k in range(1, 3):
+        gains = _brute_force_gains(games, ideas, 0.3, extra=batch[:k])
+        assert batch[k] == max(gains, key=gains.get)
+
+
+def _connected(n: int, edges) -> bool:
+    seen, stack = {0}, [0]
+    while stack:
+        u = stack.pop()
+        for a, b in edges:
+            for x, y in ((a, b), (b, a)):
+                if x == u and y not in seen:
+                    seen.add(y)
+                    stack.append(y)
+    return len(seen) == n
+
+
+def test_before_any_game_the_first_batch_connects_or_pairs_off_the_ideas_by_the_prior():
+    ideas = list(range(10))
+    # Near-flat prior: the ideas' levels are unknown until they are linked, so the first
+    # n − 1 games form a spanning tree.
+    tree = select_pairs([], ideas, 9)
+    assert _connected(10, tree) and len({frozenset(p) for p in tree}) == 9
+    # A proper prior bounds every idea's variance: the first n/2 games meet every idea once.
+    matching = select_pairs([], ideas, 5, ridge=1.0)
+    assert sorted(x for pair in matching for x in pair) == ideas
+    assert matching == select_pairs([], ideas, 5, ridge=1.0)
+    other = select_pairs([], ideas, 5, ridge=1.0, seed=7)
+    assert {frozenset(p) for p in matching} != {frozenset(p) for p in other}
+
+
+def test_pairs_at_their_cap_are_not_chosen_and_the_batch_shrinks_when_none_are_left():
+    games = [(0, 1, 1.0), (1, 0, 1.0), (0, 2, 0.0)]
+    picks = select_pairs(games, [0, 1, 2], 5, max_per_pair=2)
+    assert {frozenset(p) for p in picks} <= {frozenset((0, 2)), frozenset((1, 2))}
+    assert len(picks) == 3  # (0, 2) once more, (1, 2) twice
+    assert random_pairs(games, [0, 1, 2], 5, max_per_pair=2) != []
+    assert len(random_pairs(games, [0, 1, 2], 5, max_per_pair=1)) == 1
+
+
+def test_the_mean_interval_width_is_the_wald_width_of_the_centred_strengths():
+    games, _ = _games(2)
+    fit = fit_bradley_terry(games, list(range(8)), ridge=0.5)
+    n = 8
+    h = np.eye(n) - 1 / n
+    se = np.sqrt(np.diag(h @ fit.cov @ h))
+    assert centred_se(fit) == pytest.approx(se)
+    assert mean_interval_width(fit) == pytest.approx(2 * 1.959964 * se.mean(), rel=1e-6)
+
+
+def _evidence(games, n, lam):
+    """Laplace log evidence by scipy's optimiser and a finite-difference Hessian."""
+
+    def nll(theta):
+        out = 0.0
+        for a, b, s in games:
+            d = theta[a] - theta[b]
+            out += s * np.logaddexp(0, -d) + (1 - s) * np.logaddexp(0, d)
+        return out
+
+    def objective(theta):
+        return nll(theta) + 0.5 * lam * theta @ theta
+
+    res = minimize(objective, np.zeros(n), method="BFGS", options={"gtol": 1e-9})
+    eps = 1e-4
+    hess = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            e_i, e_j = np.eye(n)[i] * eps, np.eye(n)[j] * eps
+            hess[i, j] = (
+                objective(res.x + e_i + e_j)
+                - objective(res.x + e_i - e_j)
+                - objective(res.x - e_i + e_j)
+                + objective(res.x - e_i - e_j)
+            ) / (4 * eps**2)
+    return -res.fun + 0.5 * n * math.log(lam) - 0.5 * np.linalg.slogdet(hess)[1]
+
+
+def test_the_estimated_prior_maximises_the_laplace_evidence():
+    games, _ = _games(3, n=6, m=60)
+    lam = estimate_ridge(games, list(range(6)))
+    best = minimize_scalar(
+        lambda log_lam: -_evidence(games, 6, math.exp(log_lam)),
+        bounds=(math.log(1e-3), math.log(1e3)),
+        method="bounded",
+        options={"xatol": 1e-3},
+    )
+    assert math.log(lam) == pytest.approx(best.x, abs=0.02)
+
+
+def test_with_many_games_the_estimated_prior_sd_is_near_the_true_spread():
+    games, theta = _games(4, n=40, m=4000, spread=1.5)
+    lam = estimate_ridge(games, list(range(40)))
+    assert 1 / math.sqrt(lam) == pytest.approx(np.std(theta, ddof=1), rel=0.15)
+
+
+def test_without_games_the_evidence_is_flat_and_the_stated_prior_is_kept():
+    assert estimate_ridge([], ["a", "b", "c"]) == 1.0
+    assert estimate_ridge([], ["a", "b"], without_games=0.25) == 0.25
+    # Games that cannot tell the ideas apart (every game a tie) pull σ to the tight end.
+    ties = [("a", "b", 0.5), ("b", "c", 0.5), ("a", "c", 0.5)] * 5
+    assert estimate_ridge(ties, ["a", "b", "c"]) == pytest.approx(1e3, rel=0.05)
