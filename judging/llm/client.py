@@ -219,6 +219,12 @@ def prepare(
     base_url, model = config.resolved_base_url(), config.resolved_model()
     if config.disabled_reason:
         raise JudgeNotConfigured(f"judge {config.name!r} is disabled: {config.disabled_reason}")
+    name = config.provider_name()
+    if name and provider_named(name) is None:
+        raise JudgeNotConfigured(
+            f"judge {config.name!r}: there is no provider {name!r} on this server "
+            "(IDEAREVIEW_LLM_PROVIDERS)"
+        )
     if not base_url or not model:
         raise JudgeNotConfigured(
             f"judge {config.name!r} has no endpoint or model; choose a provider and a model, "
@@ -447,7 +453,8 @@ def send(prepared: Prepared, *, sleep: Callable[[float], None] = time.sleep) -> 
                 retryable = True
             except openai.APIConnectionError as exc:
                 result.status_code = None
-                result.error = f"connection error: {_short(str(exc))}"
+                cause = exc.__cause__ or exc
+                result.error = f"connection error: {_short(str(cause) or str(exc))}"
                 retryable = True
             except openai.OpenAIError as exc:  # e.g. a body that is not a completion
                 result.error = f"{type(exc).__name__}: {_short(str(exc))}"
