@@ -151,6 +151,16 @@ def rate_limit_hit(key: str, *, limit: int, window: int) -> bool:
     return _rate_over(previous, count, fraction, limit + 1)
 
 
+def rate_limit_refund(key: str, *, window: int) -> None:
+    """Take back one attempt counted under `key` in the current window (a success)."""
+    bucket, _, _ = _rate_window(key, window)
+    try:
+        if cache.decr(bucket) < 0:
+            cache.delete(bucket)
+    except ValueError:  # expired, or a new window began
+        pass
+
+
 def rate_limited(key: str, *, limit: int, window: int) -> bool:
     """True if `key` is already over its limit, without counting an attempt."""
     bucket, previous_bucket, fraction = _rate_window(key, window)
