@@ -67,12 +67,14 @@ def test_forty_parallel_attempts_get_at_most_the_limit_counted_through(tmp_path)
             passed: list[int] = []
             start = threading.Barrier(40)
 
-            def attempt() -> None:
+            def attempt(start: threading.Barrier, passed: list[int]) -> None:
                 start.wait()
                 if not login_attempt(address="198.51.100.1", username="bf2"):
                     passed.append(1)
 
-            threads = [threading.Thread(target=attempt) for _ in range(40)]
+            threads = [
+                threading.Thread(target=attempt, args=(start, passed)) for _ in range(40)
+            ]
             for t in threads:
                 t.start()
             for t in threads:
