@@ -72,9 +72,7 @@ def test_forty_parallel_attempts_get_at_most_the_limit_counted_through(tmp_path)
                 if not login_attempt(address="198.51.100.1", username="bf2"):
                     passed.append(1)
 
-            threads = [
-                threading.Thread(target=attempt, args=(start, passed)) for _ in range(40)
-            ]
+            threads = [threading.Thread(target=attempt, args=(start, passed)) for _ in range(40)]
             for t in threads:
                 t.start()
             for t in threads:

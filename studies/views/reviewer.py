@@ -461,13 +461,19 @@ def review_autosave(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = get_assignment_for_draft(request, assignment_id)
     definition = assignment.study.form_definition()
     error, status, review = "", 200, None
+    version = _page_version(request)
     try:
-        review = review_draft_save(
-            assignment=assignment,
-            draft=draft_from_post(definition, request.POST),
-            version=_page_version(request),
-            definition=definition,
-        )
+        if version is None:
+            # The page always sends the version it was opened with; without one a draft
+            # could land over a review submitted since.
+            error, status = "This save came without the page's version; reload the page.", 400
+        else:
+            review = review_draft_save(
+                assignment=assignment,
+                draft=draft_from_post(definition, request.POST),
+                version=version,
+                definition=definition,
+            )
     except RecruitmentError as exc:
         error, status = str(exc), 400 if isinstance(exc, TextRejected) else 409
     if is_htmx(request):
