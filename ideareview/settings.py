@@ -21,8 +21,12 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# What the processes write (the SQLite database, the secret key, reports, uploads, the
+# file broker and cache under var/) is readable by their own user only: files 0600,
+# directories 0700, whatever umask the shell had.
+os.umask(os.umask(0o077) | 0o077)
 VAR_DIR = Path(os.environ.get("IDEAREVIEW_VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 def env_bool(name: str, default: bool) -> bool:
