@@ -5,7 +5,6 @@ Views, commands and tasks call these; they hold no request or Celery objects.
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Sequence
@@ -42,6 +41,7 @@ from .models import (
     StudyMember,
     Topic,
 )
+from .protocol import jsonsafe
 from .protocol.forms import DEFAULT_FORM, FormDefinition
 
 log = logging.getLogger(__name__)
@@ -454,8 +454,8 @@ def import_row_estimate(data: bytes, name: str) -> int:
     the rows of a JSON file (a list of rows, or columns), else the file's lines."""
     if data.lstrip()[:1] in (b"[", b"{") and not name.lower().endswith(".jsonl"):
         try:
-            value = json.loads(data)
-        except ValueError:
+            value = jsonsafe.loads(data)
+        except ValueError:  # not JSON, nested too deep, or not UTF-8
             return 0  # the import itself names the problem, at once
         if isinstance(value, dict):
             return max((len(v) for v in value.values() if isinstance(v, list | dict)), default=1)

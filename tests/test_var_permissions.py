@@ -31,7 +31,11 @@ def test_files_under_var_are_created_owner_only(tmp_path):
     result = subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
-        env={**env, "IDEAREVIEW_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "ideareview.settings"},
+        env={
+            **env,
+            "IDEAREVIEW_VAR_DIR": str(var),
+            "DJANGO_SETTINGS_MODULE": "ideareview.settings",
+        },
         capture_output=True,
         text=True,
         timeout=300,
