@@ -82,7 +82,8 @@ def judge_config_new(request: HttpRequest, slug: str) -> HttpResponse:
         config = judge_config_create(actor=request.user, **form.cleaned_data)
         messages.success(request, f"Judge {config.name!r} saved.")
         return redirect("judging:home", study.slug)
-    return _config_page(request, study, form, EndpointKeyForm(user=request.user))
+    status = 400 if request.method == "POST" else 200  # the form says why, by its field
+    return _config_page(request, study, form, EndpointKeyForm(user=request.user), status)
 
 
 def _config_page(
@@ -169,6 +170,7 @@ def judge_run_new(request: HttpRequest, slug: str) -> HttpResponse:
             ],
             "has_configs": configs.exists(),
         },
+        status=400 if request.method == "POST" else 200,
     )
 
 
@@ -302,5 +304,5 @@ def reference_corpora(request: HttpRequest, slug: str) -> HttpResponse:
         request,
         "judging/corpora.html",
         {"study": study, "form": form, "errors": errors, "corpora": corpora},
-        status=400 if errors else 200,
+        status=400 if errors or (request.method == "POST" and form.errors) else 200,
     )
