@@ -60,7 +60,7 @@ def _counting() -> Iterator[None]:
     if not isinstance(backend, FileBasedCache):
         yield
         return
-    directory = backend._dir
+    directory = str(backend._dir)  # type: ignore[attr-defined]
     os.makedirs(directory, mode=0o700, exist_ok=True)
     fd = os.open(os.path.join(directory, ".ratelimit.lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:

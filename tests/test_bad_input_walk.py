@@ -106,7 +106,10 @@ def walk_study_import(client: Client, url: str):
     yield from _files("reviews", {"format": "si2024"}, url, client)
     ok = _file("r.csv", b"idea_id,novelty\nx,1\n")
     for label, text in JSON_TEXTS.items():
-        yield f"mapping {label}", client.post(url, {"format": "generic", "reviews": ok, "mapping": text})
+        yield (
+            f"mapping {label}",
+            client.post(url, {"format": "generic", "reviews": ok, "mapping": text}),
+        )
 
 
 def walk_ideas_import(client: Client, url: str):

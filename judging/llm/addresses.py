@@ -51,7 +51,9 @@ _V4_SPECIAL: tuple[tuple[str, str], ...] = (
     ("224.0.0.0/4", "multicast"),
     ("240.0.0.0/4", "reserved"),
 )
-V4_SPECIAL = tuple((ipaddress.IPv4Network(net), kind) for net, kind in _V4_SPECIAL)
+V4_SPECIAL: tuple[tuple[ipaddress.IPv4Network, str], ...] = tuple(
+    (ipaddress.IPv4Network(net), kind) for net, kind in _V4_SPECIAL
+)
 
 GLOBAL_UNICAST = ipaddress.IPv6Network("2000::/3")
 IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
@@ -71,7 +73,9 @@ _V6_SPECIAL: tuple[tuple[str, str], ...] = (
     ("fe80::/10", "link-local"),
     ("ff00::/8", "multicast"),
 )
-V6_SPECIAL = tuple((ipaddress.IPv6Network(net), kind) for net, kind in _V6_SPECIAL)
+V6_SPECIAL: tuple[tuple[ipaddress.IPv6Network, str], ...] = tuple(
+    (ipaddress.IPv6Network(net), kind) for net, kind in _V6_SPECIAL
+)
 
 
 def address_kind(ip: IPAddress) -> str:
@@ -95,8 +99,8 @@ def address_kind(ip: IPAddress) -> str:
         kind = address_kind(inner)
         form = "NAT64" if ip in NAT64 else "6to4"
         return f"{form} form of a {kind} address" if kind else ""
-    for network, kind in V6_SPECIAL:
-        if ip in network:
+    for network6, kind in V6_SPECIAL:
+        if ip in network6:
             return kind
     if ip not in GLOBAL_UNICAST:
         return "reserved"

@@ -304,7 +304,7 @@ _HIT_SQL = "SELECT id FROM {table} WHERE cache_key = %s AND error = ''"
 # --- HTTP, thread-safe ---------------------------------------------------------------
 
 _lock = threading.Lock()
-_clients: dict[tuple[str, str, float, tuple[str, ...]], openai.OpenAI] = {}
+_clients: dict[tuple[str, str, float, tuple[str, ...], str, str], openai.OpenAI] = {}
 _semaphores: dict[str, tuple[int, threading.BoundedSemaphore]] = {}
 
 
