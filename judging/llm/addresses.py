@@ -215,7 +215,13 @@ def entry_matches(entry: Entry, where: Origin, addresses: list[IPAddress]) -> bo
 
 
 def _in(ip: IPAddress, network: Network) -> bool:
-    return any(a.version == network.version and a in network for a in (ip, embedded_ipv4(ip)))
+    # An IPv4-mapped address is the IPv4 host itself (a dual-stack socket); the other
+    # forms that carry an IPv4 address (compatible, 6to4, NAT64) reach other machines or
+    # translators, so a listed IPv4 network does not cover them.
+    forms: tuple[IPAddress, ...] = (ip,)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        forms = (ip, ip.ipv4_mapped)
+    return any(a.version == network.version and a in network for a in forms)
 
 
 def listed(entries: list[Entry], where: Origin, addresses: list[IPAddress]) -> bool:

@@ -79,3 +79,9 @@ def test_ports_wildcards_networks_schemes_and_ipv6():
     assert not _ok("https://api.lab", "http://api.lab:443/v1", ["10.0.0.1"])
     with pytest.raises(ValueError):
         parse_entry("host:99999")
+
+
+def test_a_listed_ipv4_address_covers_its_mapped_form_but_no_other_spelling():
+    assert _ok("127.0.0.1:8000", "http://[::ffff:127.0.0.1]:8000/v1", ["::ffff:127.0.0.1"])
+    for other in ("::7f00:1", "64:ff9b::7f00:1", "2002:7f00:1::1"):
+        assert not _ok("127.0.0.1:8000", f"http://[{other}]:8000/v1", [other])
