@@ -126,7 +126,7 @@ def address_refusal(where: Origin, ip: IPAddress, *, listed: bool) -> str:
     if settings.LLM_ONLY_LISTED_HOSTS or (kind and not (kind == "loopback" and settings.DEBUG)):
         return (
             f"the endpoint {where.host}:{where.port} resolves to {ip}"
-            + (f", a {kind} address" if kind else "")
+            + (f", {'an' if kind[0] in 'aeiouAEIOU' else 'a'} {kind} address" if kind else "")
             + ", and is not on the administrator's host allow-list "
             "(IDEAREVIEW_LLM_HOST_ALLOWLIST, host and port)"
         )
