@@ -114,6 +114,11 @@ urlpatterns = [
     path("<slug:slug>/assignment/", owner.assignment_preview_view, name="assignment_preview"),
     path("<slug:slug>/plan/", plan.study_plan_page, name="study_plan"),
     path("<slug:slug>/plan/freeze/", plan.study_plan_freeze_view, name="study_plan_freeze"),
+    path(
+        "<slug:slug>/plan/preregistration.<str:fmt>",
+        plan.study_preregistration_view,
+        name="study_preregistration",
+    ),
     path("<slug:slug>/sizing/", sizing.sizing, name="sizing"),
     path("<slug:slug>/payments/", payments.study_payments, name="study_payments"),
     path("<slug:slug>/payments.csv", payments.payments_export, name="payments_export"),
