@@ -166,6 +166,7 @@ def test_the_page_sizes_a_design_from_the_reviews_at_the_plans_level(
     assert f"{design['n_reviewers']} reviewers writing {design['load']} reviews each" in page
     assert 'id="sizing-plot"' in page and "<svg" in page
     assert "(greater)" in page and "Benjamini" in page
+    assert 'value="2, 3"' in page and 'name="n_boot" value="20"' in page  # the last run's
     verbs = set(AuditEvent.objects.filter(study=pilot).values_list("verb", flat=True))
     assert {"sizing_started", "sizing_finished"} <= verbs
 

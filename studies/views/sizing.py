@@ -105,6 +105,15 @@ class SizingForm(forms.Form):
 
 
 def _initial(study: Study) -> dict[str, Any]:
+    """The last sizing's settings, so a second run changes one thing; else the plan's
+    primary test."""
+    last = job_latest(study=study, kind=SIZING_JOB)
+    if last is not None and last.params.get("metric"):
+        p = last.params
+        initial = {k: p.get(k) for k in ("metric", "test", "condition", "effect", "power")}
+        initial["reviews_per_idea"] = ", ".join(str(k) for k in p.get("reviews_per_idea", ()))
+        initial["load"], initial["n_boot"] = p.get("load"), p.get("n_boot")
+        return {k: v for k, v in initial.items() if v not in (None, "")}
     d = sizing_defaults(study)
     return {k: d[k] for k in ("metric", "test", "condition", "effect", "power") if d[k] is not None}
 
