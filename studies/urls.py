@@ -8,6 +8,7 @@ from .views import (
     plan,
     review_form,
     reviewer,
+    sizing,
     study,
     study_settings,
 )
@@ -113,6 +114,12 @@ urlpatterns = [
     path("<slug:slug>/assignment/", owner.assignment_preview_view, name="assignment_preview"),
     path("<slug:slug>/plan/", plan.study_plan_page, name="study_plan"),
     path("<slug:slug>/plan/freeze/", plan.study_plan_freeze_view, name="study_plan_freeze"),
+    path(
+        "<slug:slug>/plan/preregistration.<str:fmt>",
+        plan.study_preregistration_view,
+        name="study_preregistration",
+    ),
+    path("<slug:slug>/sizing/", sizing.sizing, name="sizing"),
     path("<slug:slug>/payments/", payments.study_payments, name="study_payments"),
     path("<slug:slug>/payments.csv", payments.payments_export, name="payments_export"),
     path("<slug:slug>/payments/reviews/", payments.payment_reviews, name="payment_reviews"),
