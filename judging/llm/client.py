@@ -29,6 +29,7 @@ that. No Redis is needed, which matters because the default broker is the filesy
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -90,12 +91,13 @@ _NUMBERS = {"temperature", "top_p", "frequency_penalty", "presence_penalty"}
 _INTEGERS = {"max_tokens", "max_completion_tokens", "seed", "n", "top_logprobs"}
 
 
-def _accepted_parameters() -> set[str]:
+@functools.cache
+def _accepted_parameters() -> frozenset[str]:
     import inspect
 
     from openai.resources.chat.completions import Completions
 
-    return set(inspect.signature(Completions.create).parameters) - {"self"}
+    return frozenset(inspect.signature(Completions.create).parameters) - {"self"}
 
 
 def parameters_problem(parameters: Mapping[str, Any]) -> str:
@@ -232,6 +234,9 @@ def prepare(
         )
     endpoint, api_key, provider = _endpoint_and_key(config, model)
     params = {**(config.parameters or {}), **(parameters or {})}
+    problem = parameters_problem(params)
+    if problem:  # a config saved before parameters were checked
+        raise JudgeNotConfigured(f"judge {config.name!r}: parameters: {problem}")
     msgs = [dict(m) for m in messages]
     return Prepared(
         config_id=config.pk,

@@ -239,3 +239,23 @@ def test_existing_configs_migrate_to_providers_or_are_disabled_saying_why(
     page = client.get(reverse("judging:home", args=[study.slug])).content.decode()
     assert "Disabled:" in page and "not that key" in page
     assert capture.headers == []
+
+
+def test_a_disabled_judge_or_one_with_headers_in_its_parameters_cannot_run(servers, db, owner):
+    from judging.services import JudgeRunRefused, judge_run_create
+
+    from tests.factories import review_study
+
+    study = review_study(owner, n_reviewers=1, n_ideas=4, per_reviewer=1).study
+    off = JudgeConfig.objects.create(
+        name="off", provider="default", model="m", disabled_reason="it leaked", created_by=owner
+    )
+    with pytest.raises(JudgeRunRefused, match="disabled: it leaked"):
+        judge_run_create(study=study, method="pairwise", config=off)
+    headers = JudgeConfig.objects.create(
+        name="h", provider="default", model="m", parameters={"extra_headers": {"X": "1"}}
+    )
+    with pytest.raises(JudgeNotConfigured, match="extra_headers"):
+        prepare(headers, MESSAGES)
+    provider, capture = servers
+    assert provider.headers == [] and capture.headers == []
