@@ -243,7 +243,6 @@ def test_existing_configs_migrate_to_providers_or_are_disabled_saying_why(
 
 def test_a_disabled_judge_or_one_with_headers_in_its_parameters_cannot_run(servers, db, owner):
     from judging.services import JudgeRunRefused, judge_run_create
-
     from tests.factories import review_study
 
     study = review_study(owner, n_reviewers=1, n_ideas=4, per_reviewer=1).study
