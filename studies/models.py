@@ -884,6 +884,10 @@ class StudyReport(models.Model):
 
 
 class AuditEvent(models.Model):
+    """One entry of a study's audit log (or, without a study, of the server's), chained
+    by hash to the entry before it (studies/protocol/auditchain.py): `seq` is its place
+    in its chain, `actor_name` the actor's username when it was written."""
+
     study = models.ForeignKey(
         Study, null=True, blank=True, on_delete=models.CASCADE, related_name="audit_events"
     )
@@ -893,9 +897,25 @@ class AuditEvent(models.Model):
     verb = models.CharField(max_length=64)
     detail = models.JSONField(default=dict, blank=True)
     at = models.DateTimeField(default=timezone.now)
+    seq = models.PositiveIntegerField()
+    actor_name = models.CharField(max_length=150, blank=True)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
 
     class Meta:
         ordering = ["-at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "seq"],
+                condition=models.Q(study__isnull=False),
+                name="auditevent_study_seq_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["seq"],
+                condition=models.Q(study__isnull=True),
+                name="auditevent_server_seq_unique",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.verb} at {self.at:%Y-%m-%d %H:%M}"

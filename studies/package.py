@@ -48,6 +48,7 @@ from .models import (
 )
 from .plans import plan_registration, study_plan, study_registered_plan
 from .preregistrations import study_preregistration
+from .services import audit_chain_check
 from .storage import reports_storage
 
 PACKAGE_SCHEMA = "ideareview.package/1"
@@ -382,6 +383,9 @@ def package_build(
     human = [k.key for k in study.conditions.all() if k.kind == "human"]
     c.files["software.json"] = _json(software_versions())
     c.files.update(_plan_files(study))
+    # The audit log's head: the log itself stays on the server (its details name people),
+    # but a later edit of it no longer matches this head.
+    c.files["audit/chain.json"] = _json(audit_chain_check(study).as_dict())
     c.files["README.md"] = readme(study=study, human=human, report_files=report_files)
     manifest = {
         "schema": PACKAGE_SCHEMA,
@@ -472,6 +476,9 @@ author institution is included. The conditions are published as the analysed fac
   `plan/preregistration.md` and `.json`: the pre-registration document (a datasheet of
   what was evaluated, by whom and how, the tests, exclusions and power analysis, with the
   plan's hash and the document's own).
+- `audit/chain.json`: the study's audit log when the package was made: its number of
+  entries, whether its hash chain verified, and its head (the last entry's hash). The
+  log stays on the server; a later edit of it no longer leads to this head.
 - `manifest.json`: SHA-256 of every file.
 
 ## Re-running the analysis

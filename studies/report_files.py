@@ -41,7 +41,7 @@ from .selectors import (
     judge_inputs,
     review_frame,
 )
-from .services import audit
+from .services import audit, audit_chain_check
 from .storage import reports_storage, storage_folder_remove
 from .work_folders import work_folder
 
@@ -127,6 +127,8 @@ def _report_build(
         "scales": {k: list(v) for k, v in form.scales().items()},
         "topics": [t.name for t in study.topics.all()],
     }
+    # The audit chain's head when the report was built: a later edit of the log shows.
+    report["audit"] = audit_chain_check(study).as_dict()
     progress(
         report["progress_total"] - 1, report["progress_total"], "drawing plots and writing files"
     )

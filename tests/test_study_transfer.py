@@ -13,6 +13,7 @@ from django.core.management import CommandError, call_command
 from judging.llm.models import LLMCall
 from judging.models import JudgeRun
 from studies.models import Review, ReviewRevision, Study, Topic
+from studies.services import audit_chain_check
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,6 +75,7 @@ def test_the_demo_study_round_trips_through_an_empty_database_unchanged(demo, tm
     data["sections"]["judging.llmcall"] = data["sections"].pop("llm.llmcall")
     older.write_text(json.dumps(data))
 
+    before = audit_chain_check(demo)
     call_command("flush", interactive=False, verbosity=0)
     assert not Study.objects.exists() and not LLMCall.objects.exists()
     call_command("study_import", str(older), stdout=io.StringIO())
@@ -87,6 +89,9 @@ def test_the_demo_study_round_trips_through_an_empty_database_unchanged(demo, tm
     }
     # the restored study works: its owner can open it, and new rows get fresh ids
     study = Study.objects.get(slug="demo-t")
+    # its audit log came with it and still verifies to the same head (names, not ids)
+    check = audit_chain_check(study)
+    assert check.ok and check.entries == before.entries > 0 and check.head == before.head
     assert study.owner.has_usable_password() is False
     assert Review.objects.filter(study=study, status="submitted").count() == counts["reviews"]
     Topic.objects.create(study=study, name="A topic added after the restore")
