@@ -61,6 +61,7 @@ urlpatterns = [
     path("<slug:slug>/import/", study.study_import, name="study_import"),
     path("<slug:slug>/settings/", study_settings.study_settings, name="study_settings"),
     path("<slug:slug>/delete/", study.study_delete_view, name="study_delete"),
+    path("<slug:slug>/export.json", study.study_export_view, name="study_export"),
     path("<slug:slug>/audit/", audit.study_audit, name="study_audit"),
     path("<slug:slug>/members/", members.study_members, name="study_members"),
     path("<slug:slug>/members/<int:member_id>/role/", members.member_role, name="member_role"),

@@ -116,3 +116,58 @@ def test_every_model_of_studies_judging_and_llm_is_in_the_study_file():
         if model not in covered
     ]
     assert missing == []
+
+
+def test_a_deleted_study_leaves_nothing_behind_and_its_export_imports_back(
+    demo, owner, tmp_path, settings
+):
+    from studies.models import AuditEvent, Idea, NormalizationResult
+    from studies.services import study_create
+    from studies.storage import reports_storage
+    from studies.study_setup import _study_calls, study_delete
+
+    settings.REPORTS_ROOT = tmp_path / "reports"
+    storage = reports_storage()
+    storage.save("demo-t/20260101T000000/report.json", io.BytesIO(b"{}"))
+    export = tmp_path / "before.json"
+    call_command("study_export", "demo-t", str(export), stdout=io.StringIO())
+    calls = _study_calls(demo)
+    # normalization calls carry the ideas' text: they must go with the study
+    texts = list(demo.ideas.values_list("raw_text", flat=True))
+    holding = [
+        c.pk
+        for c in LLMCall.objects.filter(pk__in=calls)
+        for m in c.request.get("messages", [])
+        if any(t.strip()[:60] in str(m.get("content", "")) for t in texts if t.strip())
+    ]
+    assert len(calls) > 10 and holding
+
+    # another study's row reuses one of the calls (a cache hit across studies)
+    other = study_create(owner=owner, slug="other", title="Other")
+    shared = LLMCall.objects.filter(pk__in=calls, run__isnull=False).first()
+    topic = Topic.objects.create(study=other, name="T")
+    kept_by = NormalizationResult.objects.create(
+        idea=Idea.objects.create(study=other, topic=topic, title="x"),
+        call=shared,
+        prompt_version="v",
+        prompt_hash="h",
+        source_text="x",
+    )
+
+    removed = study_delete(study=demo, confirm="demo-t", actor=owner)
+    assert removed["calls"] == len(calls) - 1 and removed["calls_kept"] == 1
+    assert list(LLMCall.objects.filter(pk__in=calls)) == [shared]
+    kept_by.refresh_from_db()
+    assert kept_by.call_id == shared.pk
+    assert not Study.objects.filter(slug="demo-t").exists()
+    assert not storage.exists("demo-t/20260101T000000/report.json")
+    event = AuditEvent.objects.get(study__isnull=True, verb="study_deleted")
+    assert event.detail["slug"] == "demo-t" and event.detail["calls"] == len(calls) - 1
+
+    # the export taken before the delete imports back into this database, unchanged
+    call_command("study_import", str(export), stdout=io.StringIO())
+    again = tmp_path / "after.json"
+    call_command("study_export", "demo-t", str(again), stdout=io.StringIO())
+    assert again.read_text() == export.read_text()
+    shared.refresh_from_db()
+    assert shared.run is not None  # the reused call has its run back
