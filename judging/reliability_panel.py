@@ -24,6 +24,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from django.core.cache import cache
 from django.db.models import Avg
 
@@ -142,12 +143,16 @@ def _style(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
     rated: Sequence[Hashable] = sorted({str(v) for v in groups.values()})
     out = []
     for dim, comparisons in sorted(games.items()):
-        _raw_fit, raw, _ = style_bt_intervals(
-            comparisons, features, groups, rated=rated, names=(), n_boot=n_boot, seed=run.pk
-        )
-        _fit, controlled, beta = style_bt_intervals(
-            comparisons, features, groups, rated=rated, n_boot=n_boot, seed=run.pk
-        )
+        try:
+            _raw_fit, raw, _ = style_bt_intervals(
+                comparisons, features, groups, rated=rated, names=(), n_boot=n_boot, seed=run.pk
+            )
+            _fit, controlled, beta = style_bt_intervals(
+                comparisons, features, groups, rated=rated, n_boot=n_boot, seed=run.pk
+            )
+        except (np.linalg.LinAlgError, ValueError) as exc:
+            out.append({"dimension": dim, "games": len(comparisons), "error": str(exc)})
+            continue
         out.append(
             {
                 "dimension": dim,
@@ -202,6 +207,8 @@ def reliability_csv(panel: dict[str, Any]) -> str:
                 ["calibration", row["metric"], part, e["value"], e["low"], e["high"], e["n"]]
             )
     for block in panel["style"]:
+        if "error" in block:
+            continue
         for r in block["ratings"]:
             for kind in ("raw", "style_controlled"):
                 e = r[kind]
