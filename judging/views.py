@@ -12,7 +12,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
@@ -24,6 +24,7 @@ from studies.views.study import EDITOR, VIEWER, get_study_for_member, role_by_me
 from .corpus import CorpusImportError, reference_corpora_for, reference_corpus_import
 from .forms import CorpusUploadForm, JudgeConfigForm, JudgeRunForm, RunBudgetForm
 from .models import JudgeRun
+from .reliability_panel import reliability_csv, run_reliability
 from .run_report import judge_run_report
 from .services import (
     DEFAULT_PARAMS,
@@ -158,7 +159,23 @@ def judge_run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpRespon
         return render(request, "judging/run_detail.html#progress", context)
     if not run.is_active:
         context["report"] = judge_run_report(run=run)
+        context["reliability"] = run_reliability(run)
     return render(request, "judging/run_detail.html", context)
+
+
+@login_required
+@require_GET
+def judge_run_reliability_csv(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    """The run's reliability panel as CSV (404 while the run has none)."""
+    study, run = get_run_for_member(request, slug, run_id, role=VIEWER)
+    panel = run_reliability(run)
+    if panel is None:
+        raise Http404("This run has no reliability panel (it is not a finished scoring run).")
+    response = HttpResponse(reliability_csv(panel), content_type="text/csv")
+    response["Content-Disposition"] = (
+        f'attachment; filename="{study.slug}-run{run.pk}-reliability.csv"'
+    )
+    return response
 
 
 @login_required
