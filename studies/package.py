@@ -84,6 +84,10 @@ class Pseudonyms:
     def run(self, pk: Any) -> str:
         return self._make("J", pk)
 
+    def earlier_idea(self, external_id: str) -> str:
+        """An idea id of the study's earlier phase that this study does not have."""
+        return self._make("E", external_id)
+
 
 def _csv(rows: Iterable[dict[str, Any]], columns: list[str]) -> str:
     buf = io.StringIO()
@@ -142,6 +146,18 @@ def _replace_ids(value: Any, ids: dict[str, str], key: str | None = None) -> Any
     if isinstance(value, list):
         return [_replace_ids(v, ids, key) for v in value]
     if isinstance(value, str) and key in {"idea_id", "x", "y", "idea_a", "idea_b"}:
+        return ids.get(value, value)
+    return value
+
+
+def _replace_every_id(value: Any, ids: dict[str, str]) -> Any:
+    """Swap every string (values and keys) that is an idea id for its pseudonym: the phase
+    comparison holds ids in lists and as keys, under many field names."""
+    if isinstance(value, dict):
+        return {ids.get(k, k): _replace_every_id(v, ids) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_every_id(v, ids) for v in value]
+    if isinstance(value, str):
         return ids.get(value, value)
     return value
 
@@ -310,9 +326,18 @@ class _Collector:
         for folder, section in _sections.items():
             section(PackageWriter(self.study, self.p, self.idea_name, self.files, folder))
 
+    def earlier_ids(self) -> dict[str, str]:
+        """Pseudonyms of the earlier phase's idea ids that this study lacks (they appear
+        in the phase comparison's lists of ideas in one phase only)."""
+        earlier = self.study.previous_phase
+        if earlier is None:
+            return {}
+        theirs = IdeaCondition.objects.filter(study=earlier).values_list("external_id", flat=True)
+        return {e: self.p.earlier_idea(e) for e in sorted(set(theirs)) if e not in self.external}
+
     def report(self, files: dict[str, bytes]) -> list[str]:
         """The report's files (name → content), ids swapped for pseudonyms."""
-        ids = dict(self.external)
+        ids = {**self.earlier_ids(), **self.external}
         # Lettered ids only: a bare number could be part of any figure in the text.
         lettered = sorted((k for k in ids if re.search(r"[A-Za-z]", k)), key=len, reverse=True)
         pattern = (
@@ -328,6 +353,8 @@ class _Collector:
             if suffix == ".json":
                 data = _replace_ids(json.loads(body), ids)
                 data.get("study", {}).pop("slug", None)
+                if "phases" in data:
+                    data["phases"] = _replace_every_id(data["phases"], ids)
                 self.files[arc] = _json(data)
             elif suffix in REPORT_TEXT_FILES:
                 text = body.decode()
