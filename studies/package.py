@@ -145,20 +145,22 @@ def _replace_ids(value: Any, ids: dict[str, str], key: str | None = None) -> Any
         return {k: _replace_ids(v, ids, k) for k, v in value.items()}
     if isinstance(value, list):
         return [_replace_ids(v, ids, key) for v in value]
-    if isinstance(value, str) and key in {"idea_id", "x", "y", "idea_a", "idea_b"}:
+    # leave_out: the plan's ideas left out of a phase comparison.
+    if isinstance(value, str) and key in {"idea_id", "x", "y", "idea_a", "idea_b", "leave_out"}:
         return ids.get(value, value)
     return value
 
 
-def _replace_every_id(value: Any, ids: dict[str, str]) -> Any:
-    """Swap every string (values and keys) that is an idea id for its pseudonym: the phase
-    comparison holds ids in lists and as keys, under many field names."""
+def _replace_every_id(value: Any, ids: dict[str, str], text: Any) -> Any:
+    """Swap every string (values and keys) that is an idea id for its pseudonym, and the
+    ids inside longer strings with `text`: the phase comparison holds ids in lists, as
+    keys and in its notes, under many field names."""
     if isinstance(value, dict):
-        return {ids.get(k, k): _replace_every_id(v, ids) for k, v in value.items()}
+        return {ids.get(k, k): _replace_every_id(v, ids, text) for k, v in value.items()}
     if isinstance(value, list):
-        return [_replace_every_id(v, ids) for v in value]
+        return [_replace_every_id(v, ids, text) for v in value]
     if isinstance(value, str):
-        return ids.get(value, value)
+        return ids[value] if value in ids else text(value)
     return value
 
 
@@ -335,9 +337,13 @@ class _Collector:
         theirs = IdeaCondition.objects.filter(study=earlier).values_list("external_id", flat=True)
         return {e: self.p.earlier_idea(e) for e in sorted(set(theirs)) if e not in self.external}
 
+    def id_map(self) -> dict[str, str]:
+        """External idea id -> pseudonym, for this study's ids and its earlier phase's."""
+        return {**self.earlier_ids(), **self.external}
+
     def report(self, files: dict[str, bytes]) -> list[str]:
         """The report's files (name → content), ids swapped for pseudonyms."""
-        ids = {**self.earlier_ids(), **self.external}
+        ids = self.id_map()
         # Lettered ids only: a bare number could be part of any figure in the text.
         lettered = sorted((k for k in ids if re.search(r"[A-Za-z]", k)), key=len, reverse=True)
         pattern = (
@@ -345,6 +351,10 @@ class _Collector:
             if lettered
             else None
         )
+
+        def in_text(text: str) -> str:
+            return text if pattern is None else pattern.sub(lambda m: ids[m.group(1)], text)
+
         names = []
         for name, body in sorted(files.items()):
             if name == "package.zip":
@@ -354,13 +364,10 @@ class _Collector:
                 data = _replace_ids(json.loads(body), ids)
                 data.get("study", {}).pop("slug", None)
                 if "phases" in data:
-                    data["phases"] = _replace_every_id(data["phases"], ids)
+                    data["phases"] = _replace_every_id(data["phases"], ids, in_text)
                 self.files[arc] = _json(data)
             elif suffix in REPORT_TEXT_FILES:
-                text = body.decode()
-                if pattern is not None:
-                    text = pattern.sub(lambda m: ids[m.group(1)], text)
-                self.files[arc] = text
+                self.files[arc] = in_text(body.decode())
             else:
                 self.files[arc] = body
             names.append(name)
@@ -407,7 +414,7 @@ def package_build(
     report_files = c.report(_report_files(report, report_dir))
     human = [k.key for k in study.conditions.all() if k.kind == "human"]
     c.files["software.json"] = _json(software_versions())
-    c.files.update(_plan_files(study))
+    c.files.update(_plan_files(study, c.id_map()))
     c.files["README.md"] = readme(study=study, human=human, report_files=report_files)
     manifest = {
         "schema": PACKAGE_SCHEMA,
@@ -432,19 +439,21 @@ def package_build(
     return manifest
 
 
-def _plan_files(study: Study) -> dict[str, str]:
-    """The analysis plan (usable with ``study_plan --set``) and its registration."""
+def _plan_files(study: Study, ids: dict[str, str]) -> dict[str, str]:
+    """The analysis plan (usable with ``study_plan --set`` on the package's data: the
+    ideas it leaves out of a phase comparison carry their pseudonyms) and its
+    registration."""
     plan = study_plan(study)
     registered = study_registered_plan(study)
     registration = plan_registration(study)
     return {
-        "plan/current.json": _json(plan_document(plan)),
+        "plan/current.json": _json(_replace_ids(plan_document(plan), ids)),
         "plan/registration.json": _json(
             {
                 "current_hash": plan_hash(plan),
                 "registered": None
                 if registered is None or registration is None
-                else {**registration, "plan": plan_document(registered)},
+                else {**registration, "plan": _replace_ids(plan_document(registered), ids)},
                 "deviation": registration is not None and registration["hash"] != plan_hash(plan),
             }
         ),

@@ -44,6 +44,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--earlier", default="si2024", help="slug of the ideation study")
         parser.add_argument("--rebuild", action="store_true", help="build the report again")
+        parser.add_argument("--no-report", action="store_true", help="import and link only")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         earlier = Study.objects.filter(slug=opts["earlier"]).first()
@@ -72,6 +73,9 @@ class Command(BaseCommand):
             except PhaseLinkError as exc:
                 raise CommandError(f"not linked: {exc}") from exc
             study.refresh_from_db()
+        if opts["no_report"]:
+            self.stdout.write(f"{SLUG} linked to {earlier.slug}; no report built (--no-report)")
+            return
         report = StudyReport.objects.filter(study=study).first()
         if report is None or opts["rebuild"] or "phases" not in report.data:
             self.stdout.write(f"building the {SLUG} report with the phase comparison …")
