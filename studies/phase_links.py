@@ -163,7 +163,7 @@ def phase_candidates(*, later: Study, user: Any) -> list[Study]:
     """The studies `user` may link `later` to: those whose team they are on as editor or
     owner, other than `later` and its own later phases. Nobody else's study is offered."""
     editable = StudyMember.objects.filter(
-        user_id=getattr(user, "pk", None),
+        user_id=int(getattr(user, "pk", None) or 0),  # 0 matches nobody
         role__in=[StudyMember.Role.EDITOR, StudyMember.Role.OWNER],
     ).values_list("study_id", flat=True)
     return [
