@@ -408,3 +408,17 @@ def test_a_study_with_no_earlier_phase_has_no_phases_section(phases, tmp_path, s
     snap = report_build(study=execution, options=FAST)
     assert "phases" not in snap.data
     assert 'id="phases"' not in report_file_open(snap.directory, "report.html").read().decode()
+
+
+def test_a_study_file_does_not_carry_the_link(phases):
+    """The earlier study is a row of this deployment, not of the file."""
+    from studies.transfer import study_export_data
+
+    ideation, execution = phases
+    execution.previous_phase = ideation
+    execution.save()
+    data = study_export_data(study=execution)
+    (row,) = data["sections"]["studies.study"]
+    assert row["fields"]["previous_phase"] is None
+    execution.refresh_from_db()
+    assert execution.previous_phase == ideation  # exporting changed nothing
