@@ -139,10 +139,21 @@ def test_the_link_is_refused_while_conditions_disagree(client, owner, phases):
     assert execution.previous_phase == ideation
 
 
-def test_a_loop_or_a_study_sharing_no_idea_is_refused(owner, phases, si2024_study):
+def test_a_loop_or_a_study_sharing_no_idea_is_refused(client, owner, phases):
+    from studies.services import study_create
+
     ideation, execution = phases
+    study_create(owner=owner, slug="empty", title="No ideas yet")
+    client.force_login(owner)
+    page = _page(client, execution, previous="empty")
+    assert "no idea id of exec is an idea id of empty" in page
+    assert 'id="phase-link-submit"' not in page
     execution.previous_phase = ideation
     execution.save()
+    # The earlier study's page names its later phase, and offers no loop.
+    page = _page(client, ideation)
+    assert 'id="phase-later"' in page and "/studies/exec/phases/" in page
+    assert 'value="exec"' not in page
     back = phase_link_check(later=ideation, earlier=execution)
     assert not back.allowed and any("loop" in p for p in back.problems)
     own = phase_link_check(later=execution, earlier=execution)
@@ -277,8 +288,13 @@ def linked_report(phases, owner, tmp_path, settings):
     return ideation, execution, snap
 
 
-def test_the_later_report_has_the_phase_comparison_the_plan_asks_for(linked_report):
+def test_the_later_report_has_the_phase_comparison_the_plan_asks_for(client, owner, linked_report):
     ideation, execution, snap = linked_report
+    client.force_login(owner)
+    plan_page = client.get(reverse("studies:study_plan", args=[execution.slug])).content.decode()
+    summary = plan_page.split('id="plan-phases">', 1)[1].split("</li>", 1)[0]
+    assert "direction AI &lt; Human" in summary
+    assert "left out: Coding_2_AI, Bias_2_Human, Not_An_Id" in summary
     p = json.loads(report_file_open(snap.directory, "report.json").read())["phases"]
     assert p["available"] and p["earlier"]["slug"] == "si2024" and p["labels"] == ["si2024", "exec"]
     assert p["metrics"] == SHARED and p["conditions"] == ["Human", "AI"]

@@ -59,6 +59,8 @@ def study_phases(request: HttpRequest, slug: str) -> HttpResponse:
             "linked": linked,
             "linked_shown": linked_shown,
             "candidates": phase_candidates(later=study, user=request.user),
+            # Studies that name this one as their earlier phase (those the user may edit).
+            "later_phases": [s for s in study.next_phases.all() if may_link(s, request.user)],
             "check": check,
             "proposed": proposed,
             "plan": plan,
