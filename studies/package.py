@@ -47,6 +47,7 @@ from .models import (
     StudyReport,
 )
 from .plans import plan_registration, study_plan, study_registered_plan
+from .preregistrations import study_preregistration
 from .storage import reports_storage
 
 PACKAGE_SCHEMA = "ideareview.package/1"
@@ -441,8 +442,9 @@ def package_build(
 
 def _plan_files(study: Study, ids: dict[str, str]) -> dict[str, str]:
     """The analysis plan (usable with ``study_plan --set`` on the package's data: the
-    ideas it leaves out of a phase comparison carry their pseudonyms) and its
-    registration."""
+    ideas it leaves out of a phase comparison carry their pseudonyms), its registration
+    and the pre-registration document."""
+    doc, markdown = study_preregistration(study)
     plan = study_plan(study)
     registered = study_registered_plan(study)
     registration = plan_registration(study)
@@ -457,6 +459,8 @@ def _plan_files(study: Study, ids: dict[str, str]) -> dict[str, str]:
                 "deviation": registration is not None and registration["hash"] != plan_hash(plan),
             }
         ),
+        "plan/preregistration.json": _json(_replace_ids(doc, ids)),
+        "plan/preregistration.md": markdown,
     }
 
 
@@ -500,6 +504,9 @@ author institution is included. The conditions are published as the analysed fac
 - `plan/current.json`: the analysis plan the report followed (`docs/analysis-plan.md`);
   `plan/registration.json`: its hash and, when the plan was frozen (pre-registered), the
   registered plan with its hash and freeze time, and whether the two differ.
+  `plan/preregistration.md` and `.json`: the pre-registration document (a datasheet of
+  what was evaluated, by whom and how, the tests, exclusions and power analysis, with the
+  plan's hash and the document's own).
 - `manifest.json`: SHA-256 of every file.
 
 ## Re-running the analysis

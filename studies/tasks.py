@@ -25,6 +25,7 @@ JOB_TIME_LIMITS: dict[str, int] = {
     "leakage": 3700,
     "import": 3700,
     "assignment": 700,
+    "sizing": 3700,
 }
 
 
@@ -76,6 +77,13 @@ def preview_assignment(job_id: int) -> None:
     job_run(job_id=job_id, kind="assignment", work=lambda job: assignment_preview_run(job=job))
 
 
+@shared_task(soft_time_limit=3600, time_limit=JOB_TIME_LIMITS["sizing"])
+def size_design(job_id: int) -> None:
+    from .design_sizing import sizing_run
+
+    job_run(job_id=job_id, kind="sizing", work=lambda job: sizing_run(job=job))
+
+
 @shared_task(soft_time_limit=600, time_limit=900)
 def send_reminders() -> None:
     """The daily reminder mails; Celery beat schedules it (CELERY_BEAT_SCHEDULE)."""
@@ -92,5 +100,6 @@ for _kind in (
     JobKind("leakage", check_leakage, "studies:leakage", "Checking for leakage"),
     JobKind("import", import_reviews, "studies:study_import", "Importing reviews"),
     JobKind("assignment", preview_assignment, "studies:assignment_preview", "Solving"),
+    JobKind("sizing", size_design, "studies:sizing", "Sizing the design"),
 ):
     job_kind_register(_kind)

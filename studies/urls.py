@@ -9,6 +9,7 @@ from .views import (
     plan,
     review_form,
     reviewer,
+    sizing,
     study,
     study_settings,
 )
@@ -117,6 +118,12 @@ urlpatterns = [
     path("<slug:slug>/phases/link/", phases.study_phase_link, name="study_phase_link"),
     path("<slug:slug>/phases/unlink/", phases.study_phase_unlink, name="study_phase_unlink"),
     path("<slug:slug>/plan/freeze/", plan.study_plan_freeze_view, name="study_plan_freeze"),
+    path(
+        "<slug:slug>/plan/preregistration.<str:fmt>",
+        plan.study_preregistration_view,
+        name="study_preregistration",
+    ),
+    path("<slug:slug>/sizing/", sizing.sizing, name="sizing"),
     path("<slug:slug>/payments/", payments.study_payments, name="study_payments"),
     path("<slug:slug>/payments.csv", payments.payments_export, name="payments_export"),
     path("<slug:slug>/payments/reviews/", payments.payment_reviews, name="payment_reviews"),

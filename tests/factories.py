@@ -529,3 +529,46 @@ def make_agreement_study(owner, slug: str = "agree", n_per_cell: int = 8) -> See
         ]
     )
     return Seeded(study, ideas, quality, direct, pairwise)
+
+
+def make_pilot_study(
+    owner, *, slug: str = "pilot", n_per_condition: int = 16, seed: int = 5, effect: float = 0.8
+) -> Study:
+    """A finished study to size from: one topic, Human and AI ideas, 8 named reviewers,
+    3 reviews per idea, scores from idea, reviewer and residual effects with AI
+    ``effect`` points above Human on every metric (reviewer ids present)."""
+    rng = random.Random(seed)
+    study = study_create(
+        owner=owner,
+        slug=slug,
+        title="Pilot",
+        baseline_condition="Human",
+        conditions=[("Human", "human"), ("AI", "ai")],
+        topics=["Factuality"],
+    )
+    topic = study.topics.get()
+    metrics = study.form_definition().metric_keys
+    reviewers = [
+        Reviewer.objects.create(study=study, pseudonym=f"R{i + 1:03d}", email=f"p{i}@example.org")
+        for i in range(8)
+    ]
+    leniency = {r.pk: rng.gauss(0, 0.6) for r in reviewers}
+    for cond in study.conditions.all():
+        for k in range(n_per_condition):
+            idea = Idea.objects.create(study=study, topic=topic, title=f"{cond.key} {k}")
+            IdeaCondition.objects.create(
+                idea=idea, condition=cond, study=study, external_id=f"{cond.key}_{k}"
+            )
+            quality = 5.0 + (effect if cond.key == "AI" else 0.0) + rng.gauss(0, 0.8)
+            for reviewer in rng.sample(reviewers, 3):
+                review = Review.objects.create(study=study, idea=idea, reviewer=reviewer)
+                ReviewScore.objects.bulk_create(
+                    ReviewScore(
+                        review=review,
+                        metric=m,
+                        score=float(quality + leniency[reviewer.pk] + rng.gauss(0, 1.0)),
+                        rationale="",
+                    )
+                    for m in metrics
+                )
+    return study

@@ -156,13 +156,16 @@ class DenseReml:
         return float(dev), beta, r2
 
     def fit(
-        self, Y: np.ndarray, theta0: Sequence[float] | None = None
+        self,
+        Y: np.ndarray,
+        theta0: Sequence[float] | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Fit each column of ``Y``: (theta (B, k), sigma^2 (B,), beta (B, p), deviance (B,)).
 
         ``theta0`` (one start for every column; lme4's ``theta = 1`` by default) should be
         the generating model's ``theta`` in a parametric bootstrap: each fit then starts
-        near its optimum.
+        near its optimum. ``progress(done, total)`` is told every 5 columns.
         """
         Y = np.asarray(Y, dtype=float).reshape(self.n, -1)
         zty, xty, yty = self.Z.T @ Y, self.X.T @ Y, (Y * Y).sum(axis=0)
@@ -171,6 +174,8 @@ class DenseReml:
         thetas, sigma2 = np.zeros((n_fit, self.k)), np.zeros(n_fit)
         betas, devs = np.zeros((n_fit, self.p)), np.zeros(n_fit)
         for b in range(n_fit):
+            if progress is not None and b % 5 == 0:
+                progress(b, n_fit)
             args = (zty[:, b], xty[:, b], float(yty[b]))
             theta = start
             if self.k:
@@ -251,7 +256,12 @@ class PilotEstimate:
         }
 
     def bootstrap(
-        self, n_boot: int, *, seed: int = 0, effect: float | None = None
+        self,
+        n_boot: int,
+        *,
+        seed: int = 0,
+        effect: float | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> tuple[list[ScoreModel], int]:
         """Score models re-fitted on ``n_boot`` pilots drawn from this estimate (same
         rows, topics, ideas and reviewers; new effects and residuals); and the number of
@@ -267,7 +277,8 @@ class PilotEstimate:
             Y += math.sqrt(var[g]) * rng.standard_normal((levels, n_boot))[codes]
         Y += math.sqrt(m.var_residual) * rng.standard_normal(Y.shape)
         names = list(d.codes)
-        thetas, sigma2, betas = _refit(d, Y, [math.sqrt(var[g] / m.var_residual) for g in names])
+        start = [math.sqrt(var[g] / m.var_residual) for g in names]
+        thetas, sigma2, betas = _refit(d, Y, start, progress)
         out, failed = [], 0
         for b in range(n_boot):
             v = {g: thetas[b, j] ** 2 * sigma2[b] for j, g in enumerate(names)}
@@ -287,17 +298,22 @@ class PilotEstimate:
 
 
 def _refit(
-    d: _PilotData, Y: np.ndarray, theta0: list[float]
+    d: _PilotData,
+    Y: np.ndarray,
+    theta0: list[float],
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     codes = list(d.codes.values())
     if sum(int(c.max()) + 1 for c in codes) <= DENSE_MAX_LEVELS:
-        thetas, sigma2, betas, _ = DenseReml(d.X, codes).fit(Y, theta0)
+        thetas, sigma2, betas, _ = DenseReml(d.X, codes).fit(Y, theta0, progress)
         return thetas, sigma2, betas
     from .lmm_sparse import fit_lmm
 
     thetas = np.zeros((Y.shape[1], len(codes)))
     sigma2, betas = np.zeros(Y.shape[1]), np.zeros((Y.shape[1], d.X.shape[1]))
     for b in range(Y.shape[1]):
+        if progress is not None and b % 5 == 0:
+            progress(b, Y.shape[1])
         try:
             fit = fit_lmm(Y[:, b], d.X, d.codes, n_starts=1, satterthwaite=False)
         except (ValueError, ArithmeticError, np.linalg.LinAlgError):
@@ -561,7 +577,11 @@ def size_from_pilot(
     best = cheapest(shapes)
     starts = {r.reviews_per_idea: r.ideas for r in shapes}
     say(0.1, f"bootstrap: re-fitting {n_boot} simulated pilots")
-    boot_models, failed = est.bootstrap(n_boot, seed=seed, effect=effect)
+
+    def refitted(done: int, total: int) -> None:
+        say(0.1 + 0.4 * done / total, f"bootstrap: re-fitted {done} of {total} simulated pilots")
+
+    boot_models, failed = est.bootstrap(n_boot, seed=seed, effect=effect, progress=refitted)
     sizes, ideas = np.full(len(boot_models), math.inf), np.full(len(boot_models), math.inf)
     for b, bm in enumerate(boot_models):
         found = sizer.search(bm, starts)
@@ -570,7 +590,10 @@ def size_from_pilot(
         if best is not None:
             ideas[b] = next(r.ideas for r in found if r.reviews_per_idea == best.reviews_per_idea)
         if b % 10 == 9:
-            say(0.15 + 0.75 * (b + 1) / len(boot_models), f"bootstrap pilot {b + 1} of {n_boot}")
+            say(
+                0.5 + 0.4 * (b + 1) / len(boot_models),
+                f"bootstrap: sized {b + 1} of {n_boot} simulated pilots",
+            )
     say(0.9, "drawing the power curves")
     design = None if best is None else sizer.design(best.reviews_per_idea, math.ceil(best.ideas))
     pw = None

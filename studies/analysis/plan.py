@@ -118,6 +118,20 @@ class Family:
 
 
 @dataclass(frozen=True)
+class PrimaryTest:
+    """The one comparison a study is sized for (and a pre-registration leads with):
+    ``condition`` against the baseline on ``metric`` with ``test``, in the direction the
+    plan's hypotheses give it. ``effect`` is the smallest difference worth detecting, in
+    the metric's points (None: the pilot's estimate), and ``power`` the power wanted."""
+
+    metric: str
+    test: str
+    condition: str
+    effect: float | None = None
+    power: float = 0.8
+
+
+@dataclass(frozen=True)
 class AnalysisPlan:
     primary_metrics: tuple[str, ...] = ()
     secondary_metrics: tuple[str, ...] = ()
@@ -141,6 +155,7 @@ class AnalysisPlan:
     agreement_bootstrap: int | None = None
     agreement_permutations: int | None = None
     seed: int | None = None
+    primary: PrimaryTest | None = None
     # The comparison with the earlier phase (a study linked to one): the metrics compared
     # (empty: every metric both forms share), the direction of the change tests ("AI <
     # Human": AI's change below Human's; empty: the hypotheses decide) and the idea ids
@@ -193,6 +208,18 @@ class AnalysisPlan:
         problems += _direction_problems(
             Hypothesis(direction=self.phase_direction), "phases.direction", conditions, baseline
         )
+        if self.primary is not None:
+            if self.primary.metric not in known_m:
+                problems.append(
+                    f"primary.metric: {self.primary.metric!r} is not a metric of the study's "
+                    f"form (metrics: {', '.join(metrics)})"
+                )
+            if self.primary.condition not in known_c or self.primary.condition == baseline:
+                others = [c for c in conditions if c != baseline]
+                problems.append(
+                    f"primary.condition: {self.primary.condition!r} is not a condition compared "
+                    f"with the baseline {baseline!r} (conditions: {', '.join(others)})"
+                )
         for fam in self.families:
             for m in fam.metrics:
                 if m not in known_m:
@@ -247,7 +274,7 @@ def _direction_problems(
 
 _TOP_KEYS = {
     "schema", "primary_metrics", "secondary_metrics", "tests", "mixed_model", "hypotheses",
-    "multiple_testing", "alpha", "consistency", "agreement", "seed", "phases",
+    "multiple_testing", "alpha", "consistency", "agreement", "seed", "primary", "phases",
 }  # fmt: skip
 
 
@@ -308,11 +335,44 @@ def parse_plan(source: str | bytes | Mapping[str, Any] | None) -> AnalysisPlan:
     field(lambda: kwargs.update(_resampling(data.get("agreement"), "agreement", metric=False)))
     if "seed" in data:
         field(lambda: kwargs.__setitem__("seed", _int(data["seed"], "seed", low=0)))
+    if "primary" in data:
+        field(lambda: kwargs.__setitem__("primary", _primary(data["primary"])))
     if "phases" in data:
         field(lambda: kwargs.update(_phases(data["phases"])))
     if problems:
         raise PlanError(*problems, partial=AnalysisPlan(**kwargs))
     return AnalysisPlan(**kwargs)
+
+
+def _primary(value: Any) -> PrimaryTest:
+    data = _object(value, "primary", {"metric", "test", "condition", "effect", "power"})
+    problems: list[str] = []
+    for key in ("metric", "condition"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            problems.append(f"primary.{key}: required, a name (got {data.get(key)!r})")
+    test = data.get("test", "by_idea")
+    if test not in TESTS:
+        problems.append(f"primary.test: {test!r} is not one of {', '.join(TESTS)}")
+    effect = data.get("effect")
+    if effect is not None and (
+        isinstance(effect, bool) or not isinstance(effect, int | float) or not effect > 0
+    ):
+        problems.append(
+            f"primary.effect: the smallest difference worth detecting, a positive number of "
+            f"points (got {effect!r})"
+        )
+    power = data.get("power", 0.8)
+    if isinstance(power, bool) or not isinstance(power, int | float) or not 0 < power < 1:
+        problems.append(f"primary.power: must be a number between 0 and 1, got {power!r}")
+    if problems:
+        raise PlanError(*problems)
+    return PrimaryTest(
+        metric=data["metric"].strip(),
+        test=test,
+        condition=data["condition"].strip(),
+        effect=None if effect is None else float(effect),
+        power=float(power),
+    )
 
 
 def _alpha(alpha: Any) -> float:
@@ -525,6 +585,16 @@ def plan_document(plan: AnalysisPlan) -> dict[str, Any]:
         doc["seed"] = plan.seed
     if plan.consistency_metric:
         doc.setdefault("consistency", {})["metric"] = plan.consistency_metric
+    if plan.primary is not None:
+        # Only when set: the hash of a plan without a primary test is what it always was.
+        doc["primary"] = {
+            "metric": plan.primary.metric,
+            "test": plan.primary.test,
+            "condition": plan.primary.condition,
+            "power": plan.primary.power,
+        }
+        if plan.primary.effect is not None:
+            doc["primary"]["effect"] = plan.primary.effect
     # Only a plan that says something about the phases has the key: every other plan keeps
     # the document, and so the hash, it had before the key existed.
     if plan.phase_metrics or plan.phase_direction or plan.phase_leave_out:

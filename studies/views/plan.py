@@ -11,14 +11,15 @@ import json
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from ..analysis.plan import METHODS, PlanError, plan_document, plan_hash
 from ..models import Study
 from ..plans import study_plan, study_plan_freeze, study_plan_set
-from .study import OWNER, get_study_for_member, role_by_method
+from ..preregistrations import study_preregistration
+from .study import OWNER, VIEWER, get_study_for_member, role_by_method
 
 
 class PlanDocumentForm(forms.Form):
@@ -89,3 +90,20 @@ def study_plan_freeze_view(request: HttpRequest, slug: str) -> HttpResponse:
     else:
         messages.success(request, f"Analysis plan frozen (hash {digest[:12]}).")
     return redirect("studies:study_plan", slug=study.slug)
+
+
+@login_required
+@require_GET
+def study_preregistration_view(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
+    """The pre-registration document, as Markdown or as its JSON record."""
+    study = get_study_for_member(request, slug, role=VIEWER)
+    if fmt not in ("md", "json"):
+        raise Http404("The pre-registration document is .md or .json.")
+    doc, markdown = study_preregistration(study)
+    if fmt == "json":
+        body, kind = json.dumps(doc, indent=2, ensure_ascii=False), "application/json"
+    else:
+        body, kind = markdown, "text/markdown; charset=utf-8"
+    response = HttpResponse(body, content_type=kind)
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-preregistration.{fmt}"'
+    return response
