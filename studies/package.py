@@ -24,7 +24,7 @@ import json
 import re
 import zipfile
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -163,6 +163,16 @@ def _replace_every_id(value: Any, ids: dict[str, str], text: Any) -> Any:
     if isinstance(value, str):
         return ids[value] if value in ids else text(value)
     return value
+
+
+def _text_replacer(ids: dict[str, str]) -> Callable[[str], str]:
+    """A function that swaps the ids inside a text for their pseudonyms. Lettered ids
+    only: a bare number could be part of any figure in the text."""
+    lettered = sorted((k for k in ids if re.search(r"[A-Za-z]", k)), key=len, reverse=True)
+    if not lettered:
+        return lambda text: text
+    pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(k) for k in lettered) + r")(?![\w-])")
+    return lambda text: pattern.sub(lambda m: ids[m.group(1)], text)
 
 
 class _Collector:
@@ -345,17 +355,7 @@ class _Collector:
     def report(self, files: dict[str, bytes]) -> list[str]:
         """The report's files (name → content), ids swapped for pseudonyms."""
         ids = self.id_map()
-        # Lettered ids only: a bare number could be part of any figure in the text.
-        lettered = sorted((k for k in ids if re.search(r"[A-Za-z]", k)), key=len, reverse=True)
-        pattern = (
-            re.compile(r"(?<![\w-])(" + "|".join(re.escape(k) for k in lettered) + r")(?![\w-])")
-            if lettered
-            else None
-        )
-
-        def in_text(text: str) -> str:
-            return text if pattern is None else pattern.sub(lambda m: ids[m.group(1)], text)
-
+        in_text = _text_replacer(ids)
         names = []
         for name, body in sorted(files.items()):
             if name == "package.zip":
@@ -441,9 +441,10 @@ def package_build(
 
 
 def _plan_files(study: Study, ids: dict[str, str]) -> dict[str, str]:
-    """The analysis plan (usable with ``study_plan --set`` on the package's data: the
-    ideas it leaves out of a phase comparison carry their pseudonyms), its registration
-    and the pre-registration document."""
+    """The analysis plan (usable with ``study_plan --set`` on the package's data), its
+    registration and the pre-registration document. Idea ids the plan names (the ideas it
+    leaves out of a phase comparison) carry their pseudonyms here; the hashes stated are
+    those of the study's own documents, with the ids."""
     doc, markdown = study_preregistration(study)
     plan = study_plan(study)
     registered = study_registered_plan(study)
@@ -460,7 +461,7 @@ def _plan_files(study: Study, ids: dict[str, str]) -> dict[str, str]:
             }
         ),
         "plan/preregistration.json": _json(_replace_ids(doc, ids)),
-        "plan/preregistration.md": markdown,
+        "plan/preregistration.md": _text_replacer(ids)(markdown),
     }
 
 
