@@ -180,10 +180,17 @@ def test_only_editors_of_both_studies_see_or_make_the_link(client, owner, other_
     page = client.get(page_url).content.decode()
     assert "si2024" not in page and 'id="phase-no-candidates"' in page
     assert client.get(page_url, {"previous": "si2024"}).status_code == 404
-    assert client.post(link_url, {"previous": "si2024"}).status_code == 404
+    # Posting its slug says the same as for a study that does not exist.
+    answers = [
+        client.post(link_url, {"previous": name}, follow=True).content.decode()
+        for name in ("si2024", "no-such-study")
+    ]
+    assert "no study &#x27;si2024&#x27; among those you may link" in answers[0]
+    assert "no study &#x27;no-such-study&#x27; among those you may link" in answers[1]
     # A viewer of the earlier study is not enough either.
     StudyMember.objects.create(study=ideation, user=other_researcher, role="viewer")
-    assert client.post(link_url, {"previous": "si2024"}).status_code == 404
+    answer = client.post(link_url, {"previous": "si2024"}, follow=True).content.decode()
+    assert "among those you may link" in answer
     execution.refresh_from_db()
     assert execution.previous_phase is None
     # Editor of both: offered and linked.
@@ -206,6 +213,8 @@ def test_a_reviewer_of_the_later_study_reaches_neither_page(client, owner, phase
         reverse("studies:study_phase_link", args=[execution.slug]), {"previous": "si2024"}
     )
     assert response.status_code == 404
+    execution.refresh_from_db()
+    assert execution.previous_phase is None
 
 
 # ------------------------------------------------------------------ the command

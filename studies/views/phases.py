@@ -72,7 +72,13 @@ def study_phases(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def study_phase_link(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
-    earlier = _earlier(request, study, request.POST.get("previous", "").strip())
+    name = request.POST.get("previous", "").strip()
+    try:
+        earlier = _earlier(request, study, name)
+    except Http404:
+        # The same answer for a study that does not exist and one of another team.
+        messages.error(request, f"Not linked: no study {name!r} among those you may link.")
+        return redirect("studies:study_phases", slug=study.slug)
     try:
         check = phase_link(later=study, earlier=earlier, actor=request.user)
     except PhaseLinkError as exc:
