@@ -127,6 +127,16 @@ class Study(models.Model):
     analysis_plan_registered = models.JSONField(null=True, blank=True)
     analysis_plan_hash = models.CharField(max_length=64, blank=True)
     analysis_plan_frozen_at = models.DateTimeField(null=True, blank=True)
+    # The study whose ideas this one reviews again at a later stage (e.g. the ideation
+    # study of an execution study): its report compares the two (docs/phases.md).
+    previous_phase = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="next_phases",
+        help_text="The earlier phase of the same ideas, compared in this study's report.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -164,6 +174,10 @@ class Study(models.Model):
             models.CheckConstraint(
                 condition=models.Q(status__in=["draft", "preparing", "reviewing", "closed"]),
                 name="study_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(previous_phase=models.F("pk")),
+                name="study_previous_phase_not_itself",
             ),
         ]
 

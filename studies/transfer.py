@@ -164,6 +164,10 @@ def study_export_data(*, study: m.Study) -> dict[str, Any]:
             for name, shared in fks.items():
                 if row["fields"][name] is not None:
                     referenced[shared.model._meta.label_lower].add(row["fields"][name])
+            if label == "studies.study":
+                # A link to an earlier phase names a study of this deployment, which the
+                # file does not carry: link again after importing.
+                row["fields"]["previous_phase"] = None
         sections.append((label, rows, fks))
     shared_rows = _shared_export(referenced)
     # Foreign keys to shared rows become their natural keys.
@@ -316,6 +320,8 @@ def _rows_import(sections: dict[str, list[dict]], naturals: dict) -> list[type[m
         fks = _shared_fks(model)
         for row in rows:
             fields = dict(row["fields"])
+            if label == "studies.study":
+                fields["previous_phase"] = None  # see study_export_data
             for name, shared in fks.items():
                 if fields[name] is not None:
                     fields[name] = naturals[shared.model._meta.label_lower][tuple(fields[name])]

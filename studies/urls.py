@@ -6,6 +6,7 @@ from .views import (
     members,
     owner,
     payments,
+    phases,
     plan,
     review_form,
     reviewer,
@@ -116,6 +117,9 @@ urlpatterns = [
     ),
     path("<slug:slug>/assignment/", owner.assignment_preview_view, name="assignment_preview"),
     path("<slug:slug>/plan/", plan.study_plan_page, name="study_plan"),
+    path("<slug:slug>/phases/", phases.study_phases, name="study_phases"),
+    path("<slug:slug>/phases/link/", phases.study_phase_link, name="study_phase_link"),
+    path("<slug:slug>/phases/unlink/", phases.study_phase_unlink, name="study_phase_unlink"),
     path("<slug:slug>/plan/freeze/", plan.study_plan_freeze_view, name="study_plan_freeze"),
     path(
         "<slug:slug>/plan/preregistration.<str:fmt>",
