@@ -36,6 +36,7 @@ def _register_transfer() -> None:
     their calls and outcomes, and the configs and corpora they used, by name."""
     from django.db.models import Q
 
+    from studies.ideaprep import leakage_call_ids
     from studies.models import NormalizationResult
     from studies.transfer import transfer_section_register, transfer_shared_register
 
@@ -59,6 +60,7 @@ def _register_transfer() -> None:
         lambda s: j.LLMCall.objects.filter(
             Q(run__study=s)
             | Q(pk__in=NormalizationResult.objects.filter(idea__study=s).values("call"))
+            | Q(pk__in=leakage_call_ids(s))
         ),
     )
     for model in (j.Judgment, j.PairwiseOutcome, j.IdeaRating, j.Formalisation):

@@ -12,6 +12,11 @@ urlpatterns = [
     path("<slug:slug>/runs/new/", views.judge_run_new, name="run_create"),
     path("<slug:slug>/runs/<int:run_id>/", views.judge_run_detail, name="run_detail"),
     path("<slug:slug>/runs/<int:run_id>/cancel/", views.judge_run_cancel_view, name="run_cancel"),
+    path(
+        "<slug:slug>/runs/<int:run_id>/reliability.csv",
+        views.judge_run_reliability_csv,
+        name="run_reliability_csv",
+    ),
     path("<slug:slug>/runs/<int:run_id>/resume/", views.judge_run_resume_view, name="run_resume"),
     path("<slug:slug>/references/", views.reference_corpora, name="corpora"),
 ]

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
@@ -26,6 +26,7 @@ from .llm.forms import EndpointKeyForm
 from .llm.keystore import endpoint_key_save
 from .llm.models import EndpointKey
 from .models import JudgeRun
+from .reliability_panel import reliability_csv, run_reliability
 from .run_report import judge_run_report
 from .services import (
     DEFAULT_PARAMS,
@@ -197,7 +198,23 @@ def judge_run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpRespon
         return render(request, "judging/run_detail.html#progress", context)
     if not run.is_active:
         context["report"] = judge_run_report(run=run)
+        context["reliability"] = run_reliability(run)
     return render(request, "judging/run_detail.html", context)
+
+
+@login_required
+@require_GET
+def judge_run_reliability_csv(request: HttpRequest, slug: str, run_id: int) -> HttpResponse:
+    """The run's reliability panel as CSV (404 while the run has none)."""
+    study, run = get_run_for_member(request, slug, run_id, role=VIEWER)
+    panel = run_reliability(run)
+    if panel is None:
+        raise Http404("This run has no reliability panel (it is not a finished scoring run).")
+    response = HttpResponse(reliability_csv(panel), content_type="text/csv")
+    response["Content-Disposition"] = (
+        f'attachment; filename="{study.slug}-run{run.pk}-reliability.csv"'
+    )
+    return response
 
 
 @login_required

@@ -1449,6 +1449,7 @@ def _leakage_llm(job: JobRun, sample: LeakageSample, side: str, offset: int) -> 
     if config is None or not config.is_configured():
         return {"error": "the judge config is gone or has no endpoint"}
     guesses: list[float | None] = [None] * len(sample.texts)
+    call_ids: list[int] = []  # the study's calls: its export and its delete find them here
     done = 0
     queue = list(enumerate(sample.texts))
     with SendPool[int](config.concurrency, name="leakage") as pool:
@@ -1461,17 +1462,19 @@ def _leakage_llm(job: JobRun, sample: LeakageSample, side: str, offset: int) -> 
                 hit = lookup(prepared)
                 if hit is not None:
                     guesses[i] = parse_source_guess(hit.response_text or "")
+                    call_ids.append(hit.pk)
                     done += 1
                 else:
                     pool.submit(prepared, i)
             for i, prepared, attempt in pool.returned(pool.wait()):
                 guess = None if attempt.error else parse_source_guess(attempt.text)
-                record(
+                call = record(
                     prepared,
                     attempt,
                     parsed=None if guess is None else {"p_ai": guess},
                     parse_error="" if guess is not None or attempt.error else "no AI probability",
                 )
+                call_ids.append(call.pk)
                 guesses[i] = guess
                 done += 1
             job_progress(
@@ -1497,7 +1500,21 @@ def _leakage_llm(job: JobRun, sample: LeakageSample, side: str, offset: int) -> 
         "ci_high": round(estimate.ci_high, 4),
         "p_value": estimate.p_value,
         "prompt_version": SOURCE_GUESS_PROMPT_VERSION,
+        "call_ids": sorted(call_ids),
     }
+
+
+def leakage_call_ids(study: Study) -> set[int]:
+    """The LLM calls the study's leakage checks made or reused (the model's guesses)."""
+    ids: set[int] = set()
+    for params in JobRun.objects.filter(study=study, kind=LEAKAGE_JOB).values_list(
+        "params", flat=True
+    ):
+        result = (params or {}).get("result") or {}
+        for side in result.values():
+            if isinstance(side, dict) and isinstance(side.get("llm"), dict):
+                ids.update(int(k) for k in side["llm"].get("call_ids", ()))
+    return ids
 
 
 def leakage_side_reading(side: dict[str, Any]) -> tuple[str, str]:

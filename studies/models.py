@@ -127,6 +127,16 @@ class Study(models.Model):
     analysis_plan_registered = models.JSONField(null=True, blank=True)
     analysis_plan_hash = models.CharField(max_length=64, blank=True)
     analysis_plan_frozen_at = models.DateTimeField(null=True, blank=True)
+    # The study whose ideas this one reviews again at a later stage (e.g. the ideation
+    # study of an execution study): its report compares the two (docs/phases.md).
+    previous_phase = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="next_phases",
+        help_text="The earlier phase of the same ideas, compared in this study's report.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -164,6 +174,10 @@ class Study(models.Model):
             models.CheckConstraint(
                 condition=models.Q(status__in=["draft", "preparing", "reviewing", "closed"]),
                 name="study_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(previous_phase=models.F("pk")),
+                name="study_previous_phase_not_itself",
             ),
         ]
 
@@ -884,6 +898,10 @@ class StudyReport(models.Model):
 
 
 class AuditEvent(models.Model):
+    """One entry of a study's audit log (or, without a study, of the server's), chained
+    by hash to the entry before it (studies/protocol/auditchain.py): `seq` is its place
+    in its chain, `actor_name` the actor's username when it was written."""
+
     study = models.ForeignKey(
         Study, null=True, blank=True, on_delete=models.CASCADE, related_name="audit_events"
     )
@@ -893,9 +911,25 @@ class AuditEvent(models.Model):
     verb = models.CharField(max_length=64)
     detail = models.JSONField(default=dict, blank=True)
     at = models.DateTimeField(default=timezone.now)
+    seq = models.PositiveIntegerField()
+    actor_name = models.CharField(max_length=150, blank=True)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
 
     class Meta:
         ordering = ["-at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "seq"],
+                condition=models.Q(study__isnull=False),
+                name="auditevent_study_seq_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["seq"],
+                condition=models.Q(study__isnull=True),
+                name="auditevent_server_seq_unique",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.verb} at {self.at:%Y-%m-%d %H:%M}"

@@ -24,7 +24,7 @@ import json
 import re
 import zipfile
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,6 +48,7 @@ from .models import (
 )
 from .plans import plan_registration, study_plan, study_registered_plan
 from .preregistrations import study_preregistration
+from .services import audit_chain_check
 from .storage import reports_storage
 
 PACKAGE_SCHEMA = "ideareview.package/1"
@@ -84,6 +85,10 @@ class Pseudonyms:
 
     def run(self, pk: Any) -> str:
         return self._make("J", pk)
+
+    def earlier_idea(self, external_id: str) -> str:
+        """An idea id of the study's earlier phase that this study does not have."""
+        return self._make("E", external_id)
 
 
 def _csv(rows: Iterable[dict[str, Any]], columns: list[str]) -> str:
@@ -142,9 +147,33 @@ def _replace_ids(value: Any, ids: dict[str, str], key: str | None = None) -> Any
         return {k: _replace_ids(v, ids, k) for k, v in value.items()}
     if isinstance(value, list):
         return [_replace_ids(v, ids, key) for v in value]
-    if isinstance(value, str) and key in {"idea_id", "x", "y", "idea_a", "idea_b"}:
+    # leave_out: the plan's ideas left out of a phase comparison.
+    if isinstance(value, str) and key in {"idea_id", "x", "y", "idea_a", "idea_b", "leave_out"}:
         return ids.get(value, value)
     return value
+
+
+def _replace_every_id(value: Any, ids: dict[str, str], text: Any) -> Any:
+    """Swap every string (values and keys) that is an idea id for its pseudonym, and the
+    ids inside longer strings with `text`: the phase comparison holds ids in lists, as
+    keys and in its notes, under many field names."""
+    if isinstance(value, dict):
+        return {ids.get(k, k): _replace_every_id(v, ids, text) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_every_id(v, ids, text) for v in value]
+    if isinstance(value, str):
+        return ids[value] if value in ids else text(value)
+    return value
+
+
+def _text_replacer(ids: dict[str, str]) -> Callable[[str], str]:
+    """A function that swaps the ids inside a text for their pseudonyms. Lettered ids
+    only: a bare number could be part of any figure in the text."""
+    lettered = sorted((k for k in ids if re.search(r"[A-Za-z]", k)), key=len, reverse=True)
+    if not lettered:
+        return lambda text: text
+    pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(k) for k in lettered) + r")(?![\w-])")
+    return lambda text: pattern.sub(lambda m: ids[m.group(1)], text)
 
 
 class _Collector:
@@ -311,16 +340,23 @@ class _Collector:
         for folder, section in _sections.items():
             section(PackageWriter(self.study, self.p, self.idea_name, self.files, folder))
 
+    def earlier_ids(self) -> dict[str, str]:
+        """Pseudonyms of the earlier phase's idea ids that this study lacks (they appear
+        in the phase comparison's lists of ideas in one phase only)."""
+        earlier = self.study.previous_phase
+        if earlier is None:
+            return {}
+        theirs = IdeaCondition.objects.filter(study=earlier).values_list("external_id", flat=True)
+        return {e: self.p.earlier_idea(e) for e in sorted(set(theirs)) if e not in self.external}
+
+    def id_map(self) -> dict[str, str]:
+        """External idea id -> pseudonym, for this study's ids and its earlier phase's."""
+        return {**self.earlier_ids(), **self.external}
+
     def report(self, files: dict[str, bytes]) -> list[str]:
         """The report's files (name → content), ids swapped for pseudonyms."""
-        ids = dict(self.external)
-        # Lettered ids only: a bare number could be part of any figure in the text.
-        lettered = sorted((k for k in ids if re.search(r"[A-Za-z]", k)), key=len, reverse=True)
-        pattern = (
-            re.compile(r"(?<![\w-])(" + "|".join(re.escape(k) for k in lettered) + r")(?![\w-])")
-            if lettered
-            else None
-        )
+        ids = self.id_map()
+        in_text = _text_replacer(ids)
         names = []
         for name, body in sorted(files.items()):
             if name == "package.zip":
@@ -329,12 +365,11 @@ class _Collector:
             if suffix == ".json":
                 data = _replace_ids(json.loads(body), ids)
                 data.get("study", {}).pop("slug", None)
+                if "phases" in data:
+                    data["phases"] = _replace_every_id(data["phases"], ids, in_text)
                 self.files[arc] = _json(data)
             elif suffix in REPORT_TEXT_FILES:
-                text = body.decode()
-                if pattern is not None:
-                    text = pattern.sub(lambda m: ids[m.group(1)], text)
-                self.files[arc] = text
+                self.files[arc] = in_text(body.decode())
             else:
                 self.files[arc] = body
             names.append(name)
@@ -381,7 +416,10 @@ def package_build(
     report_files = c.report(_report_files(report, report_dir))
     human = [k.key for k in study.conditions.all() if k.kind == "human"]
     c.files["software.json"] = _json(software_versions())
-    c.files.update(_plan_files(study))
+    c.files.update(_plan_files(study, c.id_map()))
+    # The audit log's head: the log itself stays on the server (its details name people),
+    # but a later edit of it no longer matches this head.
+    c.files["audit/chain.json"] = _json(audit_chain_check(study).as_dict())
     c.files["README.md"] = readme(study=study, human=human, report_files=report_files)
     manifest = {
         "schema": PACKAGE_SCHEMA,
@@ -406,26 +444,28 @@ def package_build(
     return manifest
 
 
-def _plan_files(study: Study) -> dict[str, str]:
-    """The analysis plan (usable with ``study_plan --set``), its registration and the
-    pre-registration document."""
+def _plan_files(study: Study, ids: dict[str, str]) -> dict[str, str]:
+    """The analysis plan (usable with ``study_plan --set`` on the package's data), its
+    registration and the pre-registration document. Idea ids the plan names (the ideas it
+    leaves out of a phase comparison) carry their pseudonyms here; the hashes stated are
+    those of the study's own documents, with the ids."""
     doc, markdown = study_preregistration(study)
     plan = study_plan(study)
     registered = study_registered_plan(study)
     registration = plan_registration(study)
     return {
-        "plan/current.json": _json(plan_document(plan)),
+        "plan/current.json": _json(_replace_ids(plan_document(plan), ids)),
         "plan/registration.json": _json(
             {
                 "current_hash": plan_hash(plan),
                 "registered": None
                 if registered is None or registration is None
-                else {**registration, "plan": plan_document(registered)},
+                else {**registration, "plan": _replace_ids(plan_document(registered), ids)},
                 "deviation": registration is not None and registration["hash"] != plan_hash(plan),
             }
         ),
-        "plan/preregistration.json": _json(doc),
-        "plan/preregistration.md": markdown,
+        "plan/preregistration.json": _json(_replace_ids(doc, ids)),
+        "plan/preregistration.md": _text_replacer(ids)(markdown),
     }
 
 
@@ -472,6 +512,9 @@ author institution is included. The conditions are published as the analysed fac
   `plan/preregistration.md` and `.json`: the pre-registration document (a datasheet of
   what was evaluated, by whom and how, the tests, exclusions and power analysis, with the
   plan's hash and the document's own).
+- `audit/chain.json`: the study's audit log when the package was made: its number of
+  entries, whether its hash chain verified, and its head (the last entry's hash). The
+  log stays on the server; a later edit of it no longer leads to this head.
 - `manifest.json`: SHA-256 of every file.
 
 ## Re-running the analysis

@@ -20,7 +20,8 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from . import csvsafe
-from .analysis import plots
+from .analysis import phase_plots, plots
+from .analysis.phases import PhaseComparison, phase_tables
 from .analysis.report import (
     JudgeData,
     ReportOptions,
@@ -32,6 +33,7 @@ from .analysis.threads import blas_thread_counts, blas_threads
 from .jobs import job_progress
 from .models import JobRun, Study, StudyReport
 from .package import package_build
+from .phase_links import phase_report_section
 from .plans import plan_registration, study_plan, study_registered_plan
 from .selectors import (
     baseline_availability,
@@ -41,7 +43,7 @@ from .selectors import (
     judge_inputs,
     review_frame,
 )
-from .services import audit
+from .services import audit, audit_chain_check
 from .storage import reports_storage, storage_folder_remove
 from .work_folders import work_folder
 
@@ -116,6 +118,11 @@ def _report_build(
     }
     if report["plan"]["registered"] is not None:
         report["plan"]["registered"].update(plan_registration(study) or {})
+    phases, comparison = phase_report_section(
+        study=study, plan=plan, seed=options.seed, mixed_starts=options.mixed_starts
+    )
+    if phases is not None:
+        report["phases"] = phases
     report["study"] = {
         "slug": study.slug,
         "title": study.title,
@@ -127,6 +134,8 @@ def _report_build(
         "scales": {k: list(v) for k, v in form.scales().items()},
         "topics": [t.name for t in study.topics.all()],
     }
+    # The audit chain's head when the report was built: a later edit of the log shows.
+    report["audit"] = audit_chain_check(study).as_dict()
     progress(
         report["progress_total"] - 1, report["progress_total"], "drawing plots and writing files"
     )
@@ -136,7 +145,7 @@ def _report_build(
     with work_folder("report") as out:
         # matplotlib, chromium and the zip writer want real paths: the files are made
         # in a local folder, then saved into the storage.
-        _write_files(study, report, df, judges, out, started=started)
+        _write_files(study, report, df, judges, out, started=started, comparison=comparison)
         _save_version(storage, out, version)
         if out_dir is not None:
             # A folder named on the command line gets a copy; its other files stay.
@@ -160,9 +169,13 @@ def _write_files(
     out: Path,
     *,
     started: float,
+    comparison: PhaseComparison | None = None,
 ) -> None:
-    """Write the report's files (CSVs, HTML, PDF, JSON, package) into the folder `out`."""
+    """Write the report's files (CSVs, HTML, PDF, JSON, package) into the folder `out`;
+    a linked study's phase comparison adds its tables (`phase_*.csv`)."""
     tables = tidy_tables(report, df)
+    if comparison is not None:
+        tables.update(phase_tables(comparison))
     csv_names = []
     for name, table in tables.items():
         csvsafe.frame_to_csv(table, out / f"{name}.csv", index=False)
@@ -391,6 +404,15 @@ def report_figures(
             reference={"chance": 0.5, f"mean {cons['mean']:.3f}": cons["mean"]},
         )
     figures["agreement"] = _agreement_figures(report, df, judges)
+    phases = report.get("phases") or {}
+    if phases.get("available") and phases.get("ideas"):
+        figures["phases"] = phase_plots.phase_slopes(
+            pd.DataFrame(phases["ideas"]),
+            metrics=phases["metrics"],
+            conditions=phases["conditions"],
+            labels=(phases["labels"][0], phases["labels"][1]),
+            scales=phases["shared"]["scales"],
+        )
     return figures
 
 

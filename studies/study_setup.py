@@ -14,11 +14,14 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
-from django.db.models import ProtectedError, Q
+from django.db.models import ForeignObjectRel, ProtectedError, Q
+
+from judging.llm.models import LLMCall
 
 from .models import Assignment, Condition, PairJudgment, Reviewer, Study, StudyMember, Topic
 from .protocol.source_words import SourceMention, source_mentions
 from .services import audit, review_form_ensure
+from .storage import reports_storage, storage_folder_remove
 
 RESEARCHERS_GROUP = "Researchers"
 CREATE_STUDY_PERMISSION = "studies.add_study"
@@ -276,23 +279,75 @@ def _topics_replace(study: Study, topics: Iterable[str]) -> None:
 # --------------------------------------------------------------------------- deleting
 
 
-def study_delete(*, study: Study, confirm: str, actor: Any) -> None:
-    """Delete the study and everything in it, once the slug is typed to confirm. The
-    audit row outlives the study (its study link is emptied)."""
+def _study_calls(study: Study) -> set[int]:
+    """The LLM calls the study made or reused: the rows its export carries."""
+    from .transfer import STUDY_SECTIONS
+
+    section = next(s for s in STUDY_SECTIONS if s.model is LLMCall)
+    return set(section.rows(study).values_list("pk", flat=True))
+
+
+def _calls_still_used(ids: set[int]) -> set[int]:
+    """Of `ids`, the calls some row still points to (another study's outcome that the
+    cache answered from one of them): those stay, and their rows keep them."""
+    used: set[int] = set()
+    # Hidden relations too: several point here with related_name="+".
+    for rel in LLMCall._meta.get_fields(include_hidden=True):
+        if not isinstance(rel, ForeignObjectRel) or not rel.one_to_many:
+            continue
+        name, model = rel.field.name, rel.related_model
+        assert model is not None and not isinstance(model, str)
+        used.update(
+            model._default_manager.filter(**{f"{name}__in": ids}).values_list(name, flat=True)
+        )
+    return used
+
+
+def study_delete_plan(study: Study) -> dict[str, int]:
+    """What a delete would remove, for the page that asks."""
+    calls = _study_calls(study)
+    return {
+        "ideas": study.ideas.count(),
+        "reviews": study.reviews.count(),
+        "reviewers": study.reviewers.count(),
+        "invitations": study.invitations.count(),
+        "reports": study.reports.count(),
+        "judge_runs": study.judge_runs.count(),  # type: ignore[attr-defined]
+        "calls": len(calls),
+        "audit_entries": study.audit_events.count(),
+    }
+
+
+def study_delete(*, study: Study, confirm: str, actor: Any) -> dict[str, int]:
+    """Delete the study and everything in it, once the slug is typed to confirm: its
+    rows, the LLM calls it made (except those another study's outcomes still use, which
+    keep them) and its report files. The "study_deleted" entry goes to the server's
+    audit log, which outlives the study. Returns what was removed."""
     if confirm.strip() != study.slug:
         raise SetupError(f"type the study's slug ({study.slug}) to confirm")
+    removed = study_delete_plan(study)
+    calls = _study_calls(study)
     try:
         with transaction.atomic():
-            audit(study=None, actor=actor, verb="study_deleted", slug=study.slug, pk=study.pk)
             # Reviews and pair ratings first: nothing but this confirmed delete of the
             # whole study may take them. Then ideas: an idea protects its topic.
             study.reviews.all().delete()
             PairJudgment.objects.filter(task__study=study).delete()
             study.ideas.all().delete()
+            slug, pk = study.slug, study.pk
             study.delete()
+            kept = _calls_still_used(calls)
+            LLMCall.objects.filter(pk__in=calls - kept).delete()
+            removed["calls"], removed["calls_kept"] = len(calls - kept), len(kept)
+            audit(study=None, actor=actor, verb="study_deleted", slug=slug, pk=pk, **removed)
+            # Files go once the rows are gone for good.
+            transaction.on_commit(
+                lambda: storage_folder_remove(reports_storage(), slug), robust=True
+            )
     except ProtectedError as exc:
         kinds = sorted({str(type(o)._meta.verbose_name_plural) for o in exc.protected_objects})
         raise SetupError(f"the study cannot be deleted while it has {', '.join(kinds)}") from None
+    return removed
 
 
 # --------------------------------------------------------------------------- team

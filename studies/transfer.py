@@ -166,6 +166,10 @@ def study_export_data(*, study: m.Study) -> dict[str, Any]:
             for name, shared in fks.items():
                 if row["fields"][name] is not None:
                     referenced[shared.model._meta.label_lower].add(row["fields"][name])
+            if label == "studies.study":
+                # A link to an earlier phase names a study of this deployment, which the
+                # file does not carry: link again after importing.
+                row["fields"]["previous_phase"] = None
         sections.append((label, rows, fks))
     shared_rows = _shared_export(referenced)
     # Foreign keys to shared rows become their natural keys.
@@ -321,6 +325,8 @@ def _rows_import(sections: dict[str, list[dict]], naturals: dict) -> list[type[m
         if label not in by_label:
             raise TransferError(f"unknown section {label!r} in the file")
         model = by_label[label].model
+        if label == CALLS_LABEL:
+            rows = _calls_not_here(rows)
         taken = model._default_manager.filter(pk__in=[r["pk"] for r in rows]).count()
         if taken:
             raise TransferError(
@@ -330,6 +336,8 @@ def _rows_import(sections: dict[str, list[dict]], naturals: dict) -> list[type[m
         fks = _shared_fks(model)
         for row in rows:
             fields = dict(row["fields"])
+            if label == "studies.study":
+                fields["previous_phase"] = None  # see study_export_data
             for name, shared in fks.items():
                 if fields[name] is not None:
                     fields[name] = naturals[shared.model._meta.label_lower][tuple(fields[name])]
@@ -340,6 +348,26 @@ def _rows_import(sections: dict[str, list[dict]], naturals: dict) -> list[type[m
     for obj in serializers.deserialize("python", objects):
         obj.save()
     return written
+
+
+CALLS_LABEL = "llm.llmcall"
+
+
+def _calls_not_here(rows: list[dict]) -> list[dict]:
+    """The file's LLM calls minus those this database holds already under the same id and
+    cache key: a call another study's outcome reused stays when its study is deleted, so
+    the study's own export, imported back, finds it. Such a call gets its run back when
+    it had lost it; any other clash of ids is refused as before."""
+    from judging.llm.models import LLMCall
+
+    here = dict(
+        LLMCall.objects.filter(pk__in=[r["pk"] for r in rows]).values_list("pk", "cache_key")
+    )
+    same = {r["pk"] for r in rows if here.get(r["pk"]) == r["fields"]["cache_key"]}
+    for r in rows:
+        if r["pk"] in same and r["fields"].get("run") is not None:
+            LLMCall.objects.filter(pk=r["pk"], run__isnull=True).update(run_id=r["fields"]["run"])
+    return [r for r in rows if r["pk"] not in same]
 
 
 def _reset_sequences(model_list: list[type[models.Model]]) -> None:

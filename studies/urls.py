@@ -1,10 +1,12 @@
 from django.urls import path
 
 from .views import (
+    audit,
     ideas,
     members,
     owner,
     payments,
+    phases,
     plan,
     review_form,
     reviewer,
@@ -60,6 +62,8 @@ urlpatterns = [
     path("<slug:slug>/import/", study.study_import, name="study_import"),
     path("<slug:slug>/settings/", study_settings.study_settings, name="study_settings"),
     path("<slug:slug>/delete/", study.study_delete_view, name="study_delete"),
+    path("<slug:slug>/export.json", study.study_export_view, name="study_export"),
+    path("<slug:slug>/audit/", audit.study_audit, name="study_audit"),
     path("<slug:slug>/members/", members.study_members, name="study_members"),
     path("<slug:slug>/members/<int:member_id>/role/", members.member_role, name="member_role"),
     path(
@@ -113,6 +117,9 @@ urlpatterns = [
     ),
     path("<slug:slug>/assignment/", owner.assignment_preview_view, name="assignment_preview"),
     path("<slug:slug>/plan/", plan.study_plan_page, name="study_plan"),
+    path("<slug:slug>/phases/", phases.study_phases, name="study_phases"),
+    path("<slug:slug>/phases/link/", phases.study_phase_link, name="study_phase_link"),
+    path("<slug:slug>/phases/unlink/", phases.study_phase_unlink, name="study_phase_unlink"),
     path("<slug:slug>/plan/freeze/", plan.study_plan_freeze_view, name="study_plan_freeze"),
     path(
         "<slug:slug>/plan/preregistration.<str:fmt>",

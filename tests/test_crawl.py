@@ -17,6 +17,7 @@ afterwards: a page must not offer an action the member's role is refused (403).
 
 from __future__ import annotations
 
+import io
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from django.core.management import call_command
 from django.db import transaction
 from django.test import Client
 from django.urls import Resolver404, resolve
@@ -36,10 +38,11 @@ from judging.services import judge_config_create, judge_run_create, judge_run_ex
 from studies import ideaprep, recruitment
 from studies.analysis.report import ReportOptions
 from studies.models import Assignment, Idea, JobRun, Reviewer, Study, StudyMember
+from studies.phase_links import phase_link
 from studies.protocol.template import render_sections
 from studies.report_files import report_build
 from studies.services import reviews_import, reviews_parse, study_create
-from tests.conftest import SI_REVIEWS, SI_TITLES
+from tests.conftest import ROOT, SI_REVIEWS, SI_TITLES
 
 LINK = re.compile(r'\b(href|hx-get)="([^"]*)"')
 # What a page offers to send: forms (their action, or the page itself when they have
@@ -413,6 +416,28 @@ def import_reviews_in(world: World) -> None:
     reviews_import(study=world.study, parsed=parsed, kind="si2024", actor=world.owner)
 
 
+def import_linked(world: World) -> None:
+    """A second study, the (synthetic) execution phase of the imported ideas, linked to
+    it as its later phase and reported: the phases page and the comparison."""
+    call_command(
+        "import_reviews",
+        format="generic",
+        reviews=ROOT / "tests" / "data" / "synthetic_execution_release.json",
+        study="imported-exec",
+        owner=world.owner.get_username(),
+        form="execution",
+        baseline="Human",
+        human_conditions="Human",
+        map=["code_quality=codebase_quality"],
+        stdout=io.StringIO(),
+    )
+    later = Study.objects.get(slug="imported-exec")
+    for user, role in ((world.editor, "editor"), (world.viewer, "viewer")):
+        StudyMember.objects.create(study=later, user=user, role=role, added_by=world.owner)
+    phase_link(later=later, earlier=world.study, actor=world.owner)
+    report_build(study=later, options=FAST)
+
+
 # (state, how to reach it from the previous one, minimum pages answering 200 for each
 # team member (owner, editor, viewer), and for the reviewer). The researcher outside the
 # study reaches the study list only.
@@ -430,6 +455,7 @@ IMPORTED: Plan = [
     ("created", import_created, 28, 2),
     ("reviews in", import_reviews_in, 45, 2),
     ("reported", reported, 50, 2),
+    ("linked", import_linked, 80, 2),
 ]
 
 

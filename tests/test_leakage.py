@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from judging.llm.models import JudgeConfig
+from judging.llm.models import JudgeConfig, LLMCall
 from judging.testserver import Rules, TestServer, answer_for
 from studies import ideaprep
 from studies.analysis.leakage import (
@@ -297,6 +297,9 @@ def test_the_leakage_job_reports_auc_near_1_before_and_near_half_after_the_rewri
     # The scripted model guesses from headings and bullets: right before, a coin after.
     assert before["llm"]["auc"] == 1.0 and before["llm"]["answered"] == 60
     assert after["llm"]["auc"] == 0.5 and after["llm"]["p_value"] > 0.5
+    # the guesses' calls belong to the study: its export carries them, its delete removes them
+    guessed = ideaprep.leakage_call_ids(study)
+    assert len(guessed) == 120 and LLMCall.objects.filter(pk__in=guessed).count() == 120
 
     poll = c.get(
         reverse("studies:job_status", args=[job.study.slug, job.pk]), HTTP_HX_REQUEST="true"

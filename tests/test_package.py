@@ -210,3 +210,18 @@ def test_study_package_command_writes_the_zip_and_the_pdf_has_pages(built, tmp_p
             pytest.fail("chromium is required (IDEAREVIEW_REQUIRE_BROWSER=1) but not installed")
         pytest.skip("chromium is not installed")
     assert pdf_page_count(tmp / "rep" / "report.pdf") >= 2
+
+
+def test_the_package_and_the_report_carry_the_audit_chains_head(built, owner):
+    from studies.services import audit, audit_chain_check
+
+    seeded, snap, tmp = built
+    at_report = snap.data["audit"]
+    assert at_report["ok"] and at_report["head"] and at_report["entries"] >= 0
+    audit(study=seeded.study, actor=owner, verb="something_after_the_report")
+    package_build(study=seeded.study, out=tmp / "audited.zip", report=snap)
+    chain = json.loads(_members(tmp / "audited.zip")["audit/chain.json"])
+    now = audit_chain_check(seeded.study)
+    assert chain == now.as_dict() and chain["ok"] and chain["head"] != at_report["head"]
+    # the report's own "report_built" entry came after its head was taken, then ours
+    assert chain["entries"] == at_report["entries"] + 2

@@ -85,7 +85,14 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:study_settings": ((), V, E),
     "studies:study_plan": ((), V, E),
     "studies:study_plan_freeze": ((), None, OW),
+    "studies:study_phases": ((), E, None),
+    "studies:study_phase_link": ((), None, E),
+    "studies:study_phase_unlink": ((), None, E),
     "studies:study_delete": ((), OW, OW),
+    "studies:study_export": ((), OW, None),
+    "studies:study_audit": ((), OW, None),
+    "studies:sizing": ((), V, E),
+    "studies:study_preregistration": (("prereg_fmt",), V, None),
     "studies:study_members": ((), V, OW),
     "studies:member_role": (("member_editor",), None, OW),
     "studies:member_remove": (("member_viewer",), None, OW),
@@ -98,6 +105,7 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "judging:config_create": ((), V, E),
     "judging:run_create": ((), V, E),
     "judging:run_detail": (("run",), V, None),
+    "judging:run_reliability_csv": (("done_run",), V, None),
     "judging:run_cancel": (("run",), None, E),
     "judging:run_resume": (("run",), None, E),
     "judging:corpora": ((), V, E),
@@ -149,6 +157,10 @@ def team(db, owner, other_researcher, settings, tmp_path) -> Team:
         "member_editor": StudyMember.objects.get(study=study, user=users["co-editor"]).pk,
         "member_viewer": StudyMember.objects.get(study=study, user=users["co-viewer"]).pk,
         "run": JudgeRun.objects.create(study=study, config=config, method="baseline_random").pk,
+        "done_run": JudgeRun.objects.create(
+            study=study, config=config, method="direct", status="done"
+        ).pk,
+        "prereg_fmt": "md",
     }
     return Team(study=study, users=users, args=args)
 

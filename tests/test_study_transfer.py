@@ -13,6 +13,7 @@ from django.core.management import CommandError, call_command
 from judging.llm.models import LLMCall
 from judging.models import JudgeRun
 from studies.models import Review, ReviewRevision, Study, Topic
+from studies.services import audit_chain_check
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,6 +75,7 @@ def test_the_demo_study_round_trips_through_an_empty_database_unchanged(demo, tm
     data["sections"]["judging.llmcall"] = data["sections"].pop("llm.llmcall")
     older.write_text(json.dumps(data))
 
+    before = audit_chain_check(demo)
     call_command("flush", interactive=False, verbosity=0)
     assert not Study.objects.exists() and not LLMCall.objects.exists()
     call_command("study_import", str(older), stdout=io.StringIO())
@@ -87,6 +89,9 @@ def test_the_demo_study_round_trips_through_an_empty_database_unchanged(demo, tm
     }
     # the restored study works: its owner can open it, and new rows get fresh ids
     study = Study.objects.get(slug="demo-t")
+    # its audit log came with it and still verifies to the same head (names, not ids)
+    check = audit_chain_check(study)
+    assert check.ok and check.entries == before.entries > 0 and check.head == before.head
     assert study.owner.has_usable_password() is False
     assert Review.objects.filter(study=study, status="submitted").count() == counts["reviews"]
     Topic.objects.create(study=study, name="A topic added after the restore")
@@ -118,3 +123,58 @@ def test_every_model_of_studies_judging_and_llm_is_in_the_study_file():
 
     shared = next(s for s in SHARED_MODELS.values() if s.model is JudgeConfig)
     assert "endpoint_key" not in shared.fields
+
+
+def test_a_deleted_study_leaves_nothing_behind_and_its_export_imports_back(
+    demo, owner, tmp_path, settings
+):
+    from studies.models import AuditEvent, Idea, NormalizationResult
+    from studies.services import study_create
+    from studies.storage import reports_storage
+    from studies.study_setup import _study_calls, study_delete
+
+    settings.REPORTS_ROOT = tmp_path / "reports"
+    storage = reports_storage()
+    storage.save("demo-t/20260101T000000/report.json", io.BytesIO(b"{}"))
+    export = tmp_path / "before.json"
+    call_command("study_export", "demo-t", str(export), stdout=io.StringIO())
+    calls = _study_calls(demo)
+    # normalization calls carry the ideas' text: they must go with the study
+    texts = list(demo.ideas.values_list("raw_text", flat=True))
+    holding = [
+        c.pk
+        for c in LLMCall.objects.filter(pk__in=calls)
+        for m in c.request.get("messages", [])
+        if any(t.strip()[:60] in str(m.get("content", "")) for t in texts if t.strip())
+    ]
+    assert len(calls) > 10 and holding
+
+    # another study's row reuses one of the calls (a cache hit across studies)
+    other = study_create(owner=owner, slug="other", title="Other")
+    shared = LLMCall.objects.filter(pk__in=calls, run__isnull=False).first()
+    topic = Topic.objects.create(study=other, name="T")
+    kept_by = NormalizationResult.objects.create(
+        idea=Idea.objects.create(study=other, topic=topic, title="x"),
+        call=shared,
+        prompt_version="v",
+        prompt_hash="h",
+        source_text="x",
+    )
+
+    removed = study_delete(study=demo, confirm="demo-t", actor=owner)
+    assert removed["calls"] == len(calls) - 1 and removed["calls_kept"] == 1
+    assert list(LLMCall.objects.filter(pk__in=calls)) == [shared]
+    kept_by.refresh_from_db()
+    assert kept_by.call_id == shared.pk
+    assert not Study.objects.filter(slug="demo-t").exists()
+    assert not storage.exists("demo-t/20260101T000000/report.json")
+    event = AuditEvent.objects.get(study__isnull=True, verb="study_deleted")
+    assert event.detail["slug"] == "demo-t" and event.detail["calls"] == len(calls) - 1
+
+    # the export taken before the delete imports back into this database, unchanged
+    call_command("study_import", str(export), stdout=io.StringIO())
+    again = tmp_path / "after.json"
+    call_command("study_export", "demo-t", str(again), stdout=io.StringIO())
+    assert again.read_text() == export.read_text()
+    shared.refresh_from_db()
+    assert shared.run is not None  # the reused call has its run back

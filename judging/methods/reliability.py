@@ -504,7 +504,13 @@ def style_bt_intervals(
     start = np.r_[full.theta, list(full.beta.values())]
 
     def refit(weights: np.ndarray) -> float:
-        boot = _fit_design(order, list(fit.beta), x, y, weights, ridge, start=start)
+        try:
+            boot = _fit_design(order, list(fit.beta), x, y, weights, ridge, start=start)
+        except (np.linalg.LinAlgError, FloatingPointError, ValueError):
+            # A resample that leaves a coefficient unidentified (few ideas, a feature
+            # that no longer varies) gives no draw; the interval uses the others.
+            draws.append(np.full(len(values), np.nan))
+            return 0.0
         draws.append(np.r_[boot.theta, list(boot.beta.values())])
         return 0.0
 

@@ -195,24 +195,40 @@ def judge_run_create(
             )
     elif config is not None and not config.is_baseline:
         config = None  # baselines make no calls; a stray LLM config would mislead the reader
-    return JudgeRun.objects.create(
-        study=study,
-        config=config,
-        method=method,
-        params=plan["params"],
-        total_calls=plan["total"],
-        budget_calls=budget_calls,
-        budget_cost=Decimal(str(budget_cost)) if budget_cost is not None else None,
-        created_by=actor if getattr(actor, "pk", None) else None,
-        message="queued",
-    )
+    with transaction.atomic():
+        run = JudgeRun.objects.create(
+            study=study,
+            config=config,
+            method=method,
+            params=plan["params"],
+            total_calls=plan["total"],
+            budget_calls=budget_calls,
+            budget_cost=Decimal(str(budget_cost)) if budget_cost is not None else None,
+            created_by=actor if getattr(actor, "pk", None) else None,
+            message="queued",
+        )
+        audit(
+            study=study,
+            actor=actor,
+            verb="judge_run_created",
+            run=run.pk,
+            method=method,
+            judge=config.name if config else None,
+            endpoint=config.base_url if config and not config.is_baseline else None,
+            model=config.model if config and not config.is_baseline else None,
+            calls=plan["total"],
+            budget_calls=budget_calls,
+            budget_cost=_text(run.budget_cost),
+        )
+    return run
 
 
 def judge_run_cancel(*, run: JudgeRun) -> JudgeRun:
     """Cancel a queued or running run now: a row update, so it works whether or not a
     worker still runs it. A live worker stops at its next unit, and the calls it has in
     flight finish and are kept."""
-    job_cancel(job=run, cancel_requested=True)
+    if job_cancel(job=run, cancel_requested=True):
+        audit(study=run.study, actor=None, verb="judge_run_cancelled", run=run.pk)
     run.refresh_from_db()
     return run
 

@@ -33,6 +33,7 @@ from ..protocol import jsonsafe
 
 __all__ = [
     "METHODS",
+    "HYPOTHESIS_TESTS",
     "PLAN_SCHEMA",
     "TESTS",
     "AnalysisPlan",
@@ -61,6 +62,9 @@ METHODS = {
 }
 #: Tests that can enter a family: the three t-tests and the mixed model's Wald z.
 TESTS = ("by_review", "by_idea", "by_reviewer", "mixed")
+#: The names a hypothesis's ``test`` may take: the tests above and the comparison of two
+#: linked phases (``phases``; it corrects over its own metrics, not in the families above).
+HYPOTHESIS_TESTS = (*TESTS, "phases")
 ALTERNATIVES = ("two-sided", "less", "greater")
 _DIRECTION = re.compile(r"^\s*([^<>\s][^<>]*?)\s*([<>])\s*([^<>\s][^<>]*?)\s*$")
 
@@ -154,6 +158,13 @@ class AnalysisPlan:
     agreement_permutations: int | None = None
     seed: int | None = None
     primary: PrimaryTest | None = None
+    # The comparison with the earlier phase (a study linked to one): the metrics compared
+    # (empty: every metric both forms share), the direction of the change tests ("AI <
+    # Human": AI's change below Human's; empty: the hypotheses decide) and the idea ids
+    # left out of the comparison.
+    phase_metrics: tuple[str, ...] = ()
+    phase_direction: str = ""
+    phase_leave_out: tuple[str, ...] = ()
 
     def option_overrides(self) -> dict[str, Any]:
         """The report options this plan sets (names as in ``ReportOptions``)."""
@@ -192,20 +203,13 @@ class AnalysisPlan:
             where = f"hypotheses[{i}]"
             if h.metric != "*" and h.metric not in known_m:
                 problems.append(f"{where}.metric: {h.metric!r} is not a metric")
-            sides = h.sides()
-            if sides is not None:
-                left, _, right = sides
-                for side in (left, right):
-                    if side not in known_c:
-                        problems.append(
-                            f"{where}.direction: {side!r} is not a condition "
-                            f"(conditions: {', '.join(conditions)})"
-                        )
-                if baseline not in (left, right) or left == right:
-                    problems.append(
-                        f"{where}.direction: {h.direction!r} must compare a condition with "
-                        f"the baseline {baseline!r}"
-                    )
+            problems += _direction_problems(h, f"{where}.direction", conditions, baseline)
+        for m in self.phase_metrics:
+            if m not in known_m:
+                problems.append(f"phases.metrics: {m!r} is not a metric of the study's form")
+        problems += _direction_problems(
+            Hypothesis(direction=self.phase_direction), "phases.direction", conditions, baseline
+        )
         if self.primary is not None:
             if self.primary.metric not in known_m:
                 problems.append(
@@ -231,7 +235,8 @@ class AnalysisPlan:
             raise PlanError(*problems)
 
     def alternative(self, *, test: str, metric: str, condition: str, baseline: str) -> str:
-        """The planned alternative of one comparison (the last matching hypothesis wins)."""
+        """The planned alternative of one comparison (the last matching hypothesis wins;
+        for the phase comparison, ``phases.direction`` wins over every hypothesis)."""
         out = "two-sided"
         for h in self.hypotheses:
             if h.metric not in ("*", metric) or h.test not in ("*", test):
@@ -239,14 +244,39 @@ class AnalysisPlan:
             alt = h.alternative_for(condition, baseline)
             if alt is not None:
                 out = alt
+        if test == "phases" and self.phase_direction:
+            alt = Hypothesis(direction=self.phase_direction).alternative_for(condition, baseline)
+            if alt is not None:
+                out = alt
         return out
+
+
+def _direction_problems(
+    h: Hypothesis, where: str, conditions: Sequence[str], baseline: str
+) -> list[str]:
+    """What is wrong with a direction for a study with these conditions and baseline."""
+    sides = h.sides()
+    if sides is None:
+        return []
+    problems = []
+    left, _, right = sides
+    for side in (left, right):
+        if side not in set(conditions):
+            problems.append(
+                f"{where}: {side!r} is not a condition (conditions: {', '.join(conditions)})"
+            )
+    if baseline not in (left, right) or left == right:
+        problems.append(
+            f"{where}: {h.direction!r} must compare a condition with the baseline {baseline!r}"
+        )
+    return problems
 
 
 # ------------------------------------------------------------------ parsing
 
 _TOP_KEYS = {
     "schema", "primary_metrics", "secondary_metrics", "tests", "mixed_model", "hypotheses",
-    "multiple_testing", "alpha", "consistency", "agreement", "seed", "primary",
+    "multiple_testing", "alpha", "consistency", "agreement", "seed", "primary", "phases",
 }  # fmt: skip
 
 
@@ -309,6 +339,8 @@ def parse_plan(source: str | bytes | Mapping[str, Any] | None) -> AnalysisPlan:
         field(lambda: kwargs.__setitem__("seed", _int(data["seed"], "seed", low=0)))
     if "primary" in data:
         field(lambda: kwargs.__setitem__("primary", _primary(data["primary"])))
+    if "phases" in data:
+        field(lambda: kwargs.update(_phases(data["phases"])))
     if problems:
         raise PlanError(*problems, partial=AnalysisPlan(**kwargs))
     return AnalysisPlan(**kwargs)
@@ -414,13 +446,48 @@ def _hypotheses(value: Any) -> tuple[Hypothesis, ...]:
                 "'Condition < Baseline' or 'Condition > Baseline'"
             )
         test = obj.get("test", "*")
-        if test != "*" and test not in TESTS:
-            raise PlanError(f"{where}.test: {test!r} is not one of *, {', '.join(TESTS)}")
+        if test != "*" and test not in HYPOTHESIS_TESTS:
+            raise PlanError(
+                f"{where}.test: {test!r} is not one of *, {', '.join(HYPOTHESIS_TESTS)}"
+            )
         metric = obj.get("metric", "*")
         if not isinstance(metric, str) or not metric:
             raise PlanError(f"{where}.metric: must be a metric name or '*'")
         out.append(Hypothesis(direction=direction, metric=metric, test=test))
     return tuple(out)
+
+
+def _direction(value: Any, where: str) -> str:
+    """A direction as written ('AI < Human'), or '' for 'two-sided'."""
+    if not isinstance(value, str):
+        raise PlanError(f"{where}: must be text such as 'AI < Human'")
+    if value == "two-sided":
+        return ""
+    if not _DIRECTION.match(value):
+        raise PlanError(
+            f"{where}: {value!r} is neither 'two-sided' nor of the form "
+            "'Condition < Baseline' or 'Condition > Baseline'"
+        )
+    return value
+
+
+def _phases(value: Any) -> dict[str, Any]:
+    """The ``phases`` object: metrics, direction and the ideas left out of the comparison."""
+    obj = _object(value, "phases", {"metrics", "direction", "leave_out"})
+    out: dict[str, Any] = {}
+    if "metrics" in obj:
+        out["phase_metrics"] = _names(obj["metrics"], "phases.metrics")
+    if "direction" in obj:
+        out["phase_direction"] = _direction(obj["direction"], "phases.direction")
+    if "leave_out" in obj:
+        ids = obj["leave_out"]
+        if not isinstance(ids, list) or not all(isinstance(v, str) and v.strip() for v in ids):
+            raise PlanError("phases.leave_out: must be a list of idea ids (text)")
+        stripped = tuple(v.strip() for v in ids)
+        if len(set(stripped)) != len(stripped):
+            raise PlanError("phases.leave_out: an idea id is listed twice")
+        out["phase_leave_out"] = stripped
+    return out
 
 
 def _multiple_testing(value: Any) -> dict[str, Any]:
@@ -530,6 +597,14 @@ def plan_document(plan: AnalysisPlan) -> dict[str, Any]:
         }
         if plan.primary.effect is not None:
             doc["primary"]["effect"] = plan.primary.effect
+    # Only a plan that says something about the phases has the key: every other plan keeps
+    # the document, and so the hash, it had before the key existed.
+    if plan.phase_metrics or plan.phase_direction or plan.phase_leave_out:
+        doc["phases"] = {
+            "metrics": list(plan.phase_metrics),
+            "direction": plan.phase_direction or "two-sided",
+            "leave_out": list(plan.phase_leave_out),
+        }
     return doc
 
 

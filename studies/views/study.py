@@ -30,6 +30,7 @@ from ..jobs import (
 from ..models import ImportBatch, JobRun, Study, StudyMember, StudyReport
 from ..overview import next_step, study_steps
 from ..services import (
+    audit,
     import_row_estimate,
     reviews_import,
     reviews_import_enqueue,
@@ -43,6 +44,7 @@ from ..study_setup import (
     is_researcher,
     source_warnings,
     study_delete,
+    study_delete_plan,
     study_source_mentions,
 )
 from ..tasks import report_enqueue
@@ -236,17 +238,27 @@ def study_delete_view(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, f"Study “{study.title}” deleted.")
             return redirect("studies:study_list")
-    counts = {
-        "ideas": study.ideas.count(),
-        "reviews": study.reviews.count(),
-        "reviewers": study.reviewers.count(),
-    }
     return render(
         request,
         "studies/study_delete.html",
-        {"study": study, "counts": counts, "error": error},
+        {"study": study, "counts": study_delete_plan(study), "error": error},
         status=400 if error else 200,
     )
+
+
+@login_required
+@require_GET
+def study_export_view(request: HttpRequest, slug: str) -> HttpResponse:
+    """Owners only: the whole study as a study file (it names reviewers and authors), the
+    file `study_import` reads back, here or on another server."""
+    from ..transfer import study_export
+
+    study = get_study_for_member(request, slug, role=OWNER)
+    body = study_export(study=study)
+    audit(study=study, actor=request.user, verb="study_exported", bytes=len(body))
+    response = HttpResponse(body, content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-study.json"'
+    return response
 
 
 @login_required

@@ -90,6 +90,7 @@ def owner_pages(slug: str) -> list[str]:
         "signoff_approve_passed",
         "study_payments",
         "payment_reviews",
+        "study_phases",
     ]
     preview = JobRun.objects.filter(study__slug=slug, kind="assignment").first()
     return [

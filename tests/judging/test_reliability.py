@@ -293,3 +293,21 @@ def test_the_reliability_plot_is_an_inline_svg_and_empty_without_enough_ideas():
 )
 def test_model_names_map_to_their_family(name, family):
     assert rel.model_family(name) == family
+
+
+def test_style_intervals_survive_resamples_that_leave_a_coefficient_unidentified():
+    # Three ideas, two conditions, a handful of games: many vertex resamples drop an
+    # idea or a feature's variation, and their refits are singular. They give no draw;
+    # the fit and the intervals from the other draws stand.
+    from judging.methods.reliability import style_bt_intervals
+
+    features = {
+        "h1": {"length": 100.0, "markdown_density": 0.0, "list_items": 0.0},
+        "a1": {"length": 300.0, "markdown_density": 4.0, "list_items": 5.0},
+        "a2": {"length": 120.0, "markdown_density": 1.0, "list_items": 0.0},
+    }
+    groups = {"h1": "Human", "a1": "AI", "a2": "AI"}
+    games = [("h1", "a1", 0.0), ("a1", "h1", 1.0), ("h1", "a2", 1.0), ("a2", "h1", 0.5)]
+    fit, ratings, beta = style_bt_intervals(games, features, groups, n_boot=50, seed=1)
+    assert set(ratings) == {"Human", "AI"} and "length" in beta
+    assert all(np.isfinite(r.value) for r in ratings.values())

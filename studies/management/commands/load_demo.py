@@ -1,4 +1,5 @@
-"""Load the demo: a researcher account and the si2024 reviews as a study with its report."""
+"""Load the demo: a researcher account and the si2024 reviews as a study with its report,
+and the second phase of the same ideas (a synthetic execution study) linked to it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--username", default="demo")
         parser.add_argument("--no-report", action="store_true", help="skip building the report")
+        parser.add_argument(
+            "--no-phases",
+            action="store_true",
+            help="skip the second phase (the SYNTHETIC execution study linked to si2024)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         User = get_user_model()
@@ -56,6 +62,10 @@ class Command(BaseCommand):
             )
             snap = report_build(study=study)
             self.stdout.write(f"report ready ({snap.data['timing_seconds']} s)")
+        if not opts["no_phases"]:
+            # The execution phase of the same ideas, linked (docs/phases.md); its reviews
+            # are synthetic, and the study's title says so.
+            call_command("demo_phases", no_report=opts["no_report"], stdout=self.stdout)
         self.stdout.write("")
         self.stdout.write("Demo researcher account:")
         self.stdout.write(f"  username: {user.get_username()}")

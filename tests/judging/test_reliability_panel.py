@@ -1,0 +1,123 @@
+"""The run page's reliability panel, wired to the run's rows: calibration of direct scores
+against the reviewers' means and the conditions' Bradley-Terry ratings with and without
+style control, each checked against an independent fit of the same rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.api as sm
+from django.test import Client
+from django.urls import reverse
+
+from judging.models import Judgment, PairwiseOutcome
+from studies.models import IdeaCondition, ReviewScore
+from tests.factories import make_agreement_study
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def seeded(owner):
+    return make_agreement_study(owner, slug="panel", n_per_cell=6)
+
+
+def _page(owner, study, run):
+    c = Client()
+    c.force_login(owner)
+    return c, c.get(reverse("judging:run_detail", args=[study.slug, run.pk])).content.decode()
+
+
+def test_direct_scores_are_calibrated_against_the_reviewers_means(seeded, owner):
+    study, run = seeded.study, seeded.direct
+    judge = (
+        pd.DataFrame(Judgment.objects.filter(run=run, metric="overall").values("idea_id", "score"))
+        .groupby("idea_id")["score"]
+        .mean()
+    )
+    human = (
+        pd.DataFrame(
+            ReviewScore.objects.filter(review__study=study, metric="overall").values(
+                "review__idea_id", "score"
+            )
+        )
+        .groupby("review__idea_id")["score"]
+        .mean()
+    )
+    both = judge.index.intersection(human.index)
+    slope, intercept = np.polyfit(judge[both].to_numpy(), human[both].to_numpy(), 1)
+
+    c, page = _page(owner, study, run)
+    assert 'id="reliability"' in page and 'id="calibration-overall"' in page
+    assert f"<strong>{slope:.2f}</strong>" in page
+    assert 'id="calibration-plot-overall"' in page and "<svg" in page
+    assert "repetition stability: this run asked each prompt once" in page
+
+    rows = list(
+        csv.DictReader(
+            io.StringIO(
+                c.get(
+                    reverse("judging:run_reliability_csv", args=[study.slug, run.pk])
+                ).content.decode()
+            )
+        )
+    )
+    got = {r["item"]: r for r in rows if r["metric_or_dimension"] == "overall"}
+    assert float(got["slope"]["value"]) == pytest.approx(slope, abs=1e-10)
+    assert float(got["intercept"]["value"]) == pytest.approx(intercept, abs=1e-10)
+    low, high = float(got["slope"]["ci_low"]), float(got["slope"]["ci_high"])
+    assert low < slope < high and high - low < 1.0
+
+
+def test_pairwise_games_rate_the_conditions_raw_and_with_style_held_equal(seeded, owner):
+    study, run = seeded.study, seeded.pairwise
+    cond = dict(IdeaCondition.objects.filter(study=study).values_list("idea_id", "condition__key"))
+    # Independently: a logistic regression of the first-shown idea's result on +1/-1 for
+    # "AI shown first" and an intercept for the position, over games across conditions.
+    x, y = [], []
+    for a, b, first, verdict in PairwiseOutcome.objects.filter(run=run).values_list(
+        "idea_a_id", "idea_b_id", "first_shown_id", "verdict"
+    ):
+        if cond[a] == cond[b]:
+            continue
+        second = b if first == a else a
+        first_won = (verdict == "A") == (first == a)
+        x.append(1.0 if cond[first] == "AI" else -1.0)
+        assert cond[second] != cond[first]
+        y.append(1.0 if first_won else 0.0)
+    fit = sm.Logit(np.array(y), sm.add_constant(np.array(x))).fit(disp=0)
+    delta = fit.params[1]  # theta_AI - theta_Human
+
+    c, page = _page(owner, study, run)
+    assert 'id="style-overall"' in page
+    rows = list(
+        csv.DictReader(
+            io.StringIO(
+                c.get(
+                    reverse("judging:run_reliability_csv", args=[study.slug, run.pk])
+                ).content.decode()
+            )
+        )
+    )
+    raw = {r["item"]: float(r["value"]) for r in rows if r["figure"] == "bt_raw"}
+    assert raw["AI"] - raw["Human"] == pytest.approx(delta, abs=2e-3)
+    controlled = {r["item"]: r for r in rows if r["figure"] == "bt_style_controlled"}
+    assert set(controlled) == {"AI", "Human"}
+    for r in controlled.values():
+        assert float(r["ci_low"]) <= float(r["value"]) <= float(r["ci_high"])
+    betas = {r["item"] for r in rows if r["figure"] == "style_beta"}
+    assert {"length", "markdown_density", "list_items", "position"} <= betas
+
+
+def test_no_panel_while_a_run_is_active_and_no_csv_for_it(seeded, owner):
+    run = seeded.direct
+    run.status = "running"
+    run.save(update_fields=["status"])
+    c, page = _page(owner, seeded.study, run)
+    assert 'id="reliability"' not in page
+    url = reverse("judging:run_reliability_csv", args=[seeded.study.slug, run.pk])
+    assert c.get(url).status_code == 404
