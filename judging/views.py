@@ -126,10 +126,14 @@ def endpoint_key_new(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def endpoint_key_remove(request: HttpRequest, slug: str, key_id: int) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
-    key = get_object_or_404(EndpointKey, pk=key_id, owner_id=request.user.pk)
-    label = key.label
-    key.delete()
-    messages.success(request, f"Key {label!r} removed; judges that used it now send none.")
+    # Only one's own keys: another's answers as a missing one does, saying nothing of it.
+    key = EndpointKey.objects.filter(pk=key_id, owner_id=request.user.pk).first()
+    if key is None:
+        messages.error(request, "You have no such key (removed already?).")
+    else:
+        label = key.label
+        key.delete()
+        messages.success(request, f"Key {label!r} removed; judges that used it now send none.")
     return redirect("judging:config_create", study.slug)
 
 

@@ -5,6 +5,7 @@ Views, commands and tasks call these; they hold no request or Celery objects.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Sequence
