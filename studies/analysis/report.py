@@ -55,10 +55,9 @@ class ReportOptions:
     agreement_permutations: int = 200
     # The ordinal check (cumulative-link mixed model): "all" metrics, the "primary" one
     # (consistency_metric) or "none". Past ordinal_all_max_rows only the primary metric is
-    # fitted, past ordinal_max_rows none (the dense reviewer block grows as reviewers^2).
+    # fitted (on every row: its reviewer block is sparse, so no size is refused).
     ordinal: str = "all"
     ordinal_all_max_rows: int = 1500
-    ordinal_max_rows: int = 20000
 
 
 def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
@@ -645,13 +644,6 @@ def build_ordinal(
     }
     if options.ordinal == "none":
         return {**out, "available": False, "reason": "turned off in the report options"}
-    if len(df) > options.ordinal_max_rows:
-        return {
-            **out,
-            "available": False,
-            "reason": f"{len(df)} rows: above the ordinal check's limit of "
-            f"{options.ordinal_max_rows} rows",
-        }
     chosen = list(metrics)
     if options.ordinal == "primary" or len(df) > options.ordinal_all_max_rows:
         chosen = [primary]
