@@ -263,6 +263,7 @@ def _consistency_section(
                 f"{n_boot} and {n_perm} draws instead of {options.consistency_bootstrap} and "
                 f"{options.consistency_permutations}, to keep the report's time bounded."
             )
+        splits: list[float] = []
         for metric in metrics:
             entry = {}
             heavy = metric == main_metric
@@ -277,20 +278,14 @@ def _consistency_section(
                     n_bootstrap=n_boot if heavy else 0,
                     n_permutations=n_perm if heavy else 0,
                     seed=options.seed,
+                    splits_out=splits if heavy and rows == "all" else None,
                 )
             consistency["by_metric"][metric] = entry
         main = consistency["by_metric"][main_metric]["all"]
         consistency.update(
             metric=main_metric,
             mean=main["balanced_accuracy"],
-            split_values=[
-                round(float(v), 4)
-                for v in cons.split_accuracies(
-                    cons.score_matrix(df, main_metric, rows="all").to_numpy(float),
-                    options.consistency_splits,
-                    np.random.default_rng(options.seed),
-                )
-            ],
+            split_values=[round(float(v), 4) for v in splits],
         )
     except ValueError as exc:
         consistency = {"available": False, "reason": str(exc), "by_metric": {}}
