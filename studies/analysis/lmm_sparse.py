@@ -609,6 +609,26 @@ class _HybridFactor:
         return out
 
 
+def _cho_factor(a: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``la.cho_factor(a, lower=True, check_finite=False)``: the same LAPACK call, without
+    scipy's argument handling, which costs more than factorising the few-by-few matrices
+    of the inner problem (tens of thousands of times in a large fit)."""
+    c, info = _dpotrf(a, lower=1, overwrite_a=0, clean=0)
+    if info > 0:
+        raise la.LinAlgError(f"{info}-th leading minor of the array is not positive definite")
+    if info < 0:  # pragma: no cover - only on bad arguments
+        raise ValueError(f"LAPACK potrf: illegal value in argument {-info}")
+    return c, True
+
+
+def _cho_solve(factor: tuple[np.ndarray, bool], b: np.ndarray) -> np.ndarray:
+    """``la.cho_solve(factor, b, check_finite=False)`` for a :func:`_cho_factor` factor."""
+    x, info = _dpotrs(factor[0], b, lower=1, overwrite_b=0)
+    if info != 0:  # pragma: no cover - only on bad arguments
+        raise ValueError(f"LAPACK potrs: illegal value in argument {-info}")
+    return x
+
+
 def _symmetric_ordering(pattern: sp.csc_matrix) -> np.ndarray:
     """A fill-reducing symmetric ordering from SuperLU's minimum degree on A'+A."""
     m = pattern.shape[0]
@@ -822,18 +842,18 @@ class _Problem:
             lam2 = np.repeat(np.asarray(theta_small, dtype=float), self.q_small)
             t = lam2[:, None] * state.h * lam2[None, :]
             t[np.diag_indices_from(t)] += 1.0
-            ct = la.cho_factor(t, lower=True, check_finite=False)
+            ct = _cho_factor(t)
             logdet_a += float(2.0 * np.log(np.diag(ct[0])).sum())
             g2 = lam2[:, None] * state.f
-            quad = quad + g2.T @ la.cho_solve(ct, g2, check_finite=False)
+            quad = quad + g2.T @ _cho_solve(ct, g2)
         rxtrx = self.XtX - quad[1:, 1:]
         rhs = self.Xty - quad[1:, 0]
         rxtrx = 0.5 * (rxtrx + rxtrx.T)
         try:
-            crx = la.cho_factor(rxtrx, lower=True, check_finite=False)
+            crx = _cho_factor(rxtrx)
         except la.LinAlgError as exc:  # pragma: no cover - rank checked up front
             raise np.linalg.LinAlgError("fixed-effects cross-product is singular") from exc
-        beta = la.cho_solve(crx, rhs, check_finite=False)
+        beta = _cho_solve(crx, rhs)
         pwrss = self.yty - float(quad[0, 0]) - float(beta @ rhs)
         if not pwrss > 0:
             raise FloatingPointError("penalised residual sum of squares is not positive")
