@@ -54,6 +54,8 @@ from scipy import stats
 
 from .consistency import (
     Rows,
+    _extremes_hits,
+    _row_medians,
     inter_reviewer_consistency,
     krippendorff_alpha,
     score_matrix,
@@ -452,7 +454,7 @@ def _judge_vs_half_batch(
     mean_b = (total - sum_a) / (n - h)
 
     b = np.round(mean_b, _TIE_DECIMALS)
-    med = np.median(b, axis=-1, keepdims=True)
+    med = _row_medians(b)
     pred_top = (b > med) | ((b == med) & (rng.random((reps, n_units)) < 0.5))
     k = int(np.floor(top_fraction * n_units))
 
@@ -465,9 +467,7 @@ def _judge_vs_half_batch(
     jitter = rng.random((reps, n_units)) * 10.0 ** -(_TIE_DECIMALS + 1)
     if not human:
         return judge, None
-    part = np.argpartition(np.round(mean_a, _TIE_DECIMALS) + jitter, (k - 1, n_units - k), axis=-1)
-    top = np.take_along_axis(pred_top, part[:, n_units - k :], axis=-1).sum(-1)
-    bottom = (~np.take_along_axis(pred_top, part[:, :k], axis=-1)).sum(-1)
+    top, bottom = _extremes_hits(np.round(mean_a, _TIE_DECIMALS) + jitter, pred_top, k)
     return judge, (top + bottom) / (2 * k)
 
 
