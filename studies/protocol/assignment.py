@@ -1552,10 +1552,15 @@ def _flow_with_bounds(
     result = maximum_flow(graph, source, sink)
     if result.flow_value != need + int(lo.sum()):
         return None
-    flow = sparse.csr_array(result.flow)
-    sub = flow[1 : 1 + n_r, 1 + n_r : 1 + n_r + n_i].tocoo()
-    chosen = sub.data > 0
-    return np.column_stack([sub.row[chosen], sub.col[chosen]]).astype(np.int64)
+    # The (reviewer, idea) edges that carry flow, read straight from the flow's CSR
+    # arrays (slicing the matrix converts it to CSC and back, twice per group).
+    flow = result.flow
+    indptr = np.asarray(flow.indptr)
+    start, stop = int(indptr[1]), int(indptr[1 + n_r])
+    cols = np.asarray(flow.indices[start:stop]) - (1 + n_r)
+    rows = np.repeat(np.arange(n_r), np.diff(indptr[1 : 2 + n_r]))
+    chosen = (np.asarray(flow.data[start:stop]) > 0) & (cols >= 0) & (cols < n_i)
+    return np.column_stack([rows[chosen], cols[chosen]]).astype(np.int64)
 
 
 def _place(
