@@ -841,9 +841,9 @@ class _Problem:
         if self.q2:
             lam2 = np.repeat(np.asarray(theta_small, dtype=float), self.q_small)
             t = lam2[:, None] * state.h * lam2[None, :]
-            t[np.diag_indices_from(t)] += 1.0
+            t.flat[:: t.shape[0] + 1] += 1.0  # the diagonal
             ct = _cho_factor(t)
-            logdet_a += float(2.0 * np.log(np.diag(ct[0])).sum())
+            logdet_a += float(2.0 * np.log(ct[0].diagonal()).sum())
             g2 = lam2[:, None] * state.f
             quad = quad + g2.T @ _cho_solve(ct, g2)
         rxtrx = self.XtX - quad[1:, 1:]
@@ -861,7 +861,7 @@ class _Problem:
             "beta": beta + self.beta_ols,
             "pwrss": pwrss,
             "logdet_a": logdet_a,
-            "logdet_rx": float(2.0 * np.log(np.diag(crx[0])).sum()),
+            "logdet_rx": float(2.0 * np.log(crx[0].diagonal()).sum()),
             "rxtrx_factor": crx,
         }
 
