@@ -43,6 +43,8 @@ _TIE_DECIMALS = 9
 # full 4,096 and so the same random draws as before the cap.
 _CHUNK = 4096
 _PLANE = 2_000_000
+# A split batch's arithmetic runs on blocks of about this many (replicate, unit) cells.
+_BLOCK = 32_768
 
 
 def _chunk(units: int) -> int:
@@ -95,16 +97,48 @@ def _split_batch(
     if repeat > 1 and base.shape[1] > 1:
         valid, X = np.repeat(valid, repeat, axis=1), np.repeat(X, repeat, axis=1)
         n, total = np.repeat(n, repeat, axis=0), np.repeat(total, repeat, axis=0)
+    # Every draw has a fixed shape, so they are all made first, in the order the steps
+    # use them; the steps then run on blocks of replicates small enough to stay in cache.
+    slots = X.shape[0]
+    coin = rng.random((reps, units))
+    picks = [rng.random((reps, units)) for _ in range(slots)]
+    jitter = rng.random((reps, units))
+    coin_b = rng.random((reps, units))
+    k = int(np.floor(top_fraction * units))
+    out = np.empty(reps)
+    step = max(1, _BLOCK // max(units, 1))
+    for lo in range(0, reps, step):
+        hi = min(reps, lo + step)
+        rows = slice(lo, hi) if base.shape[1] > 1 else slice(0, 1)
+        out[lo:hi] = _split_block(
+            X[:, rows], valid[:, rows], n[rows], total[rows], k,
+            coin[lo:hi], [p[lo:hi] for p in picks], jitter[lo:hi], coin_b[lo:hi],
+        )  # fmt: skip
+    return out
+
+
+def _split_block(
+    X: np.ndarray,
+    valid: np.ndarray,
+    n: np.ndarray,
+    total: np.ndarray,
+    k: int,
+    coin: np.ndarray,
+    picks: list[np.ndarray],
+    jitter: np.ndarray,
+    coin_b: np.ndarray,
+) -> np.ndarray:
+    """`_split_batch` for a block of replicates, given its draws (see there)."""
+    reps, units = coin.shape
     # Half A gets h of each unit's n reviews, an odd unit's extra one to either half with
     # equal chance; selection sampling (take a slot with probability needed / left) draws
     # a uniformly random h-subset in one pass over the slots.
-    h = n // 2 + ((n % 2 == 1) & (rng.random((reps, units)) < 0.5))
+    h = n // 2 + ((n % 2 == 1) & (coin < 0.5))
     need = h.astype(float)  # small integers, exact as floats
     left = np.array(np.broadcast_to(n, (reps, units)), dtype=float)
     sum_a = np.zeros((reps, units))
-    for x, ok in zip(X, valid, strict=True):
-        take = rng.random((reps, units))
-        take *= left
+    for x, ok, pick in zip(X, valid, picks, strict=True):
+        take = pick * left
         took = take < need
         took &= ok
         np.add(sum_a, x, out=sum_a, where=took)
@@ -114,14 +148,12 @@ def _split_batch(
     mean_b = (total - sum_a) / (n - h)
 
     # Half A's top and bottom k units, ties broken at random (jitter below the tie grid).
-    k = int(np.floor(top_fraction * units))
-    jitter = rng.random((reps, units)) * 10.0 ** -(_TIE_DECIMALS + 1)
-    key_a = np.round(mean_a, _TIE_DECIMALS) + jitter
+    key_a = np.round(mean_a, _TIE_DECIMALS) + jitter * 10.0 ** -(_TIE_DECIMALS + 1)
 
     # Half B predicts "top" above its own median; a tie with the median is a coin flip.
     b = np.round(mean_b, _TIE_DECIMALS)
     med = _row_medians(b)
-    pred_top = (b > med) | ((b == med) & (rng.random((reps, units)) < 0.5))
+    pred_top = (b > med) | ((b == med) & (coin_b < 0.5))
     top, bottom = _extremes_hits(key_a, pred_top, k)
     return (top / k + bottom / k) / 2
 
