@@ -984,13 +984,14 @@ def _judge_agreement_entry(
     if scores is None and j.judge_pairs is None:
         entry.update(available=False, reason="the run produced no score on a form metric")
         return entry, None
+    judged = set() if scores is None else set(scores["metric"].unique())
     try:
         res = ag.judge_agreement(
             df,
             judge_scores=scores,
             judge_pairs=j.judge_pairs if j.judge_pairs is not None and len(j.judge_pairs) else None,
             human_pairs=human_pairs,
-            metrics=None if scores is None else [m for m in metrics if m in set(scores["metric"])],
+            metrics=None if scores is None else [m for m in metrics if m in judged],
             lengths=j.lengths,
             rows="all",
             n_splits=o.agreement_splits,
