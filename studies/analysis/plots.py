@@ -212,10 +212,11 @@ def judge_scatter(
         if isinstance(points, pd.DataFrame)
         else pd.DataFrame(list(points), columns=columns)
     )
-    metrics = [m for m in metrics if m in set(table["metric"])]
+    present = set(table["metric"].unique())
+    metrics = [m for m in metrics if m in present]
     if not metrics:
         return ""
-    judges = list(dict.fromkeys(table["judge"]))
+    judges = list(dict.fromkeys(table["judge"].unique()))
     colors = {j: PALETTE[i % len(PALETTE)] for i, j in enumerate(judges)}
     groups = {key: part for key, part in table.groupby(["metric", "judge"], sort=False)}
     n = len(metrics)
