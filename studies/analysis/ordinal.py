@@ -203,7 +203,7 @@ class _Clmm:
         rcols = [self.offsets[g - 1] + self.codes[g] for g in range(1, self.G)]
         self._rcols = rcols
         self._pairs = [(g, h) for g in range(1, self.G) for h in range(1, self.G)]
-        self.engine = engine if self.qR else "dense"
+        self.engine = engine if self.qR else "none"  # one factor: H is diagonal
         self.n_evals = 0
         if self.engine == "dense":
             self._dm_index = [rcols[g - 1] * self.qR + rcols[h - 1] for g, h in self._pairs]
