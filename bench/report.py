@@ -14,14 +14,20 @@ reviews would take minutes and measure the ORM, not the report). The frame comes
 resamples and permutations per judge and metric), the HTML with plots, report.json, the
 CSVs, the chromium PDF, and a package stand-in (a zip of the review rows as CSV, the
 judge scores and the report files), since the package service reads rows from the DB.
+BLAS threads are limited as `report_build` limits them (ANALYSIS_BLAS_THREADS).
+
+Each line ends with the CPU time (user + sys, this process and chromium) and the load
+average: on a shared machine the wall times grow with the load, the CPU time much less.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -34,9 +40,19 @@ sys.path.insert(0, str(ROOT))
 METRICS = ["novelty", "excitement", "feasibility", "effectiveness", "overall"]
 
 
-def _line(name: str, parts: dict[str, float], total: float) -> None:
+def _cpu() -> float:
+    """CPU seconds (user + sys) of this process and its finished children (chromium)."""
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _line(name: str, parts: dict[str, float], total: float, cpu: float | None = None) -> None:
     detail = ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
-    print(f"{name:<28} total {total:7.2f} s  ({detail})", flush=True)
+    extra = f"  cpu {cpu:.2f} s, load average {os.getloadavg()[0]:.1f}" if cpu is not None else ""
+    print(f"{name:<28} total {total:7.2f} s  ({detail}){extra}", flush=True)
 
 
 def bench_si2024() -> None:
@@ -71,9 +87,9 @@ def bench_si2024() -> None:
     )
     study = Study.objects.get(slug="si2024")
     with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _cpu()
         snap = report_build(study=study, out_dir=Path(tmp) / "r")
-        total = time.perf_counter() - t0
+        total, cpu = time.perf_counter() - t0, _cpu() - cpu0
         t = snap.data["timings"]
         analysis = sum(v for k, v in t.items() if k not in ("pdf", "package"))
         parts = {
@@ -81,17 +97,19 @@ def bench_si2024() -> None:
             **{k: t[k] for k in ("agreement", "pdf", "package") if k in t},
         }
         parts["html+json+csv+db"] = total - analysis - t.get("pdf", 0) - t.get("package", 0)
-        _line("si2024 (report_build)", parts, total)
+        _line("si2024 (report_build)", parts, total, cpu)
 
 
 def bench_simulated(size: int, n_judges: int, draws: int) -> None:
     import numpy as np
     import pandas as pd
+    from django.conf import settings
 
     from studies import csvsafe
     from studies.analysis.frame import unique_reviews
     from studies.analysis.report import JudgeData, ReportOptions, build_report, tidy_tables
     from studies.analysis.simulate import simulate_study
+    from studies.analysis.threads import blas_threads
     from studies.report_files import pdf_available, render_report_html, report_pdf
 
     per_condition = max(10, size // (3 * 3))
@@ -126,7 +144,10 @@ def bench_simulated(size: int, n_judges: int, draws: int) -> None:
         agreement_splits=draws, agreement_bootstrap=draws, agreement_permutations=draws
     )
     parts: dict[str, float] = {}
-    t_all = time.perf_counter()
+    # BLAS threads as report_build limits them for a real report (ANALYSIS_BLAS_THREADS).
+    limit = contextlib.ExitStack()
+    limit.enter_context(blas_threads(settings.ANALYSIS_BLAS_THREADS))
+    t_all, cpu0 = time.perf_counter(), _cpu()
     t0 = time.perf_counter()
     report = build_report(
         df,
@@ -166,7 +187,9 @@ def bench_simulated(size: int, n_judges: int, draws: int) -> None:
                 if f.name != "package.zip":
                     z.write(f, f"report/{f.name}")
         parts["package (stand-in)"] = time.perf_counter() - t0
-    _line(f"simulated {len(unique_reviews(df))} reviews", parts, time.perf_counter() - t_all)
+    total, cpu = time.perf_counter() - t_all, _cpu() - cpu0
+    limit.close()
+    _line(f"simulated {len(unique_reviews(df))} reviews", parts, total, cpu)
 
 
 def main() -> None:

@@ -324,20 +324,32 @@ def _agreement_figures(
     metrics = report["metrics"]
     figs: dict[str, Any] = {}
     points = []
+    human: dict[str, pd.Series] = {}
     for j in judges:
         if j.computed or j.judge_scores is None:
             continue
+        judged = set(j.judge_scores["metric"])
         for m in metrics:
-            if m not in set(j.judge_scores["metric"]):
+            if m not in judged:
                 continue
             js = ag.judge_idea_scores(j.judge_scores, m)
-            hm, _ = ag.human_idea_means(df, m)
+            if m not in human:
+                human[m] = ag.human_idea_means(df, m)[0]
+            hm = human[m]
             both = js.index.intersection(hm.index)
-            points += [
-                {"judge": j.label, "metric": m, "judge_score": js[i], "human_mean": hm[i]}
-                for i in both
-            ]
-    figs["scatter"] = plots.judge_scatter(points, metrics) if points else ""
+            points.append(
+                pd.DataFrame(
+                    {
+                        "judge": j.label,
+                        "metric": m,
+                        "judge_score": js.reindex(both).to_numpy(),
+                        "human_mean": hm.reindex(both).to_numpy(),
+                    }
+                )
+            )
+    figs["scatter"] = (
+        plots.judge_scatter(pd.concat(points, ignore_index=True), metrics) if points else ""
+    )
     tables = {t["id"]: t for t in agr.get("tables", [])}
     cons = tables.get("consistency")
     if cons:

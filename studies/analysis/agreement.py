@@ -54,6 +54,8 @@ from scipy import stats
 
 from .consistency import (
     Rows,
+    _extremes_hits,
+    _row_medians,
     inter_reviewer_consistency,
     krippendorff_alpha,
     score_matrix,
@@ -452,7 +454,7 @@ def _judge_vs_half_batch(
     mean_b = (total - sum_a) / (n - h)
 
     b = np.round(mean_b, _TIE_DECIMALS)
-    med = np.median(b, axis=-1, keepdims=True)
+    med = _row_medians(b)
     pred_top = (b > med) | ((b == med) & (rng.random((reps, n_units)) < 0.5))
     k = int(np.floor(top_fraction * n_units))
 
@@ -465,9 +467,7 @@ def _judge_vs_half_batch(
     jitter = rng.random((reps, n_units)) * 10.0 ** -(_TIE_DECIMALS + 1)
     if not human:
         return judge, None
-    part = np.argpartition(np.round(mean_a, _TIE_DECIMALS) + jitter, (k - 1, n_units - k), axis=-1)
-    top = np.take_along_axis(pred_top, part[:, n_units - k :], axis=-1).sum(-1)
-    bottom = (~np.take_along_axis(pred_top, part[:, :k], axis=-1)).sum(-1)
+    top, bottom = _extremes_hits(np.round(mean_a, _TIE_DECIMALS) + jitter, pred_top, k)
     return judge, (top + bottom) / (2 * k)
 
 
@@ -532,11 +532,24 @@ def _run_batches(
 
 
 def _judged_units(
-    frame: pd.DataFrame, judge: pd.Series, metric: str, rows: Rows
+    frame: pd.DataFrame,
+    judge: pd.Series,
+    metric: str,
+    rows: Rows,
+    cache: dict[Any, Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The review matrix of the units whose idea the judge scored (units x review slots),
-    those units' idea ids, and which of all the units had a judge score."""
-    wide = score_matrix(frame, metric, rows=rows)
+    those units' idea ids, and which of all the units had a judge score. `cache` (shared
+    by the judges of one report) keeps the frame's score matrix for the next judge; the
+    entry holds the frame itself, so it is only reused for that very frame."""
+    key = ("score_matrix", id(frame), metric, rows)
+    hit = cache.get(key) if cache is not None else None
+    if hit is not None and hit[0] is frame:
+        wide = hit[1]
+    else:
+        wide = score_matrix(frame, metric, rows=rows)
+        if cache is not None:
+            cache[key] = (frame, wide)
     unit_ideas = (
         wide.index.get_level_values("idea_id") if rows == "all" else wide.index
     ).to_numpy()
@@ -754,7 +767,7 @@ def judge_consistency(
     if n_splits < 1 or splits_per_resample < 1:
         raise ValueError("n_splits and splits_per_resample must be >= 1")
     judge = judge_idea_scores(judge_scores, metric)
-    P, unit_ideas, has_judge = _judged_units(frame, judge, metric, rows)
+    P, unit_ideas, has_judge = _judged_units(frame, judge, metric, rows, ceiling_cache)
     n_units = P.shape[0]
     J = judge.reindex(unit_ideas).to_numpy(float)
     k = int(np.floor(top_fraction * n_units))

@@ -43,6 +43,8 @@ _TIE_DECIMALS = 9
 # full 4,096 and so the same random draws as before the cap.
 _CHUNK = 4096
 _PLANE = 2_000_000
+# A split batch's arithmetic runs on blocks of about this many (replicate, unit) cells.
+_BLOCK = 32_768
 
 
 def _chunk(units: int) -> int:
@@ -72,46 +74,121 @@ def score_matrix(df: pd.DataFrame, metric: str, *, rows: Rows = "all") -> pd.Dat
     return wide
 
 
-def _split_batch(P: np.ndarray, rng: np.random.Generator, top_fraction: float) -> np.ndarray:
-    """Balanced accuracy of one random split for each replicate in P (slots, reps, units).
+def _split_batch(
+    P: np.ndarray, rng: np.random.Generator, top_fraction: float, repeat: int = 1
+) -> np.ndarray:
+    """Balanced accuracy of one random split for each replicate in P (slots, reps, units),
+    each replicate taken `repeat` times in a row.
 
     Slot-major so that every step is an operation on whole (reps, units) planes; loops run
-    over the few review slots only.
+    over the few review slots only. What depends on the matrix alone is computed before
+    the repeats, and once per unit when P is one matrix broadcast over the replicates
+    (the observed splits).
     """
-    _, reps, units = P.shape
-    valid = ~np.isnan(P)
+    _, m, units = P.shape
+    reps = m * repeat
+    base = P[:, :1, :] if P.strides[1] == 0 else P
+    valid = ~np.isnan(base)
     n = valid.sum(0)
+    X = np.where(valid, base, 0.0)
+    total = np.zeros(n.shape)
+    for x in X:
+        total += x
+    if repeat > 1 and base.shape[1] > 1:
+        valid, X = np.repeat(valid, repeat, axis=1), np.repeat(X, repeat, axis=1)
+        n, total = np.repeat(n, repeat, axis=0), np.repeat(total, repeat, axis=0)
+    # Every draw has a fixed shape, so they are all made first, in the order the steps
+    # use them; the steps then run on blocks of replicates small enough to stay in cache.
+    slots = X.shape[0]
+    coin = rng.random((reps, units))
+    picks = [rng.random((reps, units)) for _ in range(slots)]
+    jitter = rng.random((reps, units))
+    coin_b = rng.random((reps, units))
+    k = int(np.floor(top_fraction * units))
+    out = np.empty(reps)
+    step = max(1, _BLOCK // max(units, 1))
+    for lo in range(0, reps, step):
+        hi = min(reps, lo + step)
+        rows = slice(lo, hi) if base.shape[1] > 1 else slice(0, 1)
+        out[lo:hi] = _split_block(
+            X[:, rows], valid[:, rows], n[rows], total[rows], k,
+            coin[lo:hi], [p[lo:hi] for p in picks], jitter[lo:hi], coin_b[lo:hi],
+        )  # fmt: skip
+    return out
+
+
+def _split_block(
+    X: np.ndarray,
+    valid: np.ndarray,
+    n: np.ndarray,
+    total: np.ndarray,
+    k: int,
+    coin: np.ndarray,
+    picks: list[np.ndarray],
+    jitter: np.ndarray,
+    coin_b: np.ndarray,
+) -> np.ndarray:
+    """`_split_batch` for a block of replicates, given its draws (see there)."""
+    reps, units = coin.shape
     # Half A gets h of each unit's n reviews, an odd unit's extra one to either half with
     # equal chance; selection sampling (take a slot with probability needed / left) draws
     # a uniformly random h-subset in one pass over the slots.
-    h = n // 2 + ((n % 2 == 1) & (rng.random((reps, units)) < 0.5))
-    need, left = h.astype(float), n.astype(float)  # small integers, exact as floats
+    h = n // 2 + ((n % 2 == 1) & (coin < 0.5))
+    need = h.astype(float)  # small integers, exact as floats
+    left = np.array(np.broadcast_to(n, (reps, units)), dtype=float)
     sum_a = np.zeros((reps, units))
-    total = np.zeros((reps, units))
-    for slot, ok in zip(P, valid, strict=True):
-        x = np.where(ok, slot, 0.0)
-        take = rng.random((reps, units)) * left < need
-        take &= ok
-        np.add(sum_a, x, out=sum_a, where=take)
-        total += x
-        need -= take
+    for x, ok, pick in zip(X, valid, picks, strict=True):
+        take = pick * left
+        took = take < need
+        took &= ok
+        np.add(sum_a, x, out=sum_a, where=took)
+        need -= took
         left -= ok
     mean_a = sum_a / h
     mean_b = (total - sum_a) / (n - h)
 
     # Half A's top and bottom k units, ties broken at random (jitter below the tie grid).
-    k = int(np.floor(top_fraction * units))
-    jitter = rng.random((reps, units)) * 10.0 ** -(_TIE_DECIMALS + 1)
-    key_a = np.round(mean_a, _TIE_DECIMALS) + jitter
-    part = np.argpartition(key_a, (k - 1, units - k), axis=-1)
+    key_a = np.round(mean_a, _TIE_DECIMALS) + jitter * 10.0 ** -(_TIE_DECIMALS + 1)
 
     # Half B predicts "top" above its own median; a tie with the median is a coin flip.
     b = np.round(mean_b, _TIE_DECIMALS)
-    med = np.median(b, axis=-1, keepdims=True)
-    pred_top = (b > med) | ((b == med) & (rng.random((reps, units)) < 0.5))
-    tpr = np.take_along_axis(pred_top, part[:, units - k :], axis=-1).sum(-1) / k
-    tnr = (~np.take_along_axis(pred_top, part[:, :k], axis=-1)).sum(-1) / k
-    return (tpr + tnr) / 2
+    med = _row_medians(b)
+    pred_top = (b > med) | ((b == med) & (coin_b < 0.5))
+    top, bottom = _extremes_hits(key_a, pred_top, k)
+    return (top / k + bottom / k) / 2
+
+
+def _row_medians(b: np.ndarray) -> np.ndarray:
+    """np.median(b, axis=-1, keepdims=True) for NaN-free rows, from one (vectorised) sort:
+    the same two middle values and the same mean of them."""
+    units = b.shape[-1]
+    srt = np.sort(b, axis=-1)
+    mid = units // 2
+    if units % 2:
+        return srt[:, mid : mid + 1]
+    return (srt[:, mid - 1 : mid] + srt[:, mid : mid + 1]) / 2
+
+
+def _extremes_hits(key: np.ndarray, pred_top: np.ndarray, k: int) -> tuple[np.ndarray, ...]:
+    """Per row: how many of the k largest keys are predicted top, and how many of the k
+    smallest are not; the units np.argpartition(key, (k - 1, units - k)) would pick.
+
+    Both cuts come from one sort; a row whose key repeats at a cut (so more than k units
+    reach it) is settled by argpartition itself, which decides which of the tied units
+    it takes."""
+    units = key.shape[-1]
+    srt = np.sort(key, axis=-1)
+    top_set = key >= srt[:, units - k : units - k + 1]
+    bottom_set = key <= srt[:, k - 1 : k]
+    top = (pred_top & top_set).sum(-1)
+    bottom = (bottom_set & ~pred_top).sum(-1)
+    tied = np.flatnonzero((top_set.sum(-1) != k) | (bottom_set.sum(-1) != k))
+    if tied.size:
+        part = np.argpartition(key[tied], (k - 1, units - k), axis=-1)
+        pt = pred_top[tied]
+        top[tied] = np.take_along_axis(pt, part[:, units - k :], axis=-1).sum(-1)
+        bottom[tied] = (~np.take_along_axis(pt, part[:, :k], axis=-1)).sum(-1)
+    return top, bottom
 
 
 def _check(P: np.ndarray, top_fraction: float) -> None:
@@ -164,8 +241,8 @@ def _replicate_means(
     reps_per_chunk = max(1, _chunk(units) // per_rep)
     for s in range(0, n_reps, reps_per_chunk):
         m = min(reps_per_chunk, n_reps - s)
-        batch = np.repeat(make(m), per_rep, axis=1)
-        means.append(_split_batch(batch, rng, top_fraction).reshape(m, per_rep).mean(1))
+        batch = _split_batch(make(m), rng, top_fraction, repeat=per_rep)
+        means.append(batch.reshape(m, per_rep).mean(1))
     return np.concatenate(means) if means else np.empty(0)
 
 
@@ -181,6 +258,7 @@ def inter_reviewer_consistency(
     splits_per_resample: int = 10,
     confidence: float = 0.95,
     seed: int = 0,
+    splits_out: list[float] | None = None,
 ) -> dict[str, Any]:
     """Split-half balanced accuracy with its split spread, bootstrap CI and permutation p.
 
@@ -195,7 +273,8 @@ def inter_reviewer_consistency(
     top_fraction, seed, balanced_accuracy (mean over splits, 0-1), n_splits, split_sd,
     split_low, split_high (2.5 / 97.5 percentiles of single splits), confidence,
     n_bootstrap, splits_per_resample, ci_low, ci_high (percentile bootstrap over units),
-    n_permutations, null_mean, null_sd, p_value, chance (0.5).
+    n_permutations, null_mean, null_sd, p_value, chance (0.5). `splits_out`, when given,
+    receives the accuracy of each split.
     """
     if n_splits < 1:
         raise ValueError("n_splits must be >= 1")
@@ -205,6 +284,8 @@ def inter_reviewer_consistency(
     n_units = P.shape[0]
     rng = np.random.default_rng(seed)
     acc = split_accuracies(P, n_splits, rng, top_fraction=top_fraction)
+    if splits_out is not None:  # the single splits, for a histogram
+        splits_out.extend(acc.tolist())
     observed = float(acc.mean())
     tail = (1 - confidence) / 2
 

@@ -46,6 +46,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy import optimize, stats
 from scipy.linalg.lapack import dpotrf as _dpotrf
+from scipy.linalg.lapack import dpotri as _dpotri
 from scipy.linalg.lapack import dpotrs as _dpotrs
 from scipy.sparse import csgraph
 
@@ -353,6 +354,7 @@ class _HybridFactor:
         rank = np.empty(m, dtype=np.int64)
         rank[node_of_rank] = np.arange(m)
         self.node_of_rank = node_of_rank
+        self.rank = rank
         # Column structure of L for the sparse columns, rows in rank order.
         deg = np.array([len(st) for st in struct], dtype=np.int64)
         nbr = (
@@ -392,6 +394,7 @@ class _HybridFactor:
             pos[is_core] = bases[blk] + (cc - off) * size + (rc - off)
             return pos, is_core
 
+        self._target = target
         # Where the values of S go.
         pr = rank[pattern.indices]
         pc = rank[np.repeat(np.arange(m), np.diff(pattern.indptr))]
@@ -440,7 +443,7 @@ class _HybridFactor:
                 entry[f"pi_{tag}"], entry[f"pj_{tag}"] = pi[sel], pj[sel]
                 entry[f"ut_{tag}"], entry[f"inv_{tag}"] = uq, inv
             uq, inv = np.unique(rows, return_inverse=True)
-            entry["ut_rows"] = uq
+            entry["ut_rows"], entry["inv_rows"] = uq, inv
             # The level's columns of L as a sparse (rows touched x columns) matrix, for
             # solves with many right-hand sides; ``perm`` maps its data to ``off`` order.
             numbered = sp.csr_matrix(
@@ -450,6 +453,7 @@ class _HybridFactor:
             self._fwd.append((numbered, numbered.data.astype(np.int64) - 1))
             self.levels.append(entry)
         self._vals = np.zeros(self.n_slots)
+        self._solve_cache: list[tuple[np.ndarray, np.ndarray]] | None = None
         # The dense blocks, one after the other, each column-major (LAPACK's layout).
         self._buf = np.zeros(int((sizes**2).sum()))
 
@@ -458,6 +462,7 @@ class _HybridFactor:
         return self._buf[base : base + n * n].reshape(n, n, order="F")
 
     def factorize(self, data: np.ndarray) -> float:
+        self._solve_cache = None
         vals = self._vals
         vals[:] = 0.0
         cflat = self._buf
@@ -518,6 +523,110 @@ class _HybridFactor:
         out = np.empty_like(b)
         out[self.node_of_rank] = b
         return out[:, 0] if one else out
+
+    def solve_vector(self, rhs: np.ndarray) -> np.ndarray:
+        """:meth:`solve` for one right-hand side, by ``bincount`` over each level's entries
+        (no sparse-matrix products: a deep elimination tree has hundreds of levels, and
+        each product's overhead would dwarf its work)."""
+        b = rhs[self.node_of_rank].astype(float, copy=True)
+        vals = self._vals
+        cached = self._solve_cache
+        if cached is None:
+            cached = [(vals[e["diag"]], vals[e["off"]]) for e in self.levels]
+            self._solve_cache = cached
+        for e, (d, lv) in zip(self.levels, cached, strict=True):  # forward: L z = b
+            z = b[e["cols"]] / d
+            b[e["cols"]] = z
+            b[e["ut_rows"]] -= np.bincount(e["inv_rows"], lv * z[e["owner"]], e["ut_rows"].size)
+        s = self.n_sparse
+        for i, (o, n, _) in enumerate(self._blocks):
+            x_core, info = _dpotrs(self._block(i), b[s + o : s + o + n], lower=1)
+            if info != 0:  # pragma: no cover - dpotrs only fails on bad arguments
+                raise np.linalg.LinAlgError("dense solve failed")
+            b[s + o : s + o + n] = x_core
+        for e, (d, lv) in zip(reversed(self.levels), reversed(cached), strict=True):
+            acc = np.bincount(e["owner"], lv * b[e["ut_rows"]][e["inv_rows"]], d.size)
+            b[e["cols"]] = (b[e["cols"]] - acc) / d
+        out = np.empty_like(b)
+        out[self.node_of_rank] = b
+        return out
+
+    def inverse_positions(self, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Where :meth:`selected_inverse` leaves the ``(rows, cols)`` entries of ``S^-1``.
+
+        Only entries inside the filled pattern are kept (every entry of ``S`` is); the
+        answer is for :meth:`inverse_values` and does not change with the values of ``S``.
+        """
+        r, c = self.rank[np.asarray(rows)], self.rank[np.asarray(cols)]
+        pos, is_core = self._target(np.maximum(r, c), np.minimum(r, c))
+        return np.flatnonzero(~is_core), pos[~is_core], np.flatnonzero(is_core), pos[is_core]
+
+    def selected_inverse(self) -> tuple[np.ndarray, np.ndarray]:
+        """``S^-1`` on the filled pattern of the last :meth:`factorize`, exactly.
+
+        Takahashi's recurrences: with ``S = L L'``, ``u = L[struct(j), j] / L[j, j]`` and
+        columns taken from the last to the first, ``Z[i, j] = -sum_k Z[i, k] u_k`` over
+        ``k`` in ``struct(j)`` and ``Z[j, j] = 1 / L[j, j]^2 + u' Z[struct(j), j]``; every
+        ``Z[i, k]`` needed lies in the pattern and is already known.  The dense core is
+        inverted by LAPACK (``dpotri``).  The work is about that of the factorisation.
+        """
+        vals = self._vals
+        zs = np.zeros(self.n_slots)
+        zc = self._buf.copy()
+        for _, n, base in self._blocks:
+            block = zc[base : base + n * n].reshape(n, n, order="F")
+            inv, info = _dpotri(block, lower=1, overwrite_c=1)
+            if info != 0:  # pragma: no cover - the factor was checked by dpotrf
+                raise np.linalg.LinAlgError("dense inverse failed")
+            if not np.shares_memory(inv, block):  # pragma: no cover - f2py copied it
+                block[...] = inv
+        for e in reversed(self.levels):
+            d = vals[e["diag"]]
+            u = vals[e["off"]] / d[e["owner"]]
+            acc = np.zeros(u.size)
+            for tag, z_all in (("s", zs), ("c", zc)):
+                if not e[f"ut_{tag}"].size:
+                    continue
+                z = z_all[e[f"ut_{tag}"]][e[f"inv_{tag}"]]
+                pi, pj = e[f"pi_{tag}"], e[f"pj_{tag}"]
+                acc += np.bincount(pi, z * u[pj], minlength=u.size)
+                off = pi != pj
+                acc += np.bincount(pj[off], z[off] * u[pi[off]], minlength=u.size)
+            zs[e["off"]] = -acc
+            zs[e["diag"]] = 1.0 / d**2 + np.bincount(e["owner"], u * acc, minlength=d.size)
+        return zs, zc
+
+    @staticmethod
+    def inverse_values(
+        inverse: tuple[np.ndarray, np.ndarray], where: tuple[np.ndarray, ...]
+    ) -> np.ndarray:
+        """The entries of ``S^-1`` that :meth:`inverse_positions` located."""
+        zs, zc = inverse
+        i_s, p_s, i_c, p_c = where
+        out = np.empty(i_s.size + i_c.size)
+        out[i_s] = zs[p_s]
+        out[i_c] = zc[p_c]
+        return out
+
+
+def _cho_factor(a: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``la.cho_factor(a, lower=True, check_finite=False)``: the same LAPACK call, without
+    scipy's argument handling, which costs more than factorising the few-by-few matrices
+    of the inner problem (tens of thousands of times in a large fit)."""
+    c, info = _dpotrf(a, lower=1, overwrite_a=0, clean=0)
+    if info > 0:
+        raise la.LinAlgError(f"{info}-th leading minor of the array is not positive definite")
+    if info < 0:  # pragma: no cover - only on bad arguments
+        raise ValueError(f"LAPACK potrf: illegal value in argument {-info}")
+    return c, True
+
+
+def _cho_solve(factor: tuple[np.ndarray, bool], b: np.ndarray) -> np.ndarray:
+    """``la.cho_solve(factor, b, check_finite=False)`` for a :func:`_cho_factor` factor."""
+    x, info = _dpotrs(factor[0], b, lower=1, overwrite_b=0)
+    if info != 0:  # pragma: no cover - only on bad arguments
+        raise ValueError(f"LAPACK potrs: illegal value in argument {-info}")
+    return x
 
 
 def _symmetric_ordering(pattern: sp.csc_matrix) -> np.ndarray:
@@ -732,19 +841,19 @@ class _Problem:
         if self.q2:
             lam2 = np.repeat(np.asarray(theta_small, dtype=float), self.q_small)
             t = lam2[:, None] * state.h * lam2[None, :]
-            t[np.diag_indices_from(t)] += 1.0
-            ct = la.cho_factor(t, lower=True, check_finite=False)
-            logdet_a += float(2.0 * np.log(np.diag(ct[0])).sum())
+            t.flat[:: t.shape[0] + 1] += 1.0  # the diagonal
+            ct = _cho_factor(t)
+            logdet_a += float(2.0 * np.log(ct[0].diagonal()).sum())
             g2 = lam2[:, None] * state.f
-            quad = quad + g2.T @ la.cho_solve(ct, g2, check_finite=False)
+            quad = quad + g2.T @ _cho_solve(ct, g2)
         rxtrx = self.XtX - quad[1:, 1:]
         rhs = self.Xty - quad[1:, 0]
         rxtrx = 0.5 * (rxtrx + rxtrx.T)
         try:
-            crx = la.cho_factor(rxtrx, lower=True, check_finite=False)
+            crx = _cho_factor(rxtrx)
         except la.LinAlgError as exc:  # pragma: no cover - rank checked up front
             raise np.linalg.LinAlgError("fixed-effects cross-product is singular") from exc
-        beta = la.cho_solve(crx, rhs, check_finite=False)
+        beta = _cho_solve(crx, rhs)
         pwrss = self.yty - float(quad[0, 0]) - float(beta @ rhs)
         if not pwrss > 0:
             raise FloatingPointError("penalised residual sum of squares is not positive")
@@ -752,7 +861,7 @@ class _Problem:
             "beta": beta + self.beta_ols,
             "pwrss": pwrss,
             "logdet_a": logdet_a,
-            "logdet_rx": float(2.0 * np.log(np.diag(crx[0])).sum()),
+            "logdet_rx": float(2.0 * np.log(crx[0].diagonal()).sum()),
             "rxtrx_factor": crx,
         }
 

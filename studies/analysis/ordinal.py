@@ -20,8 +20,12 @@ for ``h``, and ``tr(H^-1 dH)`` for the determinant, where ``H`` also moves throu
 ``b_hat``), so the outer optimiser (L-BFGS, then Newton on differences of that gradient,
 which also gives the standard errors) needs no finite differences of the likelihood.
 ``H`` is handled like the linear engine's matrix: the factor with the most levels (ideas)
-has a diagonal block, which is eliminated, and the Schur complement over the remaining
-levels (reviewers) is factorised densely; with a single factor ``H`` is diagonal.
+has a diagonal block, which is eliminated; with a single factor ``H`` is diagonal.  The
+Schur complement over the remaining levels (reviewers) is factorised densely (LAPACK)
+while small and otherwise kept sparse (:class:`_SparseSchur`): its pattern is fixed by
+who reviewed what, it is factorised by the linear engine's exact sparse-then-dense
+Cholesky, and the traces in the gradient read its inverse only where it has entries (a
+selected inverse), so memory and time grow with the reviews, not with reviewers squared.
 
 Pure module: no Django imports.
 """
@@ -41,6 +45,7 @@ import scipy.sparse as sp
 from scipy import optimize, stats
 from scipy.special import expit
 
+from .lmm_sparse import _HybridFactor, _PatternIndex
 from .mixed import _jsonable, prepare_mixed_data
 
 __all__ = ["OrdinalResult", "fit_ordinal"]
@@ -49,8 +54,11 @@ __all__ = ["OrdinalResult", "fit_ordinal"]
 BOUNDARY_SD = 1e-4
 #: Inner Newton iterations stop when the largest gradient entry of ``h`` is below this.
 _INNER_TOL = 1e-10
-#: The reviewers' Schur complement is factorised densely; beyond this many levels the
-#: model is refused (the caller reports why) rather than allocating gigabytes.
+#: Up to this many levels outside the largest factor (reviewers) the ``auto`` engine
+#: factorises their Schur complement densely (LAPACK); beyond, sparsely.
+DENSE_MAX_LEVELS = 150
+#: The dense engine, when asked for, refuses more levels than this rather than
+#: allocating gigabytes.
 MAX_DENSE_LEVELS = 6000
 #: Fewer reviews than this per estimated parameter (thresholds, condition effects,
 #: random-effect SDs) and the model is not fitted: the thresholds of a handful of reviews
@@ -167,7 +175,16 @@ class _Clmm:
     with the most levels; its block of ``H`` is diagonal and is eliminated.
     """
 
-    def __init__(self, y: np.ndarray, X: np.ndarray, codes: list[np.ndarray], sizes: list[int]):
+    def __init__(
+        self,
+        y: np.ndarray,
+        X: np.ndarray,
+        codes: list[np.ndarray],
+        sizes: list[int],
+        engine: str = "dense",
+    ):
+        if engine not in ("dense", "sparse"):
+            raise ValueError(f"engine must be 'dense' or 'sparse', not {engine!r}")
         self.y = y
         self.X = X
         self.n, self.p = X.shape
@@ -186,8 +203,12 @@ class _Clmm:
         rcols = [self.offsets[g - 1] + self.codes[g] for g in range(1, self.G)]
         self._rcols = rcols
         self._pairs = [(g, h) for g in range(1, self.G) for h in range(1, self.G)]
-        self._dm_index = [rcols[g - 1] * self.qR + rcols[h - 1] for g, h in self._pairs]
+        self.engine = engine if self.qR else "none"  # one factor: H is diagonal
         self.n_evals = 0
+        if self.engine == "dense":
+            self._dm_index = [rcols[g - 1] * self.qR + rcols[h - 1] for g, h in self._pairs]
+        else:
+            self._sparse = _SparseSchur(self.codes, self.sizes, rcols)
 
     # -- helpers over the stacked random effects b = (b_0, b_R)
     def _split(self, b: np.ndarray) -> list[np.ndarray]:
@@ -220,6 +241,8 @@ class _Clmm:
             raise np.linalg.LinAlgError("H is not positive definite")
         if self.qR == 0:
             return A, None, None
+        if self.engine == "sparse":
+            return A, sig, self._sparse.factorize(sig, w, A)
         q0, qR = self.sizes[0], self.qR
         rows = np.concatenate([self.codes[0]] * (self.G - 1))
         cols = np.concatenate(self._rcols)
@@ -240,6 +263,8 @@ class _Clmm:
         if cho is None:
             return r / A
         r0, rR = r[:q0], r[q0:]
+        if self.engine == "sparse":
+            return self._sparse.solve(B, cho, A, r0, rR)
         xR = la.cho_solve(cho, rR - B.T @ (r0 / A), check_finite=False)
         x0 = (r0 - B @ xR) / A
         return np.concatenate([x0, xR])
@@ -248,7 +273,11 @@ class _Clmm:
         A, _, cho = F
         out = float(np.log(A).sum())
         if cho is not None:
-            out += 2.0 * float(np.log(np.diag(cho[0])).sum())
+            out += (
+                cho.logdet
+                if self.engine == "sparse"
+                else 2.0 * float(np.log(np.diag(cho[0])).sum())
+            )
         return out
 
     # -- the conditional mode
@@ -352,6 +381,8 @@ class _Clmm:
         if cho is None:
             hdiag = 1.0 / A
             return hdiag, sig[0] ** 2 * hdiag[c0]
+        if self.engine == "sparse":
+            return self._sparse.inverse_parts(cho, A, sig)
         Sinv = la.cho_solve(cho, np.eye(self.qR), check_finite=False)
         AiB = sp.diags(1.0 / A) @ B
         G = np.asarray(AiB @ Sinv)  # A^-1 B S^-1, the (0, R) block of -H^-1
@@ -364,6 +395,116 @@ class _Clmm:
             for h in range(1, self.G):
                 lev += sig[g] * sig[h] * Sinv[cg, self._rcols[h - 1]]
         return hdiag, lev
+
+
+def _same_level_pairs(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every ordered pair (i, j) of rows with the same level, (i, i) included."""
+    order = np.argsort(codes, kind="stable")
+    counts = np.bincount(codes, minlength=size)
+    starts = np.cumsum(counts) - counts
+    n_of = counts[codes[order]]
+    first = np.repeat(order, n_of)
+    within = np.arange(first.size) - np.repeat(np.cumsum(n_of) - n_of, n_of)
+    second = order[np.repeat(starts[codes[order]], n_of) + within]
+    return first, second
+
+
+@dataclass
+class _SparseState:
+    """One factorisation of the reviewers' Schur complement."""
+
+    factor: _HybridFactor
+    logdet: float
+    weights: list[np.ndarray]  # per factor g >= 1: sigma_0 sigma_g w of each review
+
+
+class _SparseSchur:
+    """The Schur complement ``S = I + D - B' A^-1 B`` over the levels outside factor 0,
+    kept sparse.
+
+    ``D`` (the other factors' block of ``M'WM``) has an entry where one review carries
+    both levels, and ``B' A^-1 B`` one where two reviews of the same level of factor 0
+    (an idea) carry them; so ``S``'s pattern is fixed by the design, its values are one
+    ``bincount`` per evaluation, and the symbolic work (fill-reducing elimination order,
+    dense core) is done once.  The factorisation is the linear engine's exact hybrid
+    (sparse elimination, then a dense core); the gradient's traces need ``S^-1`` only
+    where ``S`` has entries, which its selected inverse gives without forming ``S^-1``.
+    """
+
+    def __init__(self, codes: list[np.ndarray], sizes: list[int], rcols: list[np.ndarray]):
+        self.c0, self.q0 = codes[0], sizes[0]
+        self.qR = int(sum(sizes[1:]))
+        self.rcols = rcols
+        self.n = self.c0.size
+        first, second = _same_level_pairs(self.c0, self.q0)
+        self.first, self.second = first, second
+        self.gh = [(g, h) for g in range(len(rcols)) for h in range(len(rcols))]
+        diag = np.arange(self.qR)
+        rows = [diag] + [rcols[g] for g, _ in self.gh] + [rcols[g][first] for g, _ in self.gh]
+        cols = [diag] + [rcols[h] for _, h in self.gh] + [rcols[h][second] for _, h in self.gh]
+        r, c = np.concatenate(rows), np.concatenate(cols)
+        pattern = sp.csc_matrix((np.ones(r.size), (r, c)), shape=(self.qR, self.qR))
+        pattern.sum_duplicates()
+        pattern.sort_indices()
+        self.nnz = pattern.nnz
+        self._pos = _PatternIndex(pattern).find(r, c)
+        self._factor = _HybridFactor(pattern)
+        f = self._factor
+        # Where the gradient reads S^-1: the diagonal, each review's own pair of levels,
+        # and each pair of reviews that share a level of factor 0.
+        self._at_diag = f.inverse_positions(diag, diag)
+        self._at_review = [f.inverse_positions(rcols[g], rcols[h]) for g, h in self.gh]
+        self._at_pair = [f.inverse_positions(rcols[h][second], rcols[g][first]) for g, h in self.gh]
+
+    def factorize(self, sig: np.ndarray, w: np.ndarray, A: np.ndarray) -> _SparseState:
+        beta = [sig[0] * sig[g + 1] * w for g in range(len(self.rcols))]
+        pair = w[self.first] * w[self.second] * (sig[0] ** 2 / A[self.c0[self.first]])
+        data = [np.ones(self.qR)]
+        data += [sig[g + 1] * sig[h + 1] * w for g, h in self.gh]
+        data += [-sig[g + 1] * sig[h + 1] * pair for g, h in self.gh]
+        values = np.bincount(self._pos, np.concatenate(data), minlength=self.nnz)
+        logdet = self._factor.factorize(values)
+        return _SparseState(self._factor, logdet, beta)
+
+    def _bt(self, st: _SparseState, v0: np.ndarray) -> np.ndarray:
+        """B' v0 over the levels outside factor 0."""
+        v = v0[self.c0]
+        return sum(  # type: ignore[return-value]
+            np.bincount(rc, b * v, self.qR) for rc, b in zip(self.rcols, st.weights, strict=True)
+        )
+
+    def solve(
+        self, _: Any, st: _SparseState, A: np.ndarray, r0: np.ndarray, rR: np.ndarray
+    ) -> np.ndarray:
+        xR = st.factor.solve_vector(rR - self._bt(st, r0 / A))
+        bx = sum(b * xR[rc] for rc, b in zip(self.rcols, st.weights, strict=True))
+        x0 = (r0 - np.bincount(self.c0, bx, self.q0)) / A
+        return np.concatenate([x0, xR])
+
+    def inverse_parts(
+        self, st: _SparseState, A: np.ndarray, sig: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """diag(H^-1) and each review's leverage m_i' H^-1 m_i, as the dense path's."""
+        inv = st.factor.selected_inverse()
+        value = st.factor.inverse_values
+        k = len(self.rcols)
+        Ai = 1.0 / A[self.c0]
+        # G = A^-1 B S^-1 at (level of factor 0, level of factor g) of each review.
+        Gi = [np.zeros(self.n) for _ in range(k)]
+        for (g, h), where in zip(self.gh, self._at_pair, strict=True):
+            Gi[g] += np.bincount(self.first, st.weights[h][self.second] * value(inv, where), self.n)
+        Gi = [G * Ai for G in Gi]
+        d0 = (
+            1.0 / A
+            + np.bincount(self.c0, sum(b * G for b, G in zip(st.weights, Gi, strict=True)), self.q0)
+            / A
+        )
+        lev = sig[0] ** 2 * d0[self.c0]
+        for g in range(k):
+            lev -= 2.0 * sig[0] * sig[g + 1] * Gi[g]
+        for (g, h), where in zip(self.gh, self._at_review, strict=True):
+            lev += sig[g + 1] * sig[h + 1] * value(inv, where)
+        return np.concatenate([d0, value(inv, self._at_diag)]), lev
 
 
 # ------------------------------------------------------------------ optimisation
@@ -484,6 +625,7 @@ def fit_ordinal(
     baseline: str,
     condition_col: str = "condition",
     groups: Sequence[str] = ("reviewer_id", "idea_id"),
+    engine: str = "auto",
 ) -> OrdinalResult:
     """Fit ``ordered(metric) ~ condition + (1|g)`` for each identifiable grouping factor.
 
@@ -511,13 +653,16 @@ def fit_ordinal(
         codes.append(c.astype(np.intp))
         sizes.append(len(uniq))
     _check_size(metric, n=len(y), levels=len(observed), p=prep.X.shape[1] - 1, G=len(sizes))
-    if sum(sizes) - max(sizes) > MAX_DENSE_LEVELS:
+    outside = sum(sizes) - max(sizes)
+    if engine == "auto":
+        engine = "dense" if outside <= DENSE_MAX_LEVELS else "sparse"
+    if engine == "dense" and outside > MAX_DENSE_LEVELS:
         raise ValueError(
-            f"{sum(sizes) - max(sizes)} levels outside the largest factor: more than the "
-            f"ordinal model's dense limit of {MAX_DENSE_LEVELS}"
+            f"{outside} levels outside the largest factor: more than the ordinal model's "
+            f"dense limit of {MAX_DENSE_LEVELS}"
         )
     X = prep.X[:, 1:]  # the thresholds carry the intercept
-    prob = _Clmm(y, X, codes, sizes)
+    prob = _Clmm(y, X, codes, sizes, engine=engine)
     psi0 = _start(y, prob.K, prob.p, prob.G)
     psi, H, iterations, warns = _optimise(prob, psi0)
     value, grad = _evaluate(prob, psi)
@@ -629,4 +774,5 @@ def _result(
         iterations=iterations,
         warnings=warns,
         fit_seconds=seconds,
+        details={"schur": prob.engine},
     )

@@ -18,6 +18,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+#: Above this many markers in one panel a scatter's markers become one bitmap.
+RASTER_POINTS = 2000
+#: Resolution of those bitmaps: sharp at the report's size, on screen and printed.
+RASTER_DPI = 200
+
 PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3"]
 plt.rcParams.update(
     {
@@ -31,9 +36,17 @@ plt.rcParams.update(
 )
 
 
-def _svg(fig: Any, title: str) -> str:
+def _svg(fig: Any, title: str, *, dpi: float | None = None) -> str:
+    """The figure as one `<svg>` element; `dpi` sets the resolution of any rasterized
+    artist (vector parts are unaffected)."""
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Title": title})
+    fig.savefig(
+        buf,
+        format="svg",
+        bbox_inches="tight",
+        metadata={"Date": None, "Title": title},
+        dpi=dpi or "figure",
+    )
     plt.close(fig)
     text = buf.getvalue()
     start = text.find("<svg")
@@ -183,27 +196,50 @@ def histogram(
     return _svg(fig, xlabel)
 
 
-def judge_scatter(points: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> str:
+def judge_scatter(
+    points: pd.DataFrame | Sequence[Mapping[str, Any]], metrics: Sequence[str]
+) -> str:
     """Judge score against the human mean per idea, one panel per metric, one colour per
-    judge. `points` hold judge (label), metric, judge_score, human_mean."""
-    metrics = [m for m in metrics if any(p["metric"] == m for p in points)]
+    judge. `points` (a table or records) hold judge (label), metric, judge_score,
+    human_mean.
+
+    A panel's markers are drawn as one embedded bitmap once it holds more than
+    `RASTER_POINTS` of them (axes, labels and legend stay vector text): tens of thousands
+    of vector circles make the HTML megabytes long and the PDF slow to print."""
+    columns = ["judge", "metric", "judge_score", "human_mean"]
+    table = (
+        points[columns]
+        if isinstance(points, pd.DataFrame)
+        else pd.DataFrame(list(points), columns=columns)
+    )
+    present = set(table["metric"].unique())
+    metrics = [m for m in metrics if m in present]
     if not metrics:
         return ""
-    judges = list(dict.fromkeys(p["judge"] for p in points))
+    judges = list(dict.fromkeys(table["judge"].unique()))
     colors = {j: PALETTE[i % len(PALETTE)] for i, j in enumerate(judges)}
+    groups = {key: part for key, part in table.groupby(["metric", "judge"], sort=False)}
     n = len(metrics)
     fig, axes = plt.subplots(1, n, figsize=(2.9 * n, 2.7), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
-        for j in judges:
-            xs = [p["judge_score"] for p in points if p["metric"] == metric and p["judge"] == j]
-            ys = [p["human_mean"] for p in points if p["metric"] == metric and p["judge"] == j]
-            if xs:
-                ax.scatter(xs, ys, s=9, alpha=0.6, color=colors[j], label=f"{j} (n={len(xs)})")
+        panel = [groups[(metric, j)] for j in judges if (metric, j) in groups]
+        raster = sum(len(part) for part in panel) > RASTER_POINTS
+        for part in panel:
+            j = part["judge"].iat[0]
+            ax.scatter(
+                part["judge_score"].to_numpy(float),
+                part["human_mean"].to_numpy(float),
+                s=9,
+                alpha=0.6,
+                color=colors[j],
+                label=f"{j} (n={len(part)})",
+                rasterized=raster,
+            )
         ax.set_title(metric)
         ax.set_xlabel("judge score")
     axes[0][0].set_ylabel("human mean per idea")
     axes[0][-1].legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _svg(fig, "Judge score vs human mean")
+    return _svg(fig, "Judge score vs human mean", dpi=RASTER_DPI)
 
 
 def agreement_bars(

@@ -55,10 +55,9 @@ class ReportOptions:
     agreement_permutations: int = 200
     # The ordinal check (cumulative-link mixed model): "all" metrics, the "primary" one
     # (consistency_metric) or "none". Past ordinal_all_max_rows only the primary metric is
-    # fitted, past ordinal_max_rows none (the dense reviewer block grows as reviewers^2).
+    # fitted (on every row: its reviewer block is sparse, so no size is refused).
     ordinal: str = "all"
     ordinal_all_max_rows: int = 1500
-    ordinal_max_rows: int = 20000
 
 
 def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
@@ -264,6 +263,7 @@ def _consistency_section(
                 f"{n_boot} and {n_perm} draws instead of {options.consistency_bootstrap} and "
                 f"{options.consistency_permutations}, to keep the report's time bounded."
             )
+        splits: list[float] = []
         for metric in metrics:
             entry = {}
             heavy = metric == main_metric
@@ -278,20 +278,14 @@ def _consistency_section(
                     n_bootstrap=n_boot if heavy else 0,
                     n_permutations=n_perm if heavy else 0,
                     seed=options.seed,
+                    splits_out=splits if heavy and rows == "all" else None,
                 )
             consistency["by_metric"][metric] = entry
         main = consistency["by_metric"][main_metric]["all"]
         consistency.update(
             metric=main_metric,
             mean=main["balanced_accuracy"],
-            split_values=[
-                round(float(v), 4)
-                for v in cons.split_accuracies(
-                    cons.score_matrix(df, main_metric, rows="all").to_numpy(float),
-                    options.consistency_splits,
-                    np.random.default_rng(options.seed),
-                )
-            ],
+            split_values=[round(float(v), 4) for v in splits],
         )
     except ValueError as exc:
         consistency = {"available": False, "reason": str(exc), "by_metric": {}}
@@ -645,13 +639,6 @@ def build_ordinal(
     }
     if options.ordinal == "none":
         return {**out, "available": False, "reason": "turned off in the report options"}
-    if len(df) > options.ordinal_max_rows:
-        return {
-            **out,
-            "available": False,
-            "reason": f"{len(df)} rows: above the ordinal check's limit of "
-            f"{options.ordinal_max_rows} rows",
-        }
     chosen = list(metrics)
     if options.ordinal == "primary" or len(df) > options.ordinal_all_max_rows:
         chosen = [primary]
@@ -997,13 +984,14 @@ def _judge_agreement_entry(
     if scores is None and j.judge_pairs is None:
         entry.update(available=False, reason="the run produced no score on a form metric")
         return entry, None
+    judged = set() if scores is None else set(scores["metric"].unique())
     try:
         res = ag.judge_agreement(
             df,
             judge_scores=scores,
             judge_pairs=j.judge_pairs if j.judge_pairs is not None and len(j.judge_pairs) else None,
             human_pairs=human_pairs,
-            metrics=None if scores is None else [m for m in metrics if m in set(scores["metric"])],
+            metrics=None if scores is None else [m for m in metrics if m in judged],
             lengths=j.lengths,
             rows="all",
             n_splits=o.agreement_splits,

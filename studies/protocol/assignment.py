@@ -532,6 +532,10 @@ def _topic_capacity_checks(prep: _Prepared) -> list[Problem]:
             bit[t] for t in {ideas[i].topic for i in prep.fixed_by_reviewer.get(r, ())}
         )
         masks.append((chosen, chosen | fixed_mask, reviewers[r].max_load, reviewers[r].load_min))
+    # The same sums over reviewers as arrays: one pass per subset instead of a Python loop.
+    m_chosen, m_both, m_hi, m_lo = (
+        np.array([m[j] for m in masks], dtype=np.int64).reshape(-1) for j in range(4)
+    )
     max_size = len(topics) if len(topics) <= 10 else 2
     subsets: list[tuple[str, ...]] = []
     for size in range(1, max_size + 1):
@@ -546,7 +550,7 @@ def _topic_capacity_checks(prep: _Prepared) -> list[Problem]:
         smask = sum(bit[t] for t in s)
         n_ideas = sum(n_topic[t] for t in s)
         need = sum(need_topic[t] for t in s)
-        offer = sum(hi for _, both, hi, _ in masks if both & smask)
+        offer = int(m_hi[(m_both & smask) != 0].sum())
         name = _topic_list(subset) if len(subset) < len(topics) else "all topics"
         if offer < need and not any(f <= s for f in flagged_low):
             flagged_low.append(s)
@@ -564,7 +568,7 @@ def _topic_capacity_checks(prep: _Prepared) -> list[Problem]:
                     need - offer,
                 )
             )
-        forced = sum(lo for chosen, both, _, lo in masks if chosen and both & ~smask == 0)
+        forced = int(m_lo[(m_chosen != 0) & ((m_both & ~smask) == 0)].sum())
         room = params.max_reviews * n_ideas
         if forced > room and not any(f <= s for f in flagged_high):
             flagged_high.append(s)
@@ -657,6 +661,17 @@ class _Program:
         self.ub.append(ub)
         self.integer.append(1 if integer else 0)
         return len(self.cost) - 1
+
+    def add_vars(
+        self, costs: Sequence[float], lb: float = 0.0, ub: float = math.inf, integer=False
+    ) -> list[int]:
+        """Several columns with the same bounds: what `var` does for each cost in turn."""
+        first = len(self.cost)
+        self.cost.extend(costs)
+        self.lb.extend([lb] * len(costs))
+        self.ub.extend([ub] * len(costs))
+        self.integer.extend([1 if integer else 0] * len(costs))
+        return list(range(first, len(self.cost)))
 
     def row(self, cols: Sequence[int], coefs: Sequence[float], lo: float, hi: float) -> int:
         r = len(self.row_lo)
@@ -1137,19 +1152,25 @@ def _build_patterns(
         if not patterns:
             return None
         first = len(p.cost)
-        cols = []
-        for pat in patterns:
-            cost = params.rank_weight * sum(
-                (rank or 0) * v for (_, rank, _, _), v in zip(entries, pat, strict=True)
-            )
-            cost_bound = max(cost_bound, cost)
-            col = p.var(cost=cost + noise_scale * rng.random(), lb=0, ub=len(members), integer=True)
-            cols.append(col)
-            for (g, *_), v in zip(entries, pat, strict=True):
-                if v:
-                    group_cols[g].append((col, v))
-                    for inst in key[3]:
-                        inst_cols[(g, inst)].append((col, v))
+        # Per pattern: its topic-rank cost (integers), plus the tie-breaking noise, drawn
+        # in the same order as one draw per pattern would.
+        counts = np.array(patterns, dtype=np.int64).reshape(len(patterns), len(entries))
+        ranks = np.array([rank or 0 for _, rank, _, _ in entries], dtype=np.int64)
+        costs = params.rank_weight * (counts @ ranks)
+        cost_bound = max(cost_bound, float(costs.max()))
+        noise = rng.random(len(patterns))
+        cols = p.add_vars(
+            [int(c) + noise_scale * e for c, e in zip(costs.tolist(), noise.tolist(), strict=True)],
+            lb=0,
+            ub=len(members),
+            integer=True,
+        )
+        for j, (g, *_) in enumerate(entries):
+            used = np.flatnonzero(counts[:, j])
+            pairs = list(zip((first + used).tolist(), counts[used, j].tolist(), strict=True))
+            group_cols[g].extend(pairs)
+            for inst in key[3]:
+                inst_cols[(g, inst)].extend(pairs)
         p.row(cols, [1.0] * len(cols), len(members), len(members))
         type_list.append((members, [g for g, *_ in entries], patterns, first))
     cost_bound *= len(prep.active)
@@ -1531,10 +1552,15 @@ def _flow_with_bounds(
     result = maximum_flow(graph, source, sink)
     if result.flow_value != need + int(lo.sum()):
         return None
-    flow = sparse.csr_array(result.flow)
-    sub = flow[1 : 1 + n_r, 1 + n_r : 1 + n_r + n_i].tocoo()
-    chosen = sub.data > 0
-    return np.column_stack([sub.row[chosen], sub.col[chosen]]).astype(np.int64)
+    # The (reviewer, idea) edges that carry flow, read straight from the flow's CSR
+    # arrays (slicing the matrix converts it to CSC and back, twice per group).
+    flow = result.flow
+    indptr = np.asarray(flow.indptr)
+    start, stop = int(indptr[1]), int(indptr[1 + n_r])
+    cols = np.asarray(flow.indices[start:stop]) - (1 + n_r)
+    rows = np.repeat(np.arange(n_r), np.diff(indptr[1 : 2 + n_r]))
+    chosen = (np.asarray(flow.data[start:stop]) > 0) & (cols >= 0) & (cols < n_i)
+    return np.column_stack([rows[chosen], cols[chosen]]).astype(np.int64)
 
 
 def _place(

@@ -10,6 +10,7 @@ match leaks an idea to a colleague of its author.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -180,7 +181,11 @@ def register_alias(spelling: str, canonical: str) -> None:
     ALIASES[_basic_form(spelling)] = _basic_form(canonical) or canonical.strip().lower()
 
 
+@functools.lru_cache(maxsize=65536)
 def _basic_form(name: str) -> str:
+    # Cached: an assignment normalises every reviewer's and idea's institution, and the
+    # same few hundred spellings recur thousands of times (the result depends on the
+    # name alone; aliases are looked up after it).
     text = unicodedata.normalize("NFKD", name)
     text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
     text = text.replace("&", " and ")

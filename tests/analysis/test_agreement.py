@@ -611,8 +611,11 @@ def test_judges_of_one_report_share_one_human_ceiling_per_metric(si2024_frame):
         )
         for sd in (0.5, 2.0)
     ]
-    # One ceiling and one set of recorded splits per metric, not per judge and metric.
-    assert sorted(k[0] for k in cache) == ["novelty", "overall", "splits", "splits"]
+    # One ceiling, one score matrix and one set of recorded splits per metric, not per
+    # judge and metric.
+    assert sorted(k[0] for k in cache) == [
+        "novelty", "overall", "score_matrix", "score_matrix", "splits", "splits"
+    ]  # fmt: skip
     for m in ("overall", "novelty"):
         first, second = (r["consistency"][m]["ceiling"] for r in results)
         assert first is second

@@ -173,9 +173,11 @@ def test_large_studies_are_split_in_batches_of_bounded_memory(monkeypatch):
     planes: list[int] = []
     split_batch = cons._split_batch
 
-    def recorded(P: np.ndarray, rng: np.random.Generator, top_fraction: float) -> np.ndarray:
-        planes.append(P.shape[1] * P.shape[2])
-        return split_batch(P, rng, top_fraction)
+    def recorded(
+        P: np.ndarray, rng: np.random.Generator, top_fraction: float, repeat: int = 1
+    ) -> np.ndarray:
+        planes.append(P.shape[1] * repeat * P.shape[2])
+        return split_batch(P, rng, top_fraction, repeat)
 
     monkeypatch.setattr(cons, "_split_batch", recorded)
     res = cons.inter_reviewer_consistency(
@@ -215,3 +217,36 @@ def test_split_batch_equals_a_plain_computation_of_the_same_draws():
         want = _plain_split_batch(batch, np.random.default_rng(8), 0.25)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
         assert len(set(got)) > 5  # the splits differ, so the draws matter
+
+
+def test_split_batch_repeats_each_replicate_as_a_repeated_matrix_would():
+    rng = np.random.default_rng(4)
+    P = rng.integers(1, 11, (300, 4)).astype(float)
+    P[rng.random(P.shape) < 0.3] = np.nan
+    P = P[(~np.isnan(P)).sum(1) >= 2]
+    batch = P.T[:, rng.integers(0, P.shape[0], (6, P.shape[0]))]
+    got = cons._split_batch(batch, np.random.default_rng(2), 0.25, repeat=5)
+    want = cons._split_batch(np.repeat(batch, 5, axis=1), np.random.default_rng(2), 0.25)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("levels", [3, 40, 100_000])
+def test_extremes_from_one_sort_equal_argpartition_even_with_ties_at_the_cuts(levels):
+    # Few distinct keys: most rows have ties at both cuts, settled as argpartition does.
+    rng = np.random.default_rng(levels)
+    key = rng.integers(0, levels, (60, 101)).astype(float)
+    pred_top = rng.random(key.shape) < 0.5
+    for k in (1, 25, 50):
+        top, bottom = cons._extremes_hits(key, pred_top, k)
+        part = np.argpartition(key, (k - 1, 101 - k), axis=-1)
+        want_top = np.take_along_axis(pred_top, part[:, 101 - k :], axis=-1).sum(-1)
+        want_bottom = (~np.take_along_axis(pred_top, part[:, :k], axis=-1)).sum(-1)
+        np.testing.assert_array_equal(top, want_top)
+        np.testing.assert_array_equal(bottom, want_bottom)
+
+
+def test_row_medians_equal_numpy_median():
+    rng = np.random.default_rng(6)
+    for units in (7, 8, 1001):
+        b = np.round(rng.integers(1, 11, (30, units)) / rng.integers(1, 4, (30, units)), 9)
+        np.testing.assert_array_equal(cons._row_medians(b), np.median(b, axis=-1, keepdims=True))

@@ -467,3 +467,34 @@ def test_hybrid_factor_splits_an_independent_core_into_dense_blocks() -> None:
     assert fac.factorize(mat.data.copy()) == pytest.approx(np.linalg.slogdet(dense)[1], rel=1e-12)
     rhs = np.random.default_rng(2).normal(size=(500, 4))
     np.testing.assert_allclose(fac.solve(rhs), np.linalg.solve(dense, rhs), rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize(
+    ("tau", "avg_deg", "blocks"), [(4, 6, 1), (96, 6, 1), (10_000, 2, 1), (4, 8, 2)]
+)
+def test_selected_inverse_and_vector_solve_equal_the_dense_inverse(
+    tau: int, avg_deg: int, blocks: int
+) -> None:
+    # Sparse columns only, a dense core, both, and a core split into independent blocks.
+    mat = sp.block_diag(
+        [_random_spd_pattern(300, avg_deg, seed=tau + k) for k in range(blocks)], format="csc"
+    )
+    mat.sort_indices()
+    fac = _HybridFactor(mat, tau=tau)
+    fac.factorize(mat.data.copy())
+    inverse = np.linalg.inv(mat.toarray())
+    rows = mat.indices
+    cols = np.repeat(np.arange(mat.shape[1]), np.diff(mat.indptr))
+    where = fac.inverse_positions(rows, cols)
+    got = fac.inverse_values(fac.selected_inverse(), where)
+    np.testing.assert_allclose(got, inverse[rows, cols], rtol=1e-10, atol=1e-13)
+    rhs = np.random.default_rng(5).normal(size=mat.shape[0])
+    np.testing.assert_allclose(fac.solve_vector(rhs), inverse @ rhs, rtol=1e-9, atol=1e-11)
+    # after new values, the inverse follows them
+    mat2 = mat.copy()
+    mat2.setdiag(mat2.diagonal() + 3.0)
+    fac.factorize(mat2.data.copy())
+    got2 = fac.inverse_values(fac.selected_inverse(), where)
+    np.testing.assert_allclose(
+        got2, np.linalg.inv(mat2.toarray())[rows, cols], rtol=1e-10, atol=1e-13
+    )

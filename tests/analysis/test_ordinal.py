@@ -27,7 +27,7 @@ def _sim(n_reviewers: int = 60, per_condition: int = 40, seed: int = 3) -> pd.Da
     )
 
 
-def _problem(df: pd.DataFrame, groups: tuple[str, ...]) -> ordinal._Clmm:
+def _problem(df: pd.DataFrame, groups: tuple[str, ...], engine: str = "dense") -> ordinal._Clmm:
     prep = prepare_mixed_data(df, "overall", baseline="Human", groups=groups)
     y = np.searchsorted(np.unique(prep.y), prep.y)
     codes, sizes = [], []
@@ -35,14 +35,15 @@ def _problem(df: pd.DataFrame, groups: tuple[str, ...]) -> ordinal._Clmm:
         c, u = pd.factorize(prep.group_labels[g])
         codes.append(c)
         sizes.append(len(u))
-    return ordinal._Clmm(y, prep.X[:, 1:], codes, sizes)
+    return ordinal._Clmm(y, prep.X[:, 1:], codes, sizes, engine=engine)
 
 
 @pytest.mark.parametrize(
     "groups", [("reviewer_id", "idea_id"), ("idea_id",), ("topic", "reviewer_id", "idea_id")]
 )
-def test_laplace_gradient_equals_central_differences(groups) -> None:
-    prob = _problem(_sim(), groups)
+@pytest.mark.parametrize("engine", ["dense", "sparse"])
+def test_laplace_gradient_equals_central_differences(groups, engine) -> None:
+    prob = _problem(_sim(), groups, engine)
     rng = np.random.default_rng(0)
     psi = ordinal._start(prob.y, prob.K, prob.p, prob.G)
     psi[prob.K - 1 :] += rng.normal(0, 0.3, prob.p + prob.G)
@@ -52,6 +53,37 @@ def test_laplace_gradient_equals_central_differences(groups) -> None:
         [(prob.value(psi + e) - prob.value(psi - e)) / (2 * h) for e in np.eye(len(psi)) * h]
     )
     np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "groups", [("reviewer_id", "idea_id"), ("topic", "reviewer_id", "idea_id")]
+)
+def test_the_sparse_reviewer_block_gives_the_dense_likelihood_and_gradient(groups) -> None:
+    df = _sim(n_reviewers=150, per_condition=100, seed=8)
+    dense, sparse = _problem(df, groups, "dense"), _problem(df, groups, "sparse")
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        psi = ordinal._start(dense.y, dense.K, dense.p, dense.G)
+        psi[dense.K - 1 :] += rng.normal(0, 0.5, dense.p + dense.G)
+        v_dense, g_dense = dense.value_and_grad(psi)
+        v_sparse, g_sparse = sparse.value_and_grad(psi)
+        assert v_sparse == pytest.approx(v_dense, rel=1e-12)
+        np.testing.assert_allclose(g_sparse, g_dense, rtol=1e-9, atol=1e-9)
+
+
+def test_sparse_and_dense_fits_give_the_same_estimates() -> None:
+    # 900 reviews, 300 ideas x 180 reviewers: above the auto engine's dense limit.
+    df = _sim(n_reviewers=180, per_condition=100, seed=11)
+    sparse = ordinal.fit_ordinal(df, "overall", baseline="Human")
+    dense = ordinal.fit_ordinal(df, "overall", baseline="Human", engine="dense")
+    assert sparse.details["schur"] == "sparse" and dense.details["schur"] == "dense"
+    assert sparse.converged and dense.converged
+    assert sparse.loglik == pytest.approx(dense.loglik, abs=1e-8)
+    for a, b in zip(sparse.thresholds + sparse.fixed, dense.thresholds + dense.fixed, strict=True):
+        assert a["coef"] == pytest.approx(b["coef"], abs=1e-6)
+        assert a["se"] == pytest.approx(b["se"], abs=1e-6)
+    for g, sd in dense.sd.items():
+        assert sparse.sd[g] == pytest.approx(sd, abs=1e-6)
 
 
 def test_ordinal_fit_recovers_the_direction_of_the_condition_effects() -> None:
