@@ -49,8 +49,8 @@ def setup_django(db_path: Path) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ideareview.settings")
     os.environ.setdefault("DJANGO_LOG_LEVEL", "WARNING")
     # The scripted endpoint listens on loopback, which judges may reach only when the
-    # administrator lists it.
-    os.environ.setdefault("IDEAREVIEW_LLM_HOST_ALLOWLIST", "127.0.0.1,localhost")
+    # administrator lists it (host and port; the port is chosen at random).
+    os.environ.setdefault("IDEAREVIEW_LLM_HOST_ALLOWLIST", "127.0.0.1:*,localhost:*")
     import django
 
     django.setup()

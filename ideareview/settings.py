@@ -21,8 +21,12 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# What the processes write (the SQLite database, the secret key, reports, uploads, the
+# file broker and cache under var/) is readable by their own user only: files 0600,
+# directories 0700, whatever umask the shell had.
+os.umask(os.umask(0o077) | 0o077)
 VAR_DIR = Path(os.environ.get("IDEAREVIEW_VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -532,15 +536,87 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
         "unacked_restore_throttle": 1,  # every sweep scans (one ZRANGE on the broker)
     }
 
-# LLM endpoints that study owners configure (judging/endpoints.py). Judges read their API
-# key only from an environment variable named here; owners pick a name and never see a
-# value. Owners' endpoints must resolve to public addresses unless the host (a name,
-# "*.domain", an address or a network) is on the host allow-list; with
-# IDEAREVIEW_LLM_ONLY_LISTED_HOSTS only listed hosts are allowed. With DEBUG on, loopback
-# is allowed too. OPENAI_BASE_URL, the administrator's own endpoint, is always trusted.
-LLM_KEY_ENV_ALLOWLIST = env_list(
-    "IDEAREVIEW_LLM_KEY_ENV_ALLOWLIST",
-    ["OPENAI_API_KEY", "IDEAREVIEW_DEMO_KEY", "IDEAREVIEW_TESTSERVER_KEY"],
-)
+
+# LLM endpoints (docs/llm-endpoints.md; judging/llm/endpoints.py).
+#
+# Providers are the administrator's endpoints, each with the key it is paid with:
+# IDEAREVIEW_LLM_PROVIDERS is a JSON list of objects {"name", "base_url", "key_env"
+# (the environment variable holding its key), optionally "models" (the models judges may
+# pick; empty: any) and "spend_cap" (the most all its calls may cost, in its price
+# unit)}. A provider's key is sent only to its own scheme, host and port. Without that
+# variable, OPENAI_BASE_URL (with OPENAI_API_KEY and OPENAI_MODEL) is the provider
+# "default", and with DEBUG on (`make run`) the scripted test server on 127.0.0.1:8765 is
+# the provider "local-test-server". A judge with no provider and no base URL uses
+# "default". Researchers may also bring an endpoint with their own key, stored encrypted
+# with ENDPOINT_KEY_SECRETS (IDEAREVIEW_ENDPOINT_KEY_SECRETS: comma-separated Fernet
+# keys, the first encrypts, all decrypt; `manage.py endpoint_keys_rotate` re-encrypts
+# under the first). Without it, one key is derived from SECRET_KEY.
+def _llm_providers() -> list[dict[str, Any]]:
+    raw = os.environ.get("IDEAREVIEW_LLM_PROVIDERS", "")
+    if not raw.strip():
+        found: list[dict[str, Any]] = []
+        if OPENAI_BASE_URL:
+            found.append(
+                {
+                    "name": "default",
+                    "base_url": OPENAI_BASE_URL,
+                    "key_env": "OPENAI_API_KEY",
+                    "models": [OPENAI_MODEL] if OPENAI_MODEL else [],
+                }
+            )
+        if DEBUG:
+            found.append(
+                {
+                    "name": "local-test-server",
+                    "base_url": "http://127.0.0.1:8765/v1",
+                    "key_env": "IDEAREVIEW_TESTSERVER_KEY",
+                }
+            )
+        raw = json.dumps(found)
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"IDEAREVIEW_LLM_PROVIDERS is not JSON: {exc}") from exc
+    if not isinstance(value, list):
+        raise ImproperlyConfigured("IDEAREVIEW_LLM_PROVIDERS must be a JSON list of objects")
+    providers: list[dict[str, Any]] = []
+    for i, item in enumerate(value):
+        where = f"IDEAREVIEW_LLM_PROVIDERS[{i}]"
+        if not isinstance(item, dict) or not {"name", "base_url", "key_env"} <= set(item):
+            raise ImproperlyConfigured(f"{where} needs name, base_url and key_env")
+        unknown = set(item) - {"name", "base_url", "key_env", "models", "spend_cap"}
+        if unknown:
+            raise ImproperlyConfigured(f"{where}: unknown fields {sorted(unknown)}")
+        parts = urlsplit(str(item["base_url"]))
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise ImproperlyConfigured(f"{where}: base_url must be an http(s) URL")
+        models = item.get("models") or []
+        if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+            raise ImproperlyConfigured(f"{where}: models must be a list of names")
+        cap = item.get("spend_cap")
+        if cap is not None and (not isinstance(cap, int | float | str) or float(cap) < 0):
+            raise ImproperlyConfigured(f"{where}: spend_cap must be a number, 0 or more")
+        providers.append(
+            {
+                "name": str(item["name"]),
+                "base_url": str(item["base_url"]).rstrip("/"),
+                "key_env": str(item["key_env"]),
+                "models": models,
+                "spend_cap": None if cap is None else str(cap),
+            }
+        )
+    names = [p["name"] for p in providers]
+    if len(set(names)) != len(names):
+        raise ImproperlyConfigured("IDEAREVIEW_LLM_PROVIDERS: provider names must differ")
+    return providers
+
+
+LLM_PROVIDERS = _llm_providers()
+ENDPOINT_KEY_SECRETS = env_list("IDEAREVIEW_ENDPOINT_KEY_SECRETS", [])
+# Researchers' own endpoints must resolve to globally routable addresses unless the host
+# and port are on the host allow-list (entries: host, host:port, host:*, *.domain,
+# addresses or networks, e.g. "vllm.lab:8000,10.0.0.0/8:8000"; no port means the
+# scheme's default); with IDEAREVIEW_LLM_ONLY_LISTED_HOSTS only listed ones are allowed.
+# With DEBUG on, loopback is allowed too.
 LLM_HOST_ALLOWLIST = env_list("IDEAREVIEW_LLM_HOST_ALLOWLIST", [])
 LLM_ONLY_LISTED_HOSTS = env_bool("IDEAREVIEW_LLM_ONLY_LISTED_HOSTS", False)

@@ -47,8 +47,9 @@ def _register_transfer() -> None:
             f.name for f in model._meta.concrete_fields if not f.primary_key and f.name not in key
         )
 
+    # A researcher's own key stays on this installation: a moved config arrives without it.
     transfer_shared_register(
-        j.JudgeConfig, key=("name",), fields=shared_fields(j.JudgeConfig, "name")
+        j.JudgeConfig, key=("name",), fields=shared_fields(j.JudgeConfig, "name", "endpoint_key")
     )
     transfer_shared_register(
         j.ReferenceCorpus, key=("name",), fields=shared_fields(j.ReferenceCorpus, "name")

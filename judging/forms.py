@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from django import forms
-from django.http import QueryDict
 
 from studies.protocol import jsonsafe
 
-from .llm.endpoints import endpoint_problem, key_env_choices_text, key_env_problem
+from .llm.client import parameters_problem
+from .llm.forms import EndpointFields
 from .llm.models import JudgeConfig
 from .models import JudgeRun
-
-_ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]{0,99}\Z")
-# Shapes of real keys (OpenAI "sk-…", Anthropic "sk-ant-…", Hugging Face "hf_…", long
-# random strings): a pasted key is refused before it can reach the database.
-_LOOKS_LIKE_KEY = re.compile(r"\A(sk-|sk_|hf_|gsk_|xai-|AIza)|[A-Za-z0-9]{32,}")
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:
@@ -34,22 +28,8 @@ def _json_object(text: str, what: str) -> dict[str, Any]:
     return value
 
 
-class JudgeConfigForm(forms.Form):
+class JudgeConfigForm(EndpointFields):
     name = forms.CharField(max_length=120)
-    base_url = forms.CharField(
-        max_length=500,
-        required=False,
-        help_text="An OpenAI-compatible endpoint, e.g. http://localhost:8000/v1. Empty: the "
-        "server's OPENAI_BASE_URL.",
-    )
-    model = forms.CharField(max_length=200, required=False, help_text="Empty: OPENAI_MODEL.")
-    api_key_env = forms.CharField(
-        max_length=100,
-        initial="OPENAI_API_KEY",
-        label="API key environment variable",
-        help_text="The NAME of the environment variable on the workers that holds the key. "
-        "Never the key itself: keys are not stored or shown.",
-    )
     parameters = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -67,47 +47,13 @@ class JudgeConfigForm(forms.Form):
     max_attempts = forms.IntegerField(min_value=1, max_value=20, initial=5)
     backoff_seconds = forms.FloatField(min_value=0, max_value=600, initial=1.0)
 
+    field_order = ["name", "provider", "model", "base_url", "endpoint_key", "parameters"]
+
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
         if JudgeConfig.objects.filter(name=name).exists():
             raise forms.ValidationError("A judge with this name exists already.")
         return name
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.fields["api_key_env"].help_text += " " + key_env_choices_text()
-
-    def clean_base_url(self) -> str:
-        url = self.cleaned_data["base_url"].strip()
-        if url and not re.match(r"\Ahttps?://[^\s/]+", url):
-            raise forms.ValidationError("Give an http:// or https:// address, or leave it empty.")
-        if re.search(r"//[^/@\s]+:[^/@\s]+@", url):
-            raise forms.ValidationError("Put credentials in the environment, not in the address.")
-        problem = endpoint_problem(url) if url else ""
-        if problem:
-            raise forms.ValidationError(f"This endpoint cannot be used: {problem}.")
-        return url
-
-    def clean_api_key_env(self) -> str:
-        value = self.cleaned_data["api_key_env"].strip()
-        if _LOOKS_LIKE_KEY.search(value):
-            # Never echo a pasted key back into the page.
-            if isinstance(self.data, QueryDict):
-                data = self.data.copy()
-                data["api_key_env"] = ""
-                self.data = data
-            raise forms.ValidationError(
-                "This looks like a key. Enter the name of the environment variable that holds "
-                "it (e.g. OPENAI_API_KEY); the key itself is never stored."
-            )
-        if not _ENV_NAME.match(value):
-            raise forms.ValidationError(
-                "An environment variable name: letters, digits and underscores."
-            )
-        problem = key_env_problem(value)
-        if problem:
-            raise forms.ValidationError(problem[0].upper() + problem[1:] + ".")
-        return value
 
     def clean_parameters(self) -> dict[str, Any]:
         params = _json_object(self.cleaned_data.get("parameters", ""), "Parameters")
@@ -116,6 +62,9 @@ class JudgeConfigForm(forms.Form):
             raise forms.ValidationError(
                 f"Parameters must not carry credentials ({', '.join(secret)})."
             )
+        problem = parameters_problem(params)
+        if problem:
+            raise forms.ValidationError(f"Parameters: {problem}.")
         return params
 
 

@@ -7,7 +7,6 @@ Reviewers never own a study, so none of this is reachable for them.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from django.contrib import messages
@@ -23,6 +22,9 @@ from studies.views.study import EDITOR, VIEWER, get_study_for_member, role_by_me
 
 from .corpus import CorpusImportError, reference_corpora_for, reference_corpus_import
 from .forms import CorpusUploadForm, JudgeConfigForm, JudgeRunForm, RunBudgetForm
+from .llm.forms import EndpointKeyForm
+from .llm.keystore import endpoint_key_save
+from .llm.models import EndpointKey
 from .models import JudgeRun
 from .reliability_panel import reliability_csv, run_reliability
 from .run_report import judge_run_report
@@ -49,14 +51,7 @@ def get_run_for_member(
 
 
 def _configs(request: HttpRequest) -> list[dict[str, Any]]:
-    return [
-        {
-            "config": c,
-            # Whether the variable is set where the web server runs; never its value.
-            "key_set": bool(os.environ.get(c.api_key_env or "")),
-        }
-        for c in judge_configs_for(request.user)
-    ]
+    return [{"config": c} for c in judge_configs_for(request.user)]
 
 
 @login_required
@@ -83,16 +78,63 @@ def judging_home(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def judge_config_new(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=role_by_method(request))
-    form = JudgeConfigForm(request.POST or None)
+    form = JudgeConfigForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         config = judge_config_create(actor=request.user, **form.cleaned_data)
         messages.success(request, f"Judge {config.name!r} saved.")
         return redirect("judging:home", study.slug)
+    status = 400 if request.method == "POST" else 200  # the form says why, by its field
+    return _config_page(request, study, form, EndpointKeyForm(user=request.user), status)
+
+
+def _config_page(
+    request: HttpRequest, study: Study, form: Any, key_form: Any, status: int = 200
+) -> HttpResponse:
     return render(
         request,
         "judging/config_form.html",
-        {"study": study, "form": form, "configs": _configs(request)},
+        {
+            "study": study,
+            "form": form,
+            "key_form": key_form,
+            "keys": EndpointKey.objects.filter(owner_id=request.user.pk),
+            "configs": _configs(request),
+        },
+        status=status,
     )
+
+
+@login_required
+@require_POST
+def endpoint_key_new(request: HttpRequest, slug: str) -> HttpResponse:
+    """Save one of the researcher's own keys, encrypted; the page never shows it again."""
+    study = get_study_for_member(request, slug, role=EDITOR)
+    key_form = EndpointKeyForm(request.POST, user=request.user)
+    if not key_form.is_valid():
+        form = JudgeConfigForm(user=request.user)
+        return _config_page(request, study, form, key_form, status=400)
+    endpoint_key_save(
+        owner=request.user,
+        label=key_form.cleaned_data["label"],
+        secret=key_form.cleaned_data["secret"],
+    )
+    messages.success(request, f"Key {key_form.cleaned_data['label']!r} saved.")
+    return redirect("judging:config_create", study.slug)
+
+
+@login_required
+@require_POST
+def endpoint_key_remove(request: HttpRequest, slug: str, key_id: int) -> HttpResponse:
+    study = get_study_for_member(request, slug, role=EDITOR)
+    # Only one's own keys: another's answers as a missing one does, saying nothing of it.
+    key = EndpointKey.objects.filter(pk=key_id, owner_id=request.user.pk).first()
+    if key is None:
+        messages.error(request, "You have no such key (removed already?).")
+    else:
+        label = key.label
+        key.delete()
+        messages.success(request, f"Key {label!r} removed; judges that used it now send none.")
+    return redirect("judging:config_create", study.slug)
 
 
 @login_required
@@ -133,6 +175,7 @@ def judge_run_new(request: HttpRequest, slug: str) -> HttpResponse:
             ],
             "has_configs": configs.exists(),
         },
+        status=400 if request.method == "POST" else 200,
     )
 
 
@@ -282,5 +325,5 @@ def reference_corpora(request: HttpRequest, slug: str) -> HttpResponse:
         request,
         "judging/corpora.html",
         {"study": study, "form": form, "errors": errors, "corpora": corpora},
-        status=400 if errors else 200,
+        status=400 if errors or (request.method == "POST" and form.errors) else 200,
     )

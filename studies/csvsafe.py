@@ -13,6 +13,7 @@ No Django imports: the pure analysis code may use it too.
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
@@ -88,3 +89,71 @@ def _holds_text(dtype: Any) -> bool:
     from pandas.api.types import is_object_dtype, is_string_dtype
 
     return is_object_dtype(dtype) or is_string_dtype(dtype) or isinstance(dtype, CategoricalDtype)
+
+
+# --------------------------------------------------------------------------- reading
+
+FIELD_LIMIT = 131_072
+"""The longest cell an uploaded table may hold (the csv module's own default limit): no
+name, email, id or review text is near it."""
+
+
+class ReadProblem(ValueError):
+    """An uploaded table or JSON that cannot be stored; the message names file, row and
+    field."""
+
+
+def stored_text_problem(text: str) -> str:
+    """Why PostgreSQL cannot store this text ('' if it can): NUL is refused in text."""
+    at = text.find("\x00")
+    if at < 0:
+        return ""
+    return f"contains a NUL character (U+0000) at character {at + 1}, which cannot be stored"
+
+
+def csv_rows(text: str, source: str) -> list[list[str]]:
+    """The rows of CSV text; ReadProblem naming the file, row and field of a cell that is
+    unreadable, longer than FIELD_LIMIT or holds a character the database refuses."""
+    # The csv module's own limit error names neither row nor field: read with a limit
+    # no cell can reach (the whole text), then check our own limit per cell.
+    if csv.field_size_limit() < len(text) + 1:
+        csv.field_size_limit(len(text) + 1)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows: list[list[str]] = []
+    try:
+        for row in reader:
+            rows.append(row)
+    except csv.Error as exc:
+        raise ReadProblem(f"{source}, line {reader.line_num}: not readable CSV ({exc})") from None
+    for n, row in enumerate(rows, start=1):
+        for i, cell in enumerate(row, start=1):
+            if len(cell) > FIELD_LIMIT:
+                raise ReadProblem(
+                    f"{source}, row {n}, field {i}: {len(cell):,} characters, over the limit "
+                    f"of {FIELD_LIMIT:,}"
+                )
+            problem = stored_text_problem(cell)
+            if problem:
+                raise ReadProblem(f"{source}, row {n}, field {i}: {problem}")
+    return rows
+
+
+def json_text_problem(value: Any, where: str = "") -> str:
+    """The first string (key or value) inside parsed JSON that the database cannot store,
+    with its path ('' if none)."""
+    stack: list[tuple[str, Any]] = [(where, value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            problem = stored_text_problem(item)
+            if problem:
+                return f"{path or 'the value'} {problem}"
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                key_problem = stored_text_problem(str(k))
+                if key_problem:
+                    return f"a key in {path or 'the object'} {key_problem}"
+                stack.append((f"{path}.{k}" if path else str(k), v))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(item))
+    return ""

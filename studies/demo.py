@@ -272,7 +272,12 @@ def _config(base_url: str, slug: str, owner: Any) -> JudgeConfig:
     fields = dict(
         base_url=base_url,
         model="scripted-1",
-        api_key_env="IDEAREVIEW_DEMO_KEY",
+        # the researcher's own endpoint (loopback, allowed with DEBUG on or when listed),
+        # with no key: the scripted server needs none
+        api_key_env="",
+        provider="",
+        endpoint_key=None,
+        disabled_reason="",
         parameters={"temperature": 0},
         concurrency=4,
         timeout_seconds=10,

@@ -6,8 +6,9 @@ from typing import Any
 
 from django import forms
 
-from judging.llm.endpoints import endpoint_problem, key_env_choices_text, key_env_problem
+from judging.llm.forms import EndpointFields
 from judging.llm.models import JudgeConfig
+from judging.llm.services import judge_configs_for
 
 from .models import Condition, Study
 from .protocol.template import SECTIONS
@@ -119,51 +120,35 @@ class DuplicatesForm(forms.Form):
 
 class ConfigChoiceForm(forms.Form):
     config = forms.ModelChoiceField(
-        queryset=JudgeConfig.objects.filter(is_baseline=False),
+        queryset=JudgeConfig.objects.none(),
         required=False,
         empty_label="— none —",
         label="Judge config",
     )
 
+    def __init__(self, *args: Any, user: Any = None, current: Any = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        field = self.fields["config"]
+        assert isinstance(field, forms.ModelChoiceField)
+        # Only the researcher's own judges, shared ones and the study's current one (a
+        # teammate's choice): never another team's.
+        mine = judge_configs_for(user).filter(is_baseline=False)
+        if current is not None:
+            mine = mine | JudgeConfig.objects.filter(pk=current.pk)
+        field.queryset = mine.distinct()
 
-class ConfigCreateForm(forms.Form):
+
+class ConfigCreateForm(EndpointFields):
     name = forms.CharField(max_length=120)
-    base_url = forms.CharField(
-        max_length=500, required=False, help_text="Empty: OPENAI_BASE_URL from the settings."
-    )
-    model = forms.CharField(
-        max_length=200, required=False, help_text="Empty: OPENAI_MODEL from the settings."
-    )
-    api_key_env = forms.CharField(
-        max_length=100,
-        initial="OPENAI_API_KEY",
-        help_text="Name of the environment variable holding the key (never the key).",
-    )
     concurrency = forms.IntegerField(min_value=1, max_value=64, initial=4)
     timeout_seconds = forms.FloatField(min_value=1, initial=120)
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.fields["api_key_env"].help_text += " " + key_env_choices_text()
+    field_order = ["name", "provider", "model", "base_url", "endpoint_key"]
 
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
         if JudgeConfig.objects.filter(name=name).exists():
             raise forms.ValidationError("a judge config with this name exists; choose it above")
-        return name
-
-    def clean_base_url(self) -> str:
-        url = self.cleaned_data["base_url"].strip()
-        problem = endpoint_problem(url) if url else ""
-        if problem:
-            raise forms.ValidationError(f"this endpoint cannot be used: {problem}")
-        return url
-
-    def clean_api_key_env(self) -> str:
-        name = self.cleaned_data["api_key_env"].strip()
-        problem = key_env_problem(name)
-        if problem:
-            raise forms.ValidationError(problem)
         return name
 
 

@@ -635,10 +635,12 @@ def normalization_problem(study: Study) -> str:
     config = study.normalization_config
     if config is None:
         return "Choose or create a judge config for normalization first."
+    if config.disabled_reason:
+        return f"The judge config “{config.name}” is disabled: {config.disabled_reason}"
     if not config.is_configured():
         return (
-            f"No OpenAI-compatible endpoint is configured for “{config.name}”: give the "
-            "config a base URL and a model, or set OPENAI_BASE_URL and OPENAI_MODEL."
+            f"No OpenAI-compatible endpoint is configured for “{config.name}”: choose a "
+            "provider and a model, or give your own endpoint's base URL and model."
         )
     return ""
 

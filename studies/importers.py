@@ -15,9 +15,7 @@ Formats:
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import re
 from collections import Counter, defaultdict
@@ -26,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import csvsafe
 from .protocol import jsonsafe
 from .protocol.forms import IMPORT_FIELDS, FormDefinition, Scale
 
@@ -174,7 +173,17 @@ def review_key(parts: Iterable[Any]) -> str:
 
 
 def read_table(data: bytes, name: str) -> list[dict[str, Any]]:
-    """Rows of a CSV, JSON (rows or parallel columns) or JSONL file, or ImportFailed."""
+    """Rows of a CSV, JSON (rows or parallel columns) or JSONL file, or ImportFailed
+    (also for text the database cannot store, naming row and field)."""
+    rows = _read_table(data, name)
+    for i, row in enumerate(rows, start=1):
+        problem = csvsafe.json_text_problem(row)
+        if problem:
+            raise ImportFailed([Problem(name, i, None, problem)])
+    return rows
+
+
+def _read_table(data: bytes, name: str) -> list[dict[str, Any]]:
     if not data.strip():
         raise ImportFailed([Problem(name, None, None, "the file is empty")])
     try:
@@ -217,13 +226,18 @@ def read_table(data: bytes, name: str) -> list[dict[str, Any]]:
                 ]
             ) from exc
         return _rows_from_json(obj, name)
-    reader = csv.DictReader(io.StringIO(text))
-    if not reader.fieldnames:
+    try:
+        table = [r for r in csvsafe.csv_rows(text, name) if r]
+    except csvsafe.ReadProblem as exc:
+        raise ImportFailed([Problem(name, None, None, str(exc))]) from None
+    if not table:
         raise ImportFailed([Problem(name, None, None, "the CSV has no header row")])
-    rows = [dict(r) for r in reader]
-    for i, r in enumerate(rows, start=1):
-        if None in r:
+    header, rows = table[0], []
+    for i, cells in enumerate(table[1:], start=1):
+        if len(cells) > len(header):
             raise ImportFailed([Problem(name, i, None, "the row has more cells than the header")])
+        # as csv.DictReader: cells missing at the end are None
+        rows.append({h: (cells[k] if k < len(cells) else None) for k, h in enumerate(header)})
     if not rows:
         raise ImportFailed([Problem(name, None, None, "the file holds a header but no rows")])
     return rows

@@ -11,9 +11,7 @@ external id or import position. Reviewer-facing URLs carry assignment and pair-t
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import logging
 import math
@@ -34,6 +32,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from . import csvsafe
 from .draft_sql import assignment_activity_update, draft_save_at_once, review_draft_update
 from .jobs import ACTIVE as JOB_ACTIVE
 from .jobs import JobStopped, job_enqueue, job_finish, job_progress, job_start
@@ -52,6 +51,7 @@ from .models import (
     Study,
 )
 from .protocol import assignment as solver
+from .protocol import jsonsafe
 from .protocol.forms import FormDefinition
 from .protocol.textcheck import control_character_problem
 from .services import audit
@@ -151,6 +151,16 @@ def rate_limit_hit(key: str, *, limit: int, window: int) -> bool:
     return _rate_over(previous, count, fraction, limit + 1)
 
 
+def rate_limit_refund(key: str, *, window: int) -> None:
+    """Take back one attempt counted under `key` in the current window (a success)."""
+    bucket, _, _ = _rate_window(key, window)
+    try:
+        if cache.decr(bucket) < 0:
+            cache.delete(bucket)
+    except ValueError:  # expired, or a new window began
+        pass
+
+
 def rate_limited(key: str, *, limit: int, window: int) -> bool:
     """True if `key` is already over its limit, without counting an attempt."""
     bucket, previous_bucket, fraction = _rate_window(key, window)
@@ -203,20 +213,33 @@ class InvitationRow:
     email: str
 
 
-def _invitation_records(text: str, jsonl: bool) -> list[tuple[int, str, str]] | str:
+def _invitation_records(
+    text: str, jsonl: bool, source: str = "invitations.csv"
+) -> list[tuple[int, str, str]] | str:
     """(row, name, email) per non-empty row, or a message for a file that cannot be read."""
     if jsonl:
         records = []
         for n, line in enumerate((ln for ln in text.splitlines() if ln.strip()), start=1):
             try:
-                obj = json.loads(line)
+                obj = jsonsafe.loads(line)
             except json.JSONDecodeError as exc:
-                return f"row {n}: not valid JSON ({exc.msg})"
+                return f"{source}, row {n}: not valid JSON ({exc.msg})"
             if not isinstance(obj, dict):
-                return f"row {n}: each line must be a JSON object with name and email"
-            records.append((n, str(obj.get("name") or ""), str(obj.get("email") or "")))
+                return f"{source}, row {n}: each line must be a JSON object with name and email"
+            problem = csvsafe.json_text_problem(obj)
+            if problem:
+                return f"{source}, row {n}: {problem}"
+            name, email = obj.get("name") or "", obj.get("email") or ""
+            if not isinstance(name, str) or not isinstance(email, str):
+                return f"{source}, row {n}: name and email must be text"
+            if max(len(name), len(email)) > csvsafe.FIELD_LIMIT:
+                return f"{source}, row {n}: a field is over {csvsafe.FIELD_LIMIT:,} characters"
+            records.append((n, name, email))
         return records
-    rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    try:
+        rows = [r for r in csvsafe.csv_rows(text, source) if any(c.strip() for c in r)]
+    except csvsafe.ReadProblem as exc:
+        return str(exc)
     if rows and [c.strip().lower() for c in rows[0]][:2] in (["name", "email"], ["email", "name"]):
         header = [c.strip().lower() for c in rows[0]]
         return [
@@ -239,7 +262,7 @@ def invitations_read(
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return [], ["the file is not UTF-8 text"]
-    records = _invitation_records(text, name.lower().endswith(".jsonl"))
+    records = _invitation_records(text, name.lower().endswith(".jsonl"), name)
     if isinstance(records, str):
         return [], [records]
     open_emails = {
@@ -262,6 +285,10 @@ def invitations_read(
             problems.append(f"row {n}: {email} already has an invitation to this study")
             continue
         seen.add(email)
+        problem = control_character_problem(person or "")
+        if problem:
+            problems.append(f"row {n}, field name: {problem}")
+            continue
         valid.append(InvitationRow(n, (person or "").strip(), email))
     if not valid and not problems:
         problems.append("the file holds no rows")
@@ -1435,9 +1462,11 @@ def pair_tasks_upload(
 
     rng = random.Random(seed if seed is not None else secrets.randbits(32))
     try:
-        rows = list(csv.reader(io.StringIO(data.decode("utf-8-sig"))))
+        rows = csvsafe.csv_rows(data.decode("utf-8-sig"), "pair tasks file")
     except UnicodeDecodeError:
         return 0, ["the file is not UTF-8 text"]
+    except csvsafe.ReadProblem as exc:
+        return 0, [str(exc)]
     rows = [r for r in rows if any(c.strip() for c in r)]
     if rows and rows[0][0].strip().lower() == "reviewer":
         rows = rows[1:]

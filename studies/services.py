@@ -42,6 +42,7 @@ from .models import (
     StudyMember,
     Topic,
 )
+from .protocol import jsonsafe
 from .protocol.auditchain import GENESIS, ChainCheck, chain_verify, entry_hash
 from .protocol.forms import DEFAULT_FORM, FormDefinition
 
@@ -501,8 +502,8 @@ def import_row_estimate(data: bytes, name: str) -> int:
     the rows of a JSON file (a list of rows, or columns), else the file's lines."""
     if data.lstrip()[:1] in (b"[", b"{") and not name.lower().endswith(".jsonl"):
         try:
-            value = json.loads(data)
-        except ValueError:
+            value = jsonsafe.loads(data)
+        except ValueError:  # not JSON, nested too deep, or not UTF-8
             return 0  # the import itself names the problem, at once
         if isinstance(value, dict):
             return max((len(v) for v in value.values() if isinstance(v, list | dict)), default=1)

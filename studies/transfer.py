@@ -33,7 +33,9 @@ from django.core.management.color import no_style
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, models, transaction
 
+from . import csvsafe
 from . import models as m
+from .protocol import jsonsafe
 
 FORMAT = "ideareview-study"
 VERSION = 1
@@ -253,17 +255,31 @@ def study_import(*, text: str) -> m.Study:
     """Write a study file into this database in one transaction, or raise TransferError
     (nothing written) naming what is wrong."""
     try:
-        data = json.loads(text)
+        data = jsonsafe.loads(text)
     except json.JSONDecodeError as exc:
         raise TransferError(f"not a study file: {exc}") from exc
+    if not isinstance(data, dict):
+        raise TransferError("not a study file: the file must hold a JSON object")
+    problem = csvsafe.json_text_problem(data)
+    if problem:
+        raise TransferError(f"the study file cannot be stored: {problem}")
     if data.get("format") != FORMAT or data.get("version") != VERSION:
         raise TransferError(f"not a {FORMAT} file of version {VERSION}")
     if m.Study.objects.filter(slug=data["study"]).exists():
         raise TransferError(f"a study {data['study']!r} exists here already")
-    with transaction.atomic():
-        naturals = _shared_import(_relabelled(data["shared"]))
-        models_written = _rows_import(_relabelled(data["sections"]), naturals)
-        _reset_sequences(models_written)
+    if not isinstance(data.get("shared"), dict) or not isinstance(data.get("sections"), dict):
+        raise TransferError("not a study file: 'shared' and 'sections' must be objects")
+    try:
+        with transaction.atomic():
+            naturals = _shared_import(_relabelled(data["shared"]))
+            models_written = _rows_import(_relabelled(data["sections"]), naturals)
+            _reset_sequences(models_written)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        # A file of the right format whose rows are not what this version writes: the
+        # transaction is rolled back, nothing is kept.
+        raise TransferError(
+            f"the study file's rows cannot be read ({type(exc).__name__}: {exc})"
+        ) from None
     return m.Study.objects.get(slug=data["study"])
 
 

@@ -94,18 +94,15 @@ def _test_cache():
 @pytest.fixture(scope="session", autouse=True)
 def _local_llm_servers():
     """Tests run with DEBUG off, where loopback LLM endpoints are refused unless listed:
-    the scripted test servers listen on 127.0.0.1, so the tests' settings (and any
-    worker process they start) list it. Tests of the refusal set their own list."""
+    the scripted test servers listen on 127.0.0.1 on ports of their own, so the tests'
+    settings (and any worker process they start) list loopback on any port. Tests of the
+    refusal set their own list."""
     import os
 
-    from django.conf import settings
     from django.test import override_settings
 
-    os.environ["IDEAREVIEW_LLM_HOST_ALLOWLIST"] = "127.0.0.1,localhost"
-    keys = [*settings.LLM_KEY_ENV_ALLOWLIST, "IDEAREVIEW_TEST_KEY", "IDEAREVIEW_CRAWL_KEY"]
-    with override_settings(
-        LLM_HOST_ALLOWLIST=["127.0.0.1", "localhost"], LLM_KEY_ENV_ALLOWLIST=keys
-    ):
+    os.environ["IDEAREVIEW_LLM_HOST_ALLOWLIST"] = "127.0.0.1:*,localhost:*"
+    with override_settings(LLM_HOST_ALLOWLIST=["127.0.0.1:*", "localhost:*"]):
         yield
 
 

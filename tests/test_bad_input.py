@@ -125,7 +125,7 @@ def test_a_control_character_in_autosave_is_a_field_error(in_review, bad):
     client = Client()
     client.force_login(in_review.users[0])
     url = reverse("studies:review_autosave", args=[assignment.pk])
-    data = {"novelty": "7", "novelty_rationale": f"fine words {bad} and more"}
+    data = {"novelty": "7", "novelty_rationale": f"fine words {bad} and more", "version": "0"}
     response = client.post(url, data, headers={"HX-Request": "true"})
     assert response.status_code == 400
     assert "Novelty rationale" in response.content.decode()
@@ -161,7 +161,8 @@ def test_autosave_never_fails_on_any_text(in_review, text):
     client = Client()
     client.force_login(in_review.users[0])
     url = reverse("studies:review_autosave", args=[assignment.pk])
-    response = client.post(url, {"novelty_rationale": text}, headers={"HX-Request": "true"})
+    data = {"novelty_rationale": text, "version": "0"}
+    response = client.post(url, data, headers={"HX-Request": "true"})
     assert response.status_code in (200, 400)
 
 

@@ -142,7 +142,9 @@ def test_the_invitation_page_offers_to_invite_the_valid_rows(client, owner, stud
 def test_a_jsonl_invitation_file_with_a_bad_line_names_it(owner, study):
     data = b'{"name": "Ada", "email": "ada@example.org"}\n[1, 2]\n'
     rows, problems = invitations_read(study=study, data=data, name="people.jsonl")
-    assert rows == [] and problems == ["row 2: each line must be a JSON object with name and email"]
+    assert rows == [] and problems == [
+        "people.jsonl, row 2: each line must be a JSON object with name and email"
+    ]
     data = json.dumps({"email": "x@example.org"}).encode()
     rows, _ = invitations_read(study=study, data=data, name="people.jsonl")
     assert rows[0].email == "x@example.org" and rows[0].name == ""

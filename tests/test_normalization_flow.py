@@ -268,21 +268,20 @@ def test_approved_text_cannot_change_once_reviewers_have_the_idea(
 def test_the_page_says_clearly_when_no_endpoint_is_configured(db, owner, settings):
     settings.OPENAI_BASE_URL = ""
     settings.OPENAI_MODEL = ""
+    settings.LLM_PROVIDERS = []
     study, _ = make_prep_study(owner)
     c = Client()
     c.force_login(owner)
     url = reverse("studies:normalization", args=[study.slug])
     assert "Choose or create a judge config" in c.get(url).content.decode()
-    c.post(
-        reverse("studies:normalization_config", args=[study.slug]),
-        {
-            "form": "create",
-            "name": "no-endpoint",
-            "api_key_env": "OPENAI_API_KEY",
-            "concurrency": 2,
-            "timeout_seconds": 30,
-        },
-    )
+    form = {"form": "create", "name": "no-endpoint", "concurrency": 2, "timeout_seconds": 30}
+    response = c.post(reverse("studies:normalization_config", args=[study.slug]), form, follow=True)
+    assert "Choose a provider, or give your own endpoint" in response.content.decode()
+    study.refresh_from_db()
+    assert study.normalization_config is None
+    # a config written around the form, naming no endpoint (the default provider, absent)
+    config = JudgeConfig.objects.create(name="no-endpoint", created_by=owner)
+    c.post(reverse("studies:normalization_config", args=[study.slug]), {"config": config.pk})
     study.refresh_from_db()
     assert study.normalization_config.name == "no-endpoint"
     body = c.get(url).content.decode()

@@ -218,3 +218,22 @@ def test_an_autosave_outside_a_transaction_commits_without_waiting_for_the_disk(
         review_draft_save(assignment=read, draft={"novelty": "6"}, version=0)
     assert not any("synchronous_commit" in q["sql"] for q in ctx.captured_queries)
     assert Review.objects.get(assignment=assignment).draft == {"novelty": "6"}
+
+
+def test_an_autosave_without_a_version_is_refused_and_one_after_submit_says_so(built):
+    assignment = mine(built)[0]
+    client = Client()
+    client.force_login(built.users[0])
+    data = {**review_answers(built.study), "version": "0"}
+    assert autosave(client, assignment, data).status_code == 200
+    review_submit(assignment=assignment, cleaned=cleaned(built.study), version=0)
+    before = Review.objects.get(assignment=assignment).draft
+    stripped = {k: v for k, v in data.items() if k != "version"}
+    stripped["novelty_rationale"] = "overwritten by a request without a version"
+    response = autosave(client, assignment, stripped)
+    assert response.status_code == 400 and "reload the page" in response.content.decode()
+    assert Review.objects.get(assignment=assignment).draft == before
+    # the page's own script, still open from before the submit: a 409 it shows
+    response = autosave(client, assignment, {**stripped, "version": "0"})
+    assert response.status_code == 409 and "submitted" in response.content.decode()
+    assert Review.objects.get(assignment=assignment).draft == before

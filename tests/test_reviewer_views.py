@@ -267,7 +267,7 @@ def test_autosave_keeps_a_draft_and_reload_shows_it(client, seeded):
     client.get(reverse("studies:review_page", args=[a.pk]))
     r = client.post(
         reverse("studies:review_autosave", args=[a.pk]),
-        {"novelty": "7", "novelty_rationale": "draft words here"},
+        {"novelty": "7", "novelty_rationale": "draft words here", "version": "0"},
         headers={"HX-Request": "true"},
     )
     assert r.status_code == 200 and "Draft saved" in r.content.decode()
@@ -277,7 +277,9 @@ def test_autosave_keeps_a_draft_and_reload_shows_it(client, seeded):
     a.refresh_from_db()
     assert a.status == "draft" and a.opened_at is not None
     # Without htmx, the same endpoint saves and redirects back.
-    r = client.post(reverse("studies:review_autosave", args=[a.pk]), {"novelty": "5"})
+    r = client.post(
+        reverse("studies:review_autosave", args=[a.pk]), {"novelty": "5", "version": "0"}
+    )
     assert r.status_code == 302
 
 

@@ -16,6 +16,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from judging.llm.keystore import endpoint_key_save
 from judging.llm.models import JudgeConfig
 from judging.models import JudgeRun
 from studies.models import (
@@ -104,6 +105,8 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "judging:home": ((), V, None),
     "judging:config_create": ((), V, E),
     "judging:run_create": ((), V, E),
+    "judging:key_create": ((), None, E),
+    "judging:key_delete": (("endpoint_key",), None, E),
     "judging:run_detail": (("run",), V, None),
     "judging:run_reliability_csv": (("done_run",), V, None),
     "judging:run_cancel": (("run",), None, E),
@@ -157,6 +160,7 @@ def team(db, owner, other_researcher, settings, tmp_path) -> Team:
         "member_editor": StudyMember.objects.get(study=study, user=users["co-editor"]).pk,
         "member_viewer": StudyMember.objects.get(study=study, user=users["co-viewer"]).pk,
         "run": JudgeRun.objects.create(study=study, config=config, method="baseline_random").pk,
+        "endpoint_key": endpoint_key_save(owner=owner, label="k", secret="sk-roles-0123456789").pk,
         "done_run": JudgeRun.objects.create(
             study=study, config=config, method="direct", status="done"
         ).pk,

@@ -29,6 +29,7 @@ that. No Redis is needed, which matters because the default broker is the filesy
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -45,7 +46,16 @@ import openai
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 
-from .endpoints import EndpointRefused, endpoint_check, key_env_problem
+from . import addresses as rules
+from .endpoints import (
+    CheckedEndpoint,
+    EndpointRefused,
+    address_refusal,
+    allow_list,
+    endpoint_check,
+    provider_check,
+    provider_named,
+)
 from .models import JudgeConfig, LLMCall
 from .wire import METHOD_HEADER, prompt_hash
 
@@ -56,6 +66,8 @@ __all__ = [
     "Attempt",
     "Prepared",
     "budget_problem",
+    "parameters_problem",
+    "provider_cap_problem",
     "cache_key",
     "complete",
     "lookup",
@@ -65,6 +77,51 @@ __all__ = [
 ]
 
 RETRY_STATUSES = frozenset({408, 409, 429})
+
+_SET_BY_US = {
+    "model": "the model is the judge's own field",
+    "messages": "the messages come from the method's prompt",
+    "extra_headers": "headers are set by the server (keys never travel in parameters)",
+    "extra_query": "the endpoint's query string is fixed",
+    "timeout": "the timeout is the judge's own field",
+    "stream": "answers are read whole, not streamed",
+    "stream_options": "answers are read whole, not streamed",
+}
+_NUMBERS = {"temperature", "top_p", "frequency_penalty", "presence_penalty"}
+_INTEGERS = {"max_tokens", "max_completion_tokens", "seed", "n", "top_logprobs"}
+
+
+@functools.cache
+def _accepted_parameters() -> frozenset[str]:
+    import inspect
+
+    from openai.resources.chat.completions import Completions
+
+    return frozenset(inspect.signature(Completions.create).parameters) - {"self"}
+
+
+def parameters_problem(parameters: Mapping[str, Any]) -> str:
+    """Why these parameters cannot be sent with every call ('' if they can): each must be
+    one the client's `chat.completions.create` accepts and we do not set ourselves, with
+    a value of the right type."""
+    accepted = _accepted_parameters()
+    for name, value in parameters.items():
+        if name in _SET_BY_US:
+            return f"{name!r} cannot be set here: {_SET_BY_US[name]}"
+        if name not in accepted:
+            return (
+                f"{name!r} is not a parameter of the chat completions API; put an "
+                'endpoint-specific one inside "extra_body"'
+            )
+        if name in _NUMBERS and (isinstance(value, bool) or not isinstance(value, int | float)):
+            return f"{name!r} must be a number"
+        if name in _INTEGERS and (isinstance(value, bool) or not isinstance(value, int)):
+            return f"{name!r} must be a whole number"
+        if name == "extra_body" and not isinstance(value, dict):
+            return "'extra_body' must be a JSON object"
+    return ""
+
+
 MAX_BACKOFF = 60.0
 
 
@@ -118,8 +175,11 @@ class Prepared:
     """Sent as the METHOD_HEADER so a scripted server can answer by it; not in the cache
     key (the messages already determine what is asked)."""
     addresses: tuple[str, ...] = ()
-    """The checked addresses of an owner's endpoint: connections go to these only. Empty
-    for the administrator's own OPENAI_BASE_URL."""
+    """The checked addresses of the endpoint: connections go to these only."""
+    origin: str = ""
+    """scheme://host:port the key is bound to: a request anywhere else is refused."""
+    provider: str = ""
+    """The administrator's provider this call goes to ('' for a brought endpoint)."""
 
     @property
     def request(self) -> dict[str, Any]:
@@ -159,25 +219,30 @@ def prepare(
     (default: the prompt's name, `prompt_version` without its `@version`) says what kind of
     request this is."""
     base_url, model = config.resolved_base_url(), config.resolved_model()
+    if config.disabled_reason:
+        raise JudgeNotConfigured(f"judge {config.name!r} is disabled: {config.disabled_reason}")
+    name = config.provider_name()
+    if name and provider_named(name) is None:
+        raise JudgeNotConfigured(
+            f"judge {config.name!r}: there is no provider {name!r} on this server "
+            "(IDEAREVIEW_LLM_PROVIDERS)"
+        )
     if not base_url or not model:
         raise JudgeNotConfigured(
-            f"judge {config.name!r} has no endpoint or model; set base_url and model on the "
-            "config, or OPENAI_BASE_URL and OPENAI_MODEL"
+            f"judge {config.name!r} has no endpoint or model; choose a provider and a model, "
+            "or give your own endpoint's base URL"
         )
-    problem = key_env_problem(config.api_key_env)
-    if problem:
-        raise JudgeNotConfigured(f"judge {config.name!r}: {problem}")
-    try:
-        endpoint = endpoint_check(base_url)
-    except EndpointRefused as exc:
-        raise JudgeNotConfigured(f"judge {config.name!r}: {exc}") from exc
+    endpoint, api_key, provider = _endpoint_and_key(config, model)
     params = {**(config.parameters or {}), **(parameters or {})}
+    problem = parameters_problem(params)
+    if problem:  # a config saved before parameters were checked
+        raise JudgeNotConfigured(f"judge {config.name!r}: parameters: {problem}")
     msgs = [dict(m) for m in messages]
     return Prepared(
         config_id=config.pk,
         base_url=base_url,
         model=model,
-        api_key=config.api_key(),
+        api_key=api_key,
         parameters=params,
         messages=msgs,
         cache_key=cache_key(base_url, model, msgs, params, salt),
@@ -191,7 +256,42 @@ def prepare(
         price_out=Decimal(config.price_output_per_million),
         method_key=prompt_version.partition("@")[0] if method_key is None else method_key,
         addresses=endpoint.addresses,
+        origin=str(endpoint.origin),
+        provider=provider,
     )
+
+
+def _endpoint_and_key(config: JudgeConfig, model: str) -> tuple[CheckedEndpoint, str, str]:
+    """Where the judge's calls go and the key they carry: a provider's own key to the
+    provider's origin, a researcher's own key (or none) to their checked endpoint."""
+    name = config.provider_name()
+    try:
+        if name:
+            provider = provider_named(name)
+            if provider is None:
+                raise EndpointRefused(f"there is no provider {name!r} on this server")
+            if provider.models and model not in provider.models:
+                raise EndpointRefused(
+                    f"provider {name!r} allows the models {', '.join(provider.models)}, "
+                    f"not {model!r}"
+                )
+            # Local servers accept any key, but the openai client refuses an empty one.
+            return provider_check(provider), provider.key() or "not-needed", name
+        endpoint = endpoint_check(config.resolved_base_url())
+    except EndpointRefused as exc:
+        raise JudgeNotConfigured(f"judge {config.name!r}: {exc}") from exc
+    key = ""
+    if config.endpoint_key_id:
+        from .keystore import KeyUnreadable, endpoint_key_value
+
+        owner = config.endpoint_key.owner_id  # type: ignore[union-attr]
+        if owner != config.created_by_id:
+            raise JudgeNotConfigured(f"judge {config.name!r}: the key belongs to someone else")
+        try:
+            key = endpoint_key_value(config.endpoint_key)  # type: ignore[arg-type]
+        except KeyUnreadable as exc:
+            raise JudgeNotConfigured(f"judge {config.name!r}: {exc}") from exc
+    return endpoint, key or "not-needed", ""
 
 
 def lookup(prepared: Prepared) -> LLMCall | None:
@@ -209,20 +309,35 @@ _HIT_SQL = "SELECT id FROM {table} WHERE cache_key = %s AND error = ''"
 # --- HTTP, thread-safe ---------------------------------------------------------------
 
 _lock = threading.Lock()
-_clients: dict[tuple[str, str, float, tuple[str, ...]], openai.OpenAI] = {}
+_clients: dict[tuple[str, str, float, tuple[str, ...], str, str], openai.OpenAI] = {}
 _semaphores: dict[str, tuple[int, threading.BoundedSemaphore]] = {}
 
 
 class _PinnedBackend(httpcore2.SyncBackend):
     """Opens every connection to the endpoint's checked addresses, never to a fresh DNS
-    answer (TLS still verifies the certificate against the endpoint's name)."""
+    answer (TLS still verifies the certificate against the endpoint's name), and only for
+    the origin the key is bound to. A brought endpoint's address is checked again here,
+    at send time, against the address rules and the allow-list."""
 
-    def __init__(self, addresses: tuple[str, ...]):
-        self.addresses = addresses
+    def __init__(self, prepared: Prepared):
+        self.addresses = prepared.addresses
+        self.origin = rules.origin(prepared.origin)
+        self.brought = not prepared.provider
 
     def connect_tcp(self, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        if host.strip("[]").lower() != self.origin.host or port != self.origin.port:
+            raise httpcore2.ConnectError(f"refused: {host}:{port} is not {self.origin}")
         error: Exception | None = None
         for address in self.addresses:
+            ip = rules.parse_ip(address)
+            if ip is None:
+                continue
+            if self.brought:
+                listed = rules.listed(allow_list(), self.origin, [ip])
+                problem = address_refusal(self.origin, ip, listed=listed)
+                if problem:
+                    error = httpcore2.ConnectError(f"refused: {problem}")
+                    continue
             try:
                 return super().connect_tcp(address, port, *args, **kwargs)
             except httpcore2.ConnectError as exc:
@@ -230,18 +345,44 @@ class _PinnedBackend(httpcore2.SyncBackend):
         raise error or httpcore2.ConnectError(f"no checked address for {host}")
 
 
+class _BoundTransport(httpx2.HTTPTransport):
+    """Sends a request only to the origin the call's key is bound to (a changed base URL
+    or any other request through this client is refused before it leaves)."""
+
+    def __init__(self, origin: rules.Origin, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.bound = origin
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        url = request.url
+        try:
+            where = rules.origin(str(url))
+        except ValueError as exc:
+            raise httpx2.ConnectError(f"refused: {exc}", request=request) from exc
+        if where != self.bound:
+            raise httpx2.ConnectError(f"refused: {where} is not {self.bound}", request=request)
+        return super().handle_request(request)
+
+
 def _pinned_http_client(prepared: Prepared) -> httpx2.Client:
     # No proxy from the environment (it would do its own lookup) and no redirects (a
     # redirect could name any address).
-    transport = httpx2.HTTPTransport(trust_env=False)
-    transport._pool._network_backend = _PinnedBackend(prepared.addresses)  # type: ignore[union-attr]
+    transport = _BoundTransport(rules.origin(prepared.origin), trust_env=False)
+    transport._pool._network_backend = _PinnedBackend(prepared)  # type: ignore[union-attr]
     return httpx2.Client(
         transport=transport, trust_env=False, follow_redirects=False, timeout=prepared.timeout
     )
 
 
 def _client(prepared: Prepared) -> openai.OpenAI:
-    key = (prepared.base_url, prepared.api_key, prepared.timeout, prepared.addresses)
+    key = (
+        prepared.base_url,
+        prepared.api_key,
+        prepared.timeout,
+        prepared.addresses,
+        prepared.origin,
+        prepared.provider,
+    )
     with _lock:
         client = _clients.get(key)
         if client is None:
@@ -251,7 +392,7 @@ def _client(prepared: Prepared) -> openai.OpenAI:
                 api_key=prepared.api_key,
                 timeout=prepared.timeout,
                 max_retries=0,
-                http_client=_pinned_http_client(prepared) if prepared.addresses else None,
+                http_client=_pinned_http_client(prepared),
             )
             _clients[key] = client
         return client
@@ -317,7 +458,8 @@ def send(prepared: Prepared, *, sleep: Callable[[float], None] = time.sleep) -> 
                 retryable = True
             except openai.APIConnectionError as exc:
                 result.status_code = None
-                result.error = f"connection error: {_short(str(exc))}"
+                cause = exc.__cause__ or exc
+                result.error = f"connection error: {_short(str(cause) or str(exc))}"
                 retryable = True
             except openai.OpenAIError as exc:  # e.g. a body that is not a completion
                 result.error = f"{type(exc).__name__}: {_short(str(exc))}"
@@ -431,6 +573,32 @@ def budget_problem(
     return None
 
 
+CAP_CHECK_SECONDS = 5.0
+_spent: dict[str, tuple[float, Decimal]] = {}
+
+
+def provider_cap_problem(prepared: Prepared) -> str | None:
+    """Why one more call would exceed its provider's spending cap (all judges' calls to
+    the provider count; the sum is re-read at most every CAP_CHECK_SECONDS)."""
+    provider = provider_named(prepared.provider) if prepared.provider else None
+    if provider is None or provider.spend_cap is None:
+        return None
+    now = time.monotonic()
+    with _lock:
+        hit = _spent.get(provider.name)
+    if hit is None or hit[0] < now:
+        total = LLMCall.objects.filter(base_url=prepared.base_url).aggregate(s=Sum("cost"))["s"]
+        hit = (now + CAP_CHECK_SECONDS, Decimal(total or 0))
+        with _lock:
+            _spent[provider.name] = hit
+    if hit[1] >= provider.spend_cap:
+        return (
+            f"provider {provider.name!r} has reached its spending cap "
+            f"({hit[1]:.4f} of {provider.spend_cap:.4f})"
+        )
+    return None
+
+
 def run_spend(run: Any) -> tuple[int, Decimal]:
     """Calls this run paid for and their cost, from the rows (never from counters)."""
     agg = LLMCall.objects.filter(run=run).aggregate(cost=Sum("cost"))
@@ -453,6 +621,9 @@ def complete(
     cached = lookup(prepared)
     if cached is not None:
         return cached
+    capped = provider_cap_problem(prepared)
+    if capped:
+        raise BudgetExhausted(capped)
     if run is not None:
         calls, cost = run_spend(run)
         problem = budget_problem(

@@ -1,129 +1,96 @@
-"""What an LLM endpoint typed by a study owner may be, so a judge config cannot be turned
-against the server.
+"""Where a judge's requests may go, and with which key, so a judge config cannot be
+turned against the server or its administrator's keys.
 
-- API keys are read only from environment variables on the administrator's allow-list
-  (LLM_KEY_ENV_ALLOWLIST); an owner picks one by name and never sees its value, so a
-  config naming DJANGO_SECRET_KEY or DATABASE_URL sends nothing.
-- An endpoint's host is resolved once and every address it resolves to must be public:
-  loopback, private, link-local, shared, multicast, reserved and unspecified addresses
-  are refused (IPv4-mapped, 6to4 and NAT64 IPv6 forms by the IPv4 address inside them;
-  decimal, octal, hex and short IPv4 forms by what the resolver makes of them), unless
-  the host, or a network holding its addresses, is on LLM_HOST_ALLOWLIST. With DEBUG on,
-  loopback is allowed (local vLLM, Ollama, llama.cpp, the test server).
-- The connection goes to the checked addresses only (no second lookup that a rebinding
-  DNS server could answer differently), without proxies from the environment, and no
-  redirect is followed.
-- The administrator's own OPENAI_BASE_URL is trusted as it is.
+- **Providers** (settings.LLM_PROVIDERS) are the administrator's endpoints. A judge that
+  picks one sends to its base URL only, with its key; the key is bound to the provider's
+  scheme, host and port, and the client checks every request against that origin and
+  every connection against the addresses the provider's host resolved to
+  (judging/llm/client.py). Researchers never type a provider's URL or see its key.
+- **Brought endpoints** are a researcher's own URL, with their own key (encrypted at rest,
+  judging/llm/keystore.py) or none. The host is resolved once and every address must be
+  globally routable (judging/llm/addresses.py), unless its host and port are on
+  LLM_HOST_ALLOWLIST; with DEBUG on, loopback is allowed. Connections go to the checked
+  addresses only (no second lookup that a rebinding DNS server could answer differently),
+  without proxies from the environment, and no redirect is followed.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import threading
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+from . import addresses as rules
+from .addresses import IPAddress, Origin, address_kind
 
 
 class EndpointRefused(ValueError):
-    """The endpoint or key variable is not allowed; the message says why and what to do."""
+    """The endpoint is not allowed; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    base_url: str
+    key_env: str
+    models: tuple[str, ...] = ()
+    spend_cap: Decimal | None = None
+
+    @property
+    def origin(self) -> Origin:
+        return rules.origin(self.base_url)
+
+    def key(self) -> str:
+        """The provider's key from the environment ('' when unset)."""
+        value = os.environ.get(self.key_env, "")
+        if not value and self.key_env == "OPENAI_API_KEY":
+            value = settings.OPENAI_API_KEY
+        return value
+
+
+def providers() -> list[Provider]:
+    return [
+        Provider(
+            name=p["name"],
+            base_url=p["base_url"].rstrip("/"),
+            key_env=p["key_env"],
+            models=tuple(p.get("models") or ()),
+            spend_cap=None if p.get("spend_cap") is None else Decimal(str(p["spend_cap"])),
+        )
+        for p in settings.LLM_PROVIDERS
+    ]
+
+
+def provider_named(name: str) -> Provider | None:
+    return next((p for p in providers() if p.name == name), None)
+
+
+def provider_choices_text() -> str:
+    """The providers, their models and whether each key is set here (never a value)."""
+    found = providers()
+    if not found:
+        return "The administrator has declared no provider (IDEAREVIEW_LLM_PROVIDERS)."
+    return "Providers: " + "; ".join(
+        f"{p.name} ({', '.join(p.models) or 'any model'}; key "
+        f"{'set' if p.key() else 'not set here'})"
+        for p in found
+    )
 
 
 @dataclass(frozen=True)
 class CheckedEndpoint:
-    """An endpoint that passed the check: connect to `addresses` only. `trusted` (the
-    administrator's own base URL) connects as configured."""
+    """An endpoint that passed the check: connect to `addresses` of `origin` only."""
 
     url: str
-    host: str
+    origin: Origin
     addresses: tuple[str, ...] = ()
-    trusted: bool = False
-
-
-def key_env_problem(name: str) -> str:
-    """Why a judge may not read its key from the environment variable `name` ('' if it
-    may)."""
-    allowed = settings.LLM_KEY_ENV_ALLOWLIST
-    if name in allowed:
-        return ""
-    return (
-        f"the key variable {name!r} is not one the administrator allows; choose one of "
-        f"{', '.join(allowed) or '(none: IDEAREVIEW_LLM_KEY_ENV_ALLOWLIST is empty)'}"
-    )
-
-
-def key_env_choices_text() -> str:
-    """The allowed key variables and whether each is set on this server (never a value)."""
-    import os
-
-    names = [
-        f"{name} ({'set' if os.environ.get(name) else 'not set here'})"
-        for name in settings.LLM_KEY_ENV_ALLOWLIST
-    ]
-    return "Allowed by the administrator: " + (", ".join(names) or "none") + "."
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
-def _embedded_ipv4(ip: IPAddress) -> IPAddress:
-    """The IPv4 address an IPv6 form carries (mapped, 6to4, NAT64), else the address."""
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return ip.ipv4_mapped
-        if ip.sixtofour is not None:
-            return ip.sixtofour
-        if ip in NAT64:
-            return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return ip
-
-
-def address_kind(ip: IPAddress) -> str:
-    """'' for a public address, else what it is."""
-    ip = _embedded_ipv4(ip)
-    if ip.is_loopback:
-        return "loopback"
-    if ip.is_link_local:
-        return "link-local"
-    if ip.is_unspecified:
-        return "unspecified"
-    if ip.is_multicast:
-        return "multicast"
-    if ip.is_private:
-        return "private"
-    if not ip.is_global:
-        return "reserved"
-    return ""
-
-
-def _listed(host: str, addresses: list[IPAddress]) -> bool:
-    for entry in settings.LLM_HOST_ALLOWLIST:
-        entry = entry.strip().lower()
-        if entry.startswith("*.") and host.endswith(entry[1:]):
-            return True
-        if entry == host:
-            return True
-        try:
-            network = ipaddress.ip_network(entry.strip("[]"), strict=False)
-        except ValueError:
-            continue
-        if addresses and all(_in(a, network) for a in addresses):
-            return True
-    return False
-
-
-def _in(ip: IPAddress, network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
-    return any(a.version == network.version and a in network for a in (ip, _embedded_ipv4(ip)))
 
 
 def _resolve(host: str, port: int) -> list[IPAddress]:
@@ -141,6 +108,31 @@ def _resolve(host: str, port: int) -> list[IPAddress]:
     return found
 
 
+def allow_list() -> list[rules.Entry]:
+    entries = []
+    for text in settings.LLM_HOST_ALLOWLIST:
+        try:
+            entries.append(rules.parse_entry(text))
+        except ValueError:
+            continue  # an unreadable entry allows nothing
+    return entries
+
+
+def address_refusal(where: Origin, ip: IPAddress, *, listed: bool) -> str:
+    """Why a brought endpoint may not connect to `ip` ('' if it may)."""
+    if listed:
+        return ""
+    kind = address_kind(ip)
+    if settings.LLM_ONLY_LISTED_HOSTS or (kind and not (kind == "loopback" and settings.DEBUG)):
+        return (
+            f"the endpoint {where.host}:{where.port} resolves to {ip}"
+            + (f", {'an' if kind[0] in 'aeiouAEIOU' else 'a'} {kind} address" if kind else "")
+            + ", and is not on the administrator's host allow-list "
+            "(IDEAREVIEW_LLM_HOST_ALLOWLIST, host and port)"
+        )
+    return ""
+
+
 CHECK_SECONDS = 60.0
 """How long a checked endpoint's addresses are reused: a run's thousands of calls need
 one lookup a minute, not one each. The connection goes to these addresses all the while,
@@ -150,25 +142,46 @@ _checked: dict[tuple[Any, ...], tuple[float, CheckedEndpoint]] = {}
 _checked_lock = threading.Lock()
 
 
-def endpoint_check(url: str) -> CheckedEndpoint:
-    """Check an endpoint URL and resolve it once (reused for CHECK_SECONDS);
-    EndpointRefused says why it may not be used."""
-    key = (
-        url.strip(),
-        settings.DEBUG,
-        tuple(settings.LLM_HOST_ALLOWLIST),
-        settings.LLM_ONLY_LISTED_HOSTS,
-        settings.OPENAI_BASE_URL,
-    )
+def _cached(key: tuple[Any, ...], check: Any) -> CheckedEndpoint:
     now = time.monotonic()
     with _checked_lock:
         hit = _checked.get(key)
     if hit is not None and hit[0] > now:
         return hit[1]
-    checked = _endpoint_check(url)
+    checked = check()
     with _checked_lock:
         _checked[key] = (now + CHECK_SECONDS, checked)
     return checked
+
+
+def endpoint_check(url: str) -> CheckedEndpoint:
+    """Check a researcher's endpoint URL and resolve it once (reused for CHECK_SECONDS);
+    EndpointRefused says why it may not be used."""
+    key = (
+        "brought",
+        url.strip(),
+        settings.DEBUG,
+        tuple(settings.LLM_HOST_ALLOWLIST),
+        settings.LLM_ONLY_LISTED_HOSTS,
+    )
+    return _cached(key, lambda: _endpoint_check(url))
+
+
+def provider_check(provider: Provider) -> CheckedEndpoint:
+    """Resolve a provider's host once (reused for CHECK_SECONDS). The administrator
+    declared it, so internal addresses are allowed; the key is bound to what it resolved
+    to."""
+    key = ("provider", provider.name, provider.base_url)
+
+    def check() -> CheckedEndpoint:
+        try:
+            where = provider.origin
+        except ValueError as exc:
+            raise EndpointRefused(f"provider {provider.name!r}: {exc}") from exc
+        found = _resolve(where.host, where.port)
+        return CheckedEndpoint(provider.base_url, where, tuple(str(a) for a in found))
+
+    return _cached(key, check)
 
 
 def endpoint_checks_forget() -> None:
@@ -179,32 +192,20 @@ def endpoint_checks_forget() -> None:
 
 def _endpoint_check(url: str) -> CheckedEndpoint:
     url = url.strip()
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise EndpointRefused("give an http:// or https:// address")
-    if parts.username or parts.password:
-        raise EndpointRefused("put credentials in the environment, not in the address")
-    host = parts.hostname.lower()
-    admin_url = settings.OPENAI_BASE_URL
-    if admin_url and _origin(admin_url) == _origin(url):
-        return CheckedEndpoint(url=url, host=host, trusted=True)
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        where = rules.origin(url)
     except ValueError as exc:
-        raise EndpointRefused(f"the endpoint's port is not a number ({exc})") from exc
-    addresses = _resolve(host, port)
-    if not _listed(host, addresses):
-        only_listed = settings.LLM_ONLY_LISTED_HOSTS
-        for ip in addresses:
-            kind = address_kind(ip)
-            if only_listed or (kind and not (kind == "loopback" and settings.DEBUG)):
-                raise EndpointRefused(
-                    f"the endpoint {host} resolves to {ip}"
-                    + (f", a {kind} address" if kind else "")
-                    + ", and is not on the administrator's host allow-list "
-                    "(IDEAREVIEW_LLM_HOST_ALLOWLIST)"
-                )
-    return CheckedEndpoint(url=url, host=host, addresses=tuple(str(a) for a in addresses))
+        raise EndpointRefused(str(exc) if "http" in str(exc) else f"bad port ({exc})") from exc
+    parts = url.split("://", 1)[1].split("/", 1)[0]
+    if "@" in parts:
+        raise EndpointRefused("put no credentials in the address")
+    found = _resolve(where.host, where.port)
+    listed = rules.listed(allow_list(), where, found)
+    for ip in found:
+        problem = address_refusal(where, ip, listed=listed)
+        if problem:
+            raise EndpointRefused(problem)
+    return CheckedEndpoint(url=url, origin=where, addresses=tuple(str(a) for a in found))
 
 
 def endpoint_problem(url: str) -> str:

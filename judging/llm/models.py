@@ -7,7 +7,6 @@ app, and normalization's calls have no run.
 
 from __future__ import annotations
 
-import os
 from decimal import Decimal
 
 from django.conf import settings
@@ -15,22 +14,57 @@ from django.db import models
 from django.utils import timezone
 
 
-class JudgeConfig(models.Model):
-    """One judge: an OpenAI-compatible endpoint, a model and its sampling parameters.
+class EndpointKey(models.Model):
+    """A researcher's own key for an endpoint they bring, encrypted at rest
+    (judging/llm/keystore.py). It is never shown again after it is saved, is used only by
+    its owner's judges, and can be removed."""
 
-    The API key is never stored: `api_key_env` names the environment variable holding it,
-    so rows can be exported and shown without leaking secrets.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="endpoint_keys"
+    )
+    label = models.CharField(max_length=120)
+    token = models.TextField(help_text="The key, Fernet-encrypted; never shown.")
+    hint = models.CharField(max_length=12, blank=True, help_text="Its last characters.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["label", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "label"], name="endpoint_key_label_per_owner")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label} (…{self.hint})" if self.hint else self.label
+
+
+class JudgeConfig(models.Model):
+    """One judge: an endpoint, a model and its sampling parameters.
+
+    The endpoint is either an administrator's provider (`provider`: its base URL and key
+    come from settings.LLM_PROVIDERS, and its key goes only there) or one the researcher
+    brings (`base_url`, with `endpoint_key`, their own key, or none). No key is stored
+    in plain text. `api_key_env` is what older configs named; it is no longer read.
     """
 
     name = models.CharField(max_length=120, unique=True)
-    base_url = models.CharField(
-        max_length=500, blank=True, help_text="Empty: settings.OPENAI_BASE_URL."
+    provider = models.CharField(
+        max_length=100, blank=True, help_text="An administrator's provider (its name)."
     )
-    model = models.CharField(max_length=200, blank=True, help_text="Empty: settings.OPENAI_MODEL.")
+    base_url = models.CharField(
+        max_length=500, blank=True, help_text="A researcher's own endpoint (no provider)."
+    )
+    model = models.CharField(max_length=200, blank=True)
+    endpoint_key = models.ForeignKey(
+        EndpointKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="configs"
+    )
     api_key_env = models.CharField(
         max_length=100,
-        default="OPENAI_API_KEY",
-        help_text="Name of the environment variable that holds the key (never the key).",
+        blank=True,
+        default="",
+        help_text="Legacy: the environment variable older configs named; not read.",
+    )
+    disabled_reason = models.TextField(
+        blank=True, help_text="Set when the judge may not run, saying why."
     )
     parameters = models.JSONField(
         default=dict, blank=True, help_text="Sent with every call: temperature, max_tokens, seed…"
@@ -76,22 +110,36 @@ class JudgeConfig(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def provider_name(self) -> str:
+        """The provider this judge uses: its own, or "default" when it names no endpoint."""
+        if self.provider:
+            return self.provider
+        return "" if self.base_url or self.is_baseline else "default"
+
+    def provider_settings(self) -> dict | None:
+        name = self.provider_name()
+        return next((p for p in settings.LLM_PROVIDERS if p["name"] == name), None)
+
     def resolved_base_url(self) -> str:
-        return (self.base_url or settings.OPENAI_BASE_URL or "").rstrip("/")
+        if self.provider_name():
+            found = self.provider_settings()
+            return found["base_url"].rstrip("/") if found else ""
+        return self.base_url.rstrip("/")
 
     def resolved_model(self) -> str:
-        return self.model or settings.OPENAI_MODEL or ""
+        if self.model:
+            return self.model
+        found = self.provider_settings() if self.provider_name() else None
+        models_ = found["models"] if found else []
+        return models_[0] if len(models_) == 1 else ""
 
-    def api_key(self) -> str:
-        # Local servers (vLLM, Ollama, llama.cpp, our test server) accept any key, but the
-        # openai client refuses an empty one.
-        # Only variables on the administrator's allow-list are ever read (an owner could
-        # otherwise name DJANGO_SECRET_KEY and have it sent as a bearer token).
-        allowed = self.api_key_env in settings.LLM_KEY_ENV_ALLOWLIST
-        key = os.environ.get(self.api_key_env, "") if allowed else ""
-        if not key and self.api_key_env == "OPENAI_API_KEY":
-            key = settings.OPENAI_API_KEY
-        return key or "not-needed"
+    def key_source(self) -> str:
+        """Where the judge's key comes from, for pages (never the key)."""
+        if self.provider_name():
+            return f"provider {self.provider_name()}"
+        if self.endpoint_key_id:
+            return f"your key {self.endpoint_key}"
+        return "no key"
 
     def is_configured(self) -> bool:
         return bool(self.resolved_base_url() and self.resolved_model())

@@ -10,9 +10,13 @@ from .models import JudgeConfig
 
 
 def judge_config_create(*, name: str, actor: Any = None, **fields: Any) -> JudgeConfig:
-    """A judge config; `api_key_env` names an environment variable, never a key."""
+    """A judge config: a provider's, or a researcher's own endpoint with one of their own
+    saved keys (EndpointKey), never a key in plain text."""
     if "api_key" in fields:
-        raise ValueError("store the name of the environment variable (api_key_env), not a key")
+        raise ValueError("save the key as an EndpointKey (encrypted), never on the config")
+    key = fields.get("endpoint_key")
+    if key is not None and key.owner_id != getattr(actor, "pk", None):
+        raise ValueError("a judge may use only its creator's own keys")
     return JudgeConfig.objects.create(
         name=name, created_by=actor if getattr(actor, "pk", None) else None, **fields
     )

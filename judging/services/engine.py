@@ -27,7 +27,16 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from ..llm.client import Attempt, Prepared, budget_problem, lookup, prepare, record, run_spend
+from ..llm.client import (
+    Attempt,
+    Prepared,
+    budget_problem,
+    lookup,
+    prepare,
+    provider_cap_problem,
+    record,
+    run_spend,
+)
 from ..llm.models import LLMCall
 from ..llm.pool import SendPool
 from ..models import JudgeRun
@@ -225,6 +234,7 @@ class Engine:
                 self.flush()
                 continue
             problem = self.budget(len(self.pool) + len(self.returned))
+            problem = problem or provider_cap_problem(prepared)
             if problem:
                 self.stop = ("budget", problem)
                 self.pending.appendleft(unit)

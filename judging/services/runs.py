@@ -186,6 +186,8 @@ def judge_run_create(
             raise JudgeRunRefused(f"{method} needs a judge config")
         if config.is_baseline:
             raise JudgeRunRefused(f"{config.name} is a baseline judge; it cannot run {method}")
+        if config.disabled_reason:
+            raise JudgeRunRefused(f"judge {config.name!r} is disabled: {config.disabled_reason}")
         if not config.is_configured():
             raise JudgeRunRefused(
                 f"judge {config.name!r} has no endpoint or model (LLM judges are off until "

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from ..protocol import jsonsafe
+
 __all__ = [
     "METHODS",
     "HYPOTHESIS_TESTS",
@@ -288,7 +290,7 @@ def parse_plan(source: str | bytes | Mapping[str, Any] | None) -> AnalysisPlan:
         return AnalysisPlan()
     if isinstance(source, str | bytes):
         try:
-            data = json.loads(source) if source.strip() else {}
+            data = jsonsafe.loads(source) if source.strip() else {}
         except json.JSONDecodeError as exc:
             raise PlanError(f"the plan is not valid JSON: {exc}") from None
     else:

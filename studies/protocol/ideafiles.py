@@ -81,10 +81,15 @@ class ImportLimits:
     """Bounds on what one upload may hold; a zip past them is refused whole."""
 
     max_files: int = 2000
-    max_file_bytes: int = 2_000_000
+    # One Markdown file holds one idea: at most max_idea_chars characters of up to four
+    # UTF-8 bytes each, and its front matter.
+    max_file_bytes: int = 4 * 60_000 + 16_384
     max_total_bytes: int = 100_000_000
     # One proposal's text; the protocol's template runs to a few thousand words.
     max_idea_chars: int = 60_000
+    # How many times a zip member may expand: prose compresses three to five times, a
+    # zip bomb thousands. Checked on the archive's directory, before anything is read.
+    max_ratio: int = 100
 
 
 @dataclass(frozen=True)
@@ -520,6 +525,20 @@ def _unsafe_member(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
+def _zip_member_refused(infos: list[zipfile.ZipInfo], limits: ImportLimits) -> str:
+    """Why the archive is refused whole by its directory alone ('' if it is not): a
+    member that expands more than max_ratio times, or a Markdown member larger than an
+    idea may be."""
+    for info in infos:
+        ratio = info.file_size / max(info.compress_size, 1)
+        if info.file_size > 4096 and ratio > limits.max_ratio:
+            return (
+                f"'{info.filename}' expands {ratio:,.0f} times ({info.compress_size:,} to "
+                f"{info.file_size:,} bytes), more than the limit of {limits.max_ratio}"
+            )
+    return ""
+
+
 def _skipped_name(name: str) -> bool:
     parts = PurePosixPath(name).parts
     return any(p.startswith(".") or p == "__MACOSX" for p in parts)
@@ -561,6 +580,10 @@ def _read_zip(
                     f"{limits.max_total_bytes:,}",
                 )
             )
+            return
+        refused = _zip_member_refused(infos, limits)
+        if refused:
+            batch.problems.append(ImportProblem(source, f"refused: {refused}; nothing read"))
             return
         for info in sorted(infos, key=lambda i: i.filename):
             name = info.filename

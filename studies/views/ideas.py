@@ -460,8 +460,12 @@ def normalization(request: HttpRequest, slug: str) -> HttpResponse:
             "study": study,
             "job": job,
             "problem": ideaprep.normalization_problem(study),
-            "choice_form": ConfigChoiceForm(initial={"config": study.normalization_config}),
-            "create_form": ConfigCreateForm(),
+            "choice_form": ConfigChoiceForm(
+                initial={"config": study.normalization_config},
+                user=request.user,
+                current=study.normalization_config,
+            ),
+            "create_form": ConfigCreateForm(user=request.user),
             "overview": ideaprep.normalization_overview(study),
             "queue": ideaprep.signoff_queue(study),
             "n_passed": len(ideaprep.signoff_passed(study)),
@@ -477,7 +481,7 @@ def normalization(request: HttpRequest, slug: str) -> HttpResponse:
 def normalization_config(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
     if request.POST.get("form") == "create":
-        create = ConfigCreateForm(request.POST)
+        create = ConfigCreateForm(request.POST, user=request.user)
         if not create.is_valid():
             messages.error(
                 request,
@@ -489,7 +493,9 @@ def normalization_config(request: HttpRequest, slug: str) -> HttpResponse:
             return redirect("studies:normalization", study.slug)
         config: JudgeConfig | None = judge_config_create(actor=request.user, **create.cleaned_data)
     else:
-        choice = ConfigChoiceForm(request.POST)
+        choice = ConfigChoiceForm(
+            request.POST, user=request.user, current=study.normalization_config
+        )
         if not choice.is_valid():
             messages.error(request, "Choose one of the listed judge configs.")
             return redirect("studies:normalization", study.slug)

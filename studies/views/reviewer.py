@@ -57,7 +57,13 @@ from ..review_forms import (
     study_review_definition,
 )
 from ..study_setup import is_researcher
-from ..throttle import client_address, login_blocked, login_failed, token_blocked, token_failed
+from ..throttle import (
+    client_address,
+    login_attempt,
+    login_succeeded,
+    token_blocked,
+    token_failed,
+)
 
 reviewer_login_required = login_required(login_url="studies:reviewer_login")
 OPEN_TO_REVIEWERS = (Study.Status.REVIEWING, Study.Status.CLOSED)
@@ -135,10 +141,12 @@ def reviewer_login(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         address = client_address(request)
         username = request.POST.get("username") or ""
-        if login_blocked(address=address, username=username):
+        # Counted before the password is checked: parallel guesses cannot slip past.
+        if login_attempt(address=address, username=username):
             return _too_many(request, "log-in attempts")
         if form.is_valid():
             user = form.get_user()
+            login_succeeded(address=address, username=username)
             login(request, user)
             if next_url:
                 return redirect(next_url)
@@ -146,7 +154,6 @@ def reviewer_login(request: HttpRequest) -> HttpResponse:
             # anyone on a study's team, land on their studies.
             team = is_researcher(user) or user.study_memberships.exists()  # type: ignore[attr-defined]
             return redirect("studies:study_list" if team else "studies:reviewer_home")
-        login_failed(address=address, username=username)
     return render(
         request,
         "studies/reviewer/login.html",
@@ -164,12 +171,12 @@ def admin_login(request: HttpRequest) -> HttpResponse:
         return admin.site.login(request)
     address = client_address(request)
     username = request.POST.get("username") or ""
-    if login_blocked(address=address, username=username):
+    if login_attempt(address=address, username=username):
         return _too_many(request, "log-in attempts")
     response = admin.site.login(request)
     # The admin answers a failed attempt with its form again, a success with a redirect.
-    if response.status_code == 200:
-        login_failed(address=address, username=username)
+    if response.status_code != 200:
+        login_succeeded(address=address, username=username)
     return response
 
 
@@ -454,13 +461,19 @@ def review_autosave(request: HttpRequest, assignment_id: int) -> HttpResponse:
     assignment = get_assignment_for_draft(request, assignment_id)
     definition = assignment.study.form_definition()
     error, status, review = "", 200, None
+    version = _page_version(request)
     try:
-        review = review_draft_save(
-            assignment=assignment,
-            draft=draft_from_post(definition, request.POST),
-            version=_page_version(request),
-            definition=definition,
-        )
+        if version is None:
+            # The page always sends the version it was opened with; without one a draft
+            # could land over a review submitted since.
+            error, status = "This save came without the page's version; reload the page.", 400
+        else:
+            review = review_draft_save(
+                assignment=assignment,
+                draft=draft_from_post(definition, request.POST),
+                version=version,
+                definition=definition,
+            )
     except RecruitmentError as exc:
         error, status = str(exc), 400 if isinstance(exc, TextRejected) else 409
     if is_htmx(request):

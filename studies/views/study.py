@@ -314,7 +314,7 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
             "job": job,
             "job_rows": settings.IMPORT_JOB_MIN_ROWS,
         },
-        status=400 if problems else 200,
+        status=400 if problems or (request.method == "POST" and form.errors) else 200,
     )
 
 

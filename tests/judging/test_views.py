@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from judging.llm.models import JudgeConfig
+from judging.llm.models import EndpointKey, JudgeConfig
 from judging.models import JudgeRun, ReferenceCorpus
 from judging.services import judge_run_create, judge_run_execute
 from studies.models import AuditEvent, Reviewer
@@ -91,15 +91,23 @@ def test_a_run_of_another_study_is_404_even_for_an_owner(client, owner, owned, o
     assert client.get(reverse("judging:run_detail", args=[owned.slug, run.pk])).status_code == 404
 
 
-def test_a_judge_is_saved_with_the_key_variable_name_never_a_key(client, owner, owned, settings):
-    settings.LLM_KEY_ENV_ALLOWLIST = [*settings.LLM_KEY_ENV_ALLOWLIST, "LOCAL_LLM_KEY"]
+def test_a_judge_is_saved_with_a_saved_key_never_a_key_in_the_config(client, owner, owned):
     client.force_login(owner)
+    keys = reverse("judging:key_create", args=[owned.slug])
+    secret = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
+    response = client.post(keys, {"label": "my lab key", "secret": secret})
+    assert response.status_code == 302
+    page = client.get(reverse("judging:config_create", args=[owned.slug])).content.decode()
+    assert "my lab key" in page and "abcdefghijklmnop" not in page  # never shown again
+    key = EndpointKey.objects.get(owner=owner)
+    assert "abcdefghijklmnop" not in key.token
     url = reverse("judging:config_create", args=[owned.slug])
     form = {
         "name": "local",
+        "provider": "",
         "base_url": "http://127.0.0.1:9/v1",
         "model": "m",
-        "api_key_env": "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789",
+        "endpoint_key": str(key.pk),
         "parameters": '{"temperature": 0}',
         "price_input_per_million": "1",
         "price_output_per_million": "2",
@@ -108,26 +116,36 @@ def test_a_judge_is_saved_with_the_key_variable_name_never_a_key(client, owner, 
         "max_attempts": "3",
         "backoff_seconds": "0.5",
     }
-    response = client.post(url, form)
-    assert response.status_code == 200 and "looks like a key" in response.content.decode()
-    assert "abcdefghijklmnop" not in response.content.decode()  # not echoed back either
-    assert not JudgeConfig.objects.exists()
-    response = client.post(url, {**form, "parameters": '{"api_key": "x"}', "api_key_env": "K"})
+    response = client.post(url, {**form, "parameters": '{"api_key": "x"}'})
     assert "must not carry credentials" in response.content.decode()
-    response = client.post(url, {**form, "api_key_env": "LOCAL_LLM_KEY"})
+    response = client.post(url, {**form, "parameters": '{"extra_headers": {"X": "1"}}'})
+    assert "extra_headers" in response.content.decode() and "cannot be set here" in (
+        response.content.decode()
+    )
+    response = client.post(url, {**form, "parameters": '{"temprature": 0}'})
+    assert "not a parameter" in response.content.decode()
+    assert not JudgeConfig.objects.exists()
+    response = client.post(url, form)
     assert response.status_code == 302
     config = JudgeConfig.objects.get(name="local")
-    assert config.api_key_env == "LOCAL_LLM_KEY" and config.created_by == owner
+    assert config.endpoint_key == key and config.created_by == owner
     page = client.get(reverse("judging:home", args=[owned.slug])).content.decode()
-    assert "LOCAL_LLM_KEY" in page and "not set here" in page
+    assert "your key my lab key" in page and "abcdefghijklmnop" not in page
+    # removable: the judge then sends no key
+    client.post(reverse("judging:key_delete", args=[owned.slug, key.pk]))
+    assert not EndpointKey.objects.exists()
+    config.refresh_from_db()
+    assert config.endpoint_key is None
 
 
 def test_the_api_key_field_is_a_text_name_and_keys_never_reach_the_page(
     client, owner, owned, monkeypatch
 ):
-    monkeypatch.setenv("SECRET_JUDGE_KEY", "sk-very-secret-value-123")
+    from judging.llm.keystore import endpoint_key_save
+
+    key = endpoint_key_save(owner=owner, label="k", secret="sk-very-secret-value-123")
     JudgeConfig.objects.create(
-        name="j", base_url="http://x/v1", model="m", api_key_env="SECRET_JUDGE_KEY"
+        name="j", base_url="http://x/v1", model="m", endpoint_key=key, created_by=owner
     )
     client.force_login(owner)
     for url in get_urls(owned.slug, judge_run_create(study=owned, method="baseline_random").pk):

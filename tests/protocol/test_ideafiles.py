@@ -345,3 +345,37 @@ def test_an_optional_author_contact_column_is_read_when_present():
         "ideas.csv", csv_bytes([HEADER, ["H1", "", "Factuality", "Human", PROPOSAL, ""]]), **KNOWN
     )
     assert without.ok and without.records[0].author_contact == ""
+
+
+def test_a_zip_bomb_of_markdown_is_refused_by_its_ratio_before_reading(monkeypatch):
+    # 50 Markdown files of 2 MB each compress to a few KB each: refused from the
+    # directory alone, nothing decompressed.
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for i in range(50):
+            z.writestr(f"{i}.md", b"# t\n" + b"a" * 1_990_000)
+    bomb = buffer.getvalue()
+    assert len(bomb) < 300_000
+    opened: list[str] = []
+    real_open = zipfile.ZipFile.open
+
+    def recorded(self, name, *args, **kwargs):
+        opened.append(str(name))
+        return real_open(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", recorded)
+    batch = read_batch("bomb.zip", bomb, **KNOWN)
+    assert batch.records == []
+    assert "expands" in messages(batch)[0] and "nothing read" in messages(batch)[0]
+    assert opened == []  # refused before any member was decompressed
+
+
+def test_a_markdown_member_larger_than_an_idea_may_be_is_refused():
+    text = ("word " * 60_000).encode()  # 300,000 bytes: over 60,000 characters whatever
+    batch = read_batch(
+        "big.zip", make_zip({"big.md": text}), limits=ImportLimits(max_ratio=10**6), **KNOWN
+    )
+    assert messages(batch)[0].startswith("big.zip:big.md: file too large (")

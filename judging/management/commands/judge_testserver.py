@@ -47,7 +47,10 @@ class Command(BaseCommand):
                 defaults={
                     "base_url": server.base_url,
                     "model": "scripted",
-                    "api_key_env": "IDEAREVIEW_TESTSERVER_KEY",
+                    # a brought endpoint without a key: the scripted server needs none
+                    "api_key_env": "",
+                    "provider": "",
+                    "disabled_reason": "",
                     "parameters": {"temperature": 0},
                     "concurrency": 8,
                     "max_attempts": 4,
