@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run serve test check lint typecheck install lock system-deps worker web demo bench clean
+.PHONY: run serve test test-fast check lint typecheck install lock system-deps worker web demo bench bench-smoke clean
 
 # Exact versions: everything comes from requirements.lock (hash-checked, no resolver at
 # install time), so a deployment runs what CI tested; `pip check` then proves the set is
@@ -64,6 +64,18 @@ check: lint typecheck
 
 bench: install
 	$(BIN)/python bench/analysis.py
+
+# Every bench/*.py on tiny sizes (`--smoke`: seconds, every code path it times), so a
+# benchmark that no longer runs fails CI instead of the next person who wants its figures.
+# Files go to a throw-away var/; bench/load.py and bench/request_cost.py create their own
+# databases (ir_load, ir_request_cost) on the PostgreSQL of 127.0.0.1:5432.
+bench-smoke: install
+	@set -e; var=$$(mktemp -d); trap 'rm -rf "$$var"' EXIT; \
+	for f in bench/*.py; do \
+	  echo "== $$f --smoke"; start=$$(date +%s); \
+	  IDEAREVIEW_VAR_DIR="$$var" $(BIN)/python "$$f" --smoke; \
+	  echo "== $$f: $$(( $$(date +%s) - start )) s"; \
+	done
 
 clean:
 	rm -rf $(VENV) var/*.sqlite3 var/broker var/reports
