@@ -44,9 +44,21 @@ serve: install
 
 # Install, then run the whole test suite (pytest, with the R cross-checks when R is there).
 # npm ci installs axe-core from package-lock.json for the browser accessibility check.
+# pytest-xdist spreads the tests over TEST_WORKERS processes, each with its own database,
+# broker, folders and ports (docs/testing.md); many tests mostly wait on a worker process,
+# a browser or R, so there are more processes than cores. TEST_WORKERS=0: one process.
+# Tests sharing an expensive module-level computation stay on one process (xdist_group).
+TEST_WORKERS ?= 3
+PYTEST_XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 test: install system-deps
 	npm ci --no-audit --no-fund --silent
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_XDIST)
+
+# The inner loop: everything but the browser walks, the R cross-checks and the tests
+# marked slow (real worker processes, servers, statistical recoveries), over the same
+# xdist workers. `make test` (and CI) runs them all.
+test-fast: install
+	$(BIN)/pytest $(PYTEST_XDIST) -m "not slow and not e2e and not r" -q
 
 lint: install
 	$(BIN)/ruff check .

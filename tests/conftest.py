@@ -171,7 +171,22 @@ def _uses_database(item: pytest.Item) -> bool:
     return item.get_closest_marker("django_db") is not None or bool(names & DATABASE_FIXTURES)
 
 
+SHARED_SCOPES = {"module", "class", "package"}
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d[-1].scope in SHARED_SCOPES for d in defs if d)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under xdist (--dist loadgroup) a module whose tests share a module-scoped fixture (a
+    # model fit, an R run) keeps them on one worker, which computes it once.
+    for item in items:
+        if _shares_a_fixture(item) and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else ""))
     test_pass = os.environ.get("IDEAREVIEW_TEST_PASS", "")
     if not test_pass:
         return
