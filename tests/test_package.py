@@ -23,6 +23,8 @@ from tests.factories import (
     make_agreement_study,
 )
 
+pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+
 
 @pytest.fixture
 def built(db, owner, tmp_path, settings):

@@ -22,6 +22,8 @@ from studies.plans import study_plan_freeze, study_plan_set
 from studies.report_files import report_build
 from studies.templatetags.report_format import pval
 
+pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+
 FIVE = ["novelty", "excitement", "soundness", "effectiveness", "overall"]
 ALL = [*FIVE, "faithfulness", "code_quality"]
 SM = {"bh": "fdr_bh", "holm": "holm", "bonferroni": "bonferroni"}

@@ -14,7 +14,7 @@ from judging.llm.models import LLMCall
 from judging.models import JudgeRun
 from studies.models import Review, ReviewRevision, Study, Topic
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture
