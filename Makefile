@@ -47,7 +47,8 @@ serve: install
 # pytest-xdist spreads the tests over TEST_WORKERS processes, each with its own database,
 # broker, folders and ports (docs/testing.md); many tests mostly wait on a worker process,
 # a browser or R, so there are more processes than cores. TEST_WORKERS=0: one process.
-# Tests sharing an expensive module-level computation stay on one process (xdist_group).
+# The tests of a module sharing a module-scoped computation go to one process together
+# (tests/conftest.py, pytest_xdist_make_scheduler).
 TEST_WORKERS ?= 3
 PYTEST_XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 test: install system-deps

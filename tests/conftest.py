@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import tempfile
+from functools import cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -171,22 +174,37 @@ def _uses_database(item: pytest.Item) -> bool:
     return item.get_closest_marker("django_db") is not None or bool(names & DATABASE_FIXTURES)
 
 
-SHARED_SCOPES = {"module", "class", "package"}
+SHARED_FIXTURE = re.compile(r"scope=\"(module|class|package)\"|xdist_group")
 
 
-def _shares_a_fixture(item: pytest.Item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)
-    defs = info.name2fixturedefs.values() if info is not None else ()
-    return any(d[-1].scope in SHARED_SCOPES for d in defs if d)
+@cache
+def _module_shares_a_computation(module: str) -> bool:
+    """Whether a test module has a module-, class- or package-scoped fixture (a model fit,
+    an R run) or names an xdist group: computed once per process, so its tests belong
+    together on one worker."""
+    path = ROOT / module
+    return path.suffix == ".py" and bool(SHARED_FIXTURE.search(path.read_text("utf-8")))
 
 
-@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` (make test): every test is scheduled on its own, except that the
+    tests of a module sharing a computation (above) go to one worker as a unit, which
+    computes it once. pytest-xdist's own loadgroup marks tests through Item._nodeid, which
+    pytest 9.2 no longer reads, so it would scatter them; this scheduler needs only the
+    test ids the controller has."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedComputationScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if _module_shares_a_computation(module) else nodeid
+
+    return SharedComputationScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Under xdist (--dist loadgroup) a module whose tests share a module-scoped fixture (a
-    # model fit, an R run) keeps them on one worker, which computes it once.
-    for item in items:
-        if _shares_a_fixture(item) and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else ""))
     test_pass = os.environ.get("IDEAREVIEW_TEST_PASS", "")
     if not test_pass:
         return

@@ -75,6 +75,7 @@ def analyst(db):
     return get_user_model().objects.create_user("analyst-x")
 
 
+@pytest.mark.slow
 def test_an_execution_form_import_is_analysed_under_its_own_names_and_scales(
     analyst, tmp_path, settings
 ):

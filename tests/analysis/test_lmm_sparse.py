@@ -15,6 +15,7 @@ from studies.analysis.mixed import fit_mixed
 from tests.analysis.simulations import simulate_crossed
 
 
+@pytest.mark.slow
 def test_mixed_model_ci_covers_true_effect_in_at_least_90_percent_of_replications() -> None:
     true = {"condition[AI]": 0.5, "condition[AI_Rerank]": 0.8}
     hits = {t: 0 for t in true}
@@ -341,6 +342,7 @@ def _piloted_and_plain(monkeypatch: pytest.MonkeyPatch, seed: int) -> tuple[Any,
     return piloted, plain
 
 
+@pytest.mark.slow
 def test_a_single_start_on_a_large_study_is_piloted_on_a_subsample(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
