@@ -8,6 +8,7 @@ the crossed mixed model alone at conference scale, engine by engine with lme4 be
                              [--mixed-timeout 900] [--mixed-threads 1]
                              [--ordinal-sizes 3000] [--no-clmm]
                              [--judge-size 30000] [--judges 3] [--judge-draws 200]
+    python bench/analysis.py --smoke    # every part on tiny sizes, in seconds (CI)
 
 Prints one line per data set and engine with the time per part (target: si2024 < 5 s),
 then one line per (size, engine) of the mixed model with seconds, CPU seconds, peak
@@ -208,7 +209,16 @@ def main() -> None:
     parser.add_argument("--judges", type=int, default=3)
     parser.add_argument("--judge-draws", type=int, default=200)
     parser.add_argument("--skip-report", action="store_true", help="skip the full analyses")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="every part on tiny sizes (si2024 with 20 splits, 150 reviews, 2 judges): seconds",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.sizes, args.starts, args.splits = "150", 1, 20
+        args.mixed_sizes, args.mixed_timeout, args.ordinal_sizes = "150", 120.0, "150"
+        args.judge_size, args.judges, args.judge_draws = 300, 2, 20
     import os
 
     import django

@@ -2,6 +2,7 @@
 
 python bench/assignment.py --scales 1,10,100 [--seed 0 | --seed 0-9 | --seed 0,3] [--time-limit 300]
     [--topic-choice first|equal]
+python bench/assignment.py --smoke    # small scales, in seconds (CI)
 
 "total s" is the solver's wall time, "cpu s" its CPU time (this process, all threads):
 on a shared machine the second is the steadier figure. "first share" is the share of reviews by two-topic reviewers that come from their first
@@ -31,7 +32,10 @@ def main() -> None:
     parser.add_argument("--seed", default="0", help="a seed, a range 0-9 or a list 0,3")
     parser.add_argument("--time-limit", type=float, default=300.0)
     parser.add_argument("--topic-choice", choices=["first", "equal"], default="first")
+    parser.add_argument("--smoke", action="store_true", help="scale 1, one seed: seconds")
     args = parser.parse_args()
+    if args.smoke:
+        args.scales, args.seed, args.time_limit = "1", "0", 60.0
     header = (
         f"{'scale':>6} {'seed':>4} {'ideas':>6} {'memb':>6} {'revs':>6} {'reviews':>7} {'status':>9} "
         f"{'total s':>8} {'cpu s':>6} {'build':>6} {'milp':>6} {'place':>6} {'vars':>7} {'types':>6} "

@@ -94,7 +94,12 @@ def main() -> None:
     parser.add_argument("--short", type=int, default=256, help="seed ideas of ~60 words")
     parser.add_argument("--ideas", type=int, default=15000, help="size of the pair search")
     parser.add_argument("--block", type=int, default=1024)
+    parser.add_argument(
+        "--smoke", action="store_true", help="4 proposals, 8 seed ideas, 600 vectors: seconds"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.long, args.short, args.ideas, args.block = 4, 8, 600, 256
 
     threads = os.environ.get("IDEAREVIEW_EMBEDDING_THREADS", "1")
     print(f"cores {os.cpu_count()}, BLAS threads for embedding {threads}")

@@ -17,6 +17,7 @@ unit, excluding the ratings step, and the worker threads' per `send`. These do n
 on machine load.
 
     .venv/bin/python bench/judging.py --overhead-only --profile   # ≈ 1 minute
+    .venv/bin/python bench/judging.py --smoke   # every part on tiny sizes (CI)
 
 `--profile` runs cProfile (CPU-time clock) over the engine thread of a fresh and of a
 cached run and prints where each unit's time goes, by step of our code.
@@ -102,11 +103,12 @@ def cpu_meter() -> Iterator[dict[str, Any]]:
 
     Instrumentation only: it wraps the two callables in this process and restores them.
     """
+    from judging.llm import pool as sending
     from judging.services import engine as services
 
     acc: dict[str, Any] = {"engine": 0.0, "send": 0.0, "sends": 0, "profile": None}
     lock = threading.Lock()
-    execute, send = services.Engine.execute, services.send
+    execute, send = services.Engine.execute, sending.send
 
     def timed_execute(self: Any) -> None:
         profile = acc["profile"]
@@ -130,12 +132,12 @@ def cpu_meter() -> Iterator[dict[str, Any]]:
                 acc["sends"] += 1
 
     services.Engine.execute = timed_execute  # type: ignore[method-assign]
-    services.send = timed_send
+    sending.send = timed_send  # the name the send pool's worker threads call
     try:
         yield acc
     finally:
         services.Engine.execute = execute  # type: ignore[method-assign]
-        services.send = send
+        sending.send = send
 
 
 # Steps of the engine thread's work per unit, as (path part, function) in cProfile's
@@ -146,11 +148,19 @@ PROFILE_STEPS = [
         "_fill",
         "start units: cancel check, prepare, cache lookup, budget, submit",
     ),
-    ("judging/services/engine.py", "cancelled", "  cancel check (one SELECT per unit)"),
-    ("judging/client.py", "prepare", "  prepare (cache key: JSON + SHA-256)"),
-    ("judging/client.py", "lookup", "  cache lookup (SELECT; a hit loads the whole LLMCall row)"),
+    ("judging/services/engine.py", "stopped", "  stop check (cancelled, lost, budget)"),
+    ("judging/llm/client.py", "prepare", "  prepare (cache key: JSON + SHA-256)"),
+    (
+        "judging/llm/client.py",
+        "lookup",
+        "  cache lookup (SELECT; a hit loads the whole LLMCall row)",
+    ),
     ("judging/services/engine.py", "_record", "store a returned call"),
-    ("judging/client.py", "record", "  LLMCall INSERT (request + response JSON) in a savepoint"),
+    (
+        "judging/llm/client.py",
+        "record",
+        "  LLMCall INSERT (request + response JSON) in a savepoint",
+    ),
     ("judging/services/engine.py", "complete", "  outcome: savepoint + driver.store"),
     ("judging/services/drivers/", "store", "    driver.store (parse + outcome INSERT)"),
     ("judging/services/base.py", "mark_parsed", "    UPDATE LLMCall.parsed after the INSERT"),
@@ -245,12 +255,15 @@ def overhead(args: argparse.Namespace) -> None:
     from judging.services import judge_run_create, judge_run_execute
     from judging.testserver import Rules, TestServer
 
-    study = build_study(40, 2)
+    study = build_study(args.overhead_ideas, 2)
     with TestServer(Rules()) as server:
         judge = JudgeConfig.objects.create(
             name="overhead", base_url=server.base_url, model="scripted", concurrency=1
         )
-        bare = [prepare(judge, [{"role": "user", "content": f"warm-up {i}"}]) for i in range(200)]
+        bare = [
+            prepare(judge, [{"role": "user", "content": f"warm-up {i}"}])
+            for i in range(args.bare_calls)
+        ]
         send(bare[0])
         started, cpu_started = time.perf_counter(), time.thread_time()
         for p in bare[1:]:
@@ -323,7 +336,17 @@ def main() -> None:
     ap.add_argument(
         "--profile", action="store_true", help="cProfile the engine thread (zero latency)"
     )
+    ap.add_argument("--overhead-ideas", type=int, default=40)
+    ap.add_argument("--bare-calls", type=int, default=200, help="bare client round trips")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, every part (latency runs, overhead, profile): seconds",
+    )
     args = ap.parse_args()
+    if args.smoke:
+        args.ideas, args.topics, args.latency, args.concurrency, args.rounds = 12, 2, 0.01, 4, 2
+        args.overhead_ideas, args.bare_calls, args.profile = 8, 20, True
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f} (wall times depend on it)")
 

@@ -11,6 +11,7 @@ with the scores and text that were sent.
 
     python bench/load.py                        # 200 reviewers, 60 s ramp, 2 x 60 s typing
     python bench/load.py --reviewers 20 --ramp 5 --typing 10 --assignments 1   # quick
+    python bench/load.py --smoke     # 4 reviewers, seconds, on a free port (CI)
 
 It creates (and drops first) its own database (--database, default ir_load) on the
 PostgreSQL server of --pg (default postgres://postgres@127.0.0.1:5432), and starts
@@ -27,6 +28,7 @@ import http.client
 import os
 import random
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -286,6 +288,12 @@ def server_env(args: argparse.Namespace, var: Path) -> dict[str, str]:
     return env
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
 def create_database(args: argparse.Namespace) -> None:
     import psycopg
 
@@ -513,7 +521,15 @@ def main() -> None:
     parser.add_argument(
         "--timeout", type=float, default=300, help="s a reviewer waits for an answer (a browser's)"
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="4 reviewers, one assignment each, 3 s of typing, 2 web workers, a free port",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.reviewers, args.assignments, args.ramp, args.typing, args.autosave = 4, 1, 1, 3, 1
+        args.web_workers, args.threads, args.port = 2, 2, free_port()
 
     var = Path(tempfile.mkdtemp(prefix="ideareview-load-"))
     env = server_env(args, var)

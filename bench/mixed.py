@@ -324,7 +324,14 @@ def main() -> None:
         help="time the sparse engine with Satterthwaite df and lme4 through lmerTest, and "
         "compare the df",
     )
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="150 reviews, every engine, with Satterthwaite df: seconds",
+    )
     args = ap.parse_args()
+    if args.smoke:
+        args.sizes, args.timeout, args.satterthwaite = "150", 120.0, True
     run_table(
         [int(s) for s in args.sizes.split(",") if s],
         [e for e in args.engines.split(",") if e],

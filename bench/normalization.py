@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/normalization.py                  # 150 ideas, 2 s, concurrency 4
     .venv/bin/python bench/normalization.py --latency 0.5    # quicker
+    .venv/bin/python bench/normalization.py --smoke          # every step on 6 ideas (CI)
 
 It imports N seven-section proposals (≈ 250 words each) into a throw-away SQLite
 database, points a judge config at the local OpenAI-compatible test server answering
@@ -35,6 +36,9 @@ def setup_django(db_path: Path) -> None:
     os.environ["DATABASE_URL"] = f"sqlite:///{db_path}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ideareview.settings")
     os.environ.setdefault("DJANGO_LOG_LEVEL", "WARNING")
+    # The scripted endpoint listens on loopback, which judges may reach only when the
+    # administrator lists it.
+    os.environ.setdefault("IDEAREVIEW_LLM_HOST_ALLOWLIST", "127.0.0.1,localhost")
     import django
 
     django.setup()
@@ -110,7 +114,10 @@ def main() -> None:
         action="store_true",
         help="skip the embedding-similarity check, to see the pipeline without its CPU",
     )
+    ap.add_argument("--smoke", action="store_true", help="6 ideas, 0.01 s latency: seconds")
     args = ap.parse_args()
+    if args.smoke:
+        args.ideas, args.latency = 6, 0.01
 
     with tempfile.TemporaryDirectory(prefix="ideareview-bench-") as tmp:
         setup_django(Path(tmp) / "bench.sqlite3")

@@ -2,6 +2,7 @@
 CSVs, PDF and the reproducibility package.
 
     python bench/report.py [--size 30000] [--judges 3] [--draws 50] [--skip-si2024]
+    python bench/report.py --smoke    # every part on a small simulated study (CI)
 
 si2024: the released reviews imported into a throwaway in-memory database, then the real
 `report_build` service (which writes every file and the package), timed per part; no
@@ -198,7 +199,12 @@ def main() -> None:
     parser.add_argument("--judges", type=int, default=3)
     parser.add_argument("--draws", type=int, default=50)
     parser.add_argument("--skip-si2024", action="store_true")
+    parser.add_argument(
+        "--smoke", action="store_true", help="si2024, then 300 reviews, 2 judges, 10 draws"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.size, args.judges, args.draws = 300, 2, 10
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ideareview.settings")
     import django
 

@@ -11,6 +11,7 @@ over many requests). Wall time is printed too, but it is the noisy one.
     python bench/request_cost.py                      # 300 of each
     python bench/request_cost.py --profile autosave   # plus cProfile's top functions
     python bench/request_cost.py --login              # plus one login's password check
+    python bench/request_cost.py --smoke              # all of it, 10 of each (CI)
 
 It creates (and drops first) its own database (--database, default ir_request_cost) on
 the PostgreSQL server of --pg (default postgres://postgres@127.0.0.1:5432). The cache is
@@ -185,7 +186,14 @@ def main() -> None:
     )
     parser.add_argument("--queries", help="a request kind whose SQL to print")
     parser.add_argument("--login", action="store_true", help="time one password check")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="10 of each, with the autosave's SQL and profile and a login: seconds",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.n, args.profile, args.queries, args.login = 10, "autosave", "autosave", True
     setup(args)
     from django.contrib.auth import get_user_model
 

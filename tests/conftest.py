@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import atexit
+import os
+import re
 import shutil
 import tempfile
+from functools import cache
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from ideareview.celery import app as celery_app
@@ -30,6 +36,34 @@ if str(celery_app.conf.broker_url).startswith("filesystem://"):
         "control_folder": str(_broker / "control"),
         "store_processed": False,
     }
+
+# pytest-xdist runs the suite in several processes ("gw0", "gw1", ...; `make test`). Each
+# one is isolated: its own test database (pytest-django suffixes the name per worker; the
+# SQLite file is named by process id), its own TEST_VAR_DIR (above), its own file folders
+# (the session fixture _own_var_folders), ports picked free by the OS, and on Redis its own
+# broker database: the configured database number plus the worker's index, so a worker
+# process one test starts never takes another test process's tasks.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+WORKER_INDEX = int(XDIST_WORKER[2:]) if XDIST_WORKER[2:].isdigit() else 0
+
+
+def _redis_db_for_worker(url: str, index: int) -> str:
+    parts = urlsplit(url)
+    base = int(parts.path.strip("/") or 0)
+    db = base + index
+    if db > 15:
+        raise pytest.UsageError(
+            f"CELERY_BROKER_URL={url!r}: test process {index} would use Redis database {db};"
+            " pick a lower database number or fewer xdist workers (Redis has 0-15)"
+        )
+    return urlunsplit(parts._replace(path=f"/{db}"))
+
+
+if WORKER_INDEX and str(celery_app.conf.broker_url).startswith(("redis://", "rediss://")):
+    _url = _redis_db_for_worker(str(celery_app.conf.broker_url), WORKER_INDEX)
+    celery_app.conf.broker_url = _url
+    settings.CELERY_BROKER_URL = _url
+    os.environ["CELERY_BROKER_URL"] = _url  # worker processes the tests start
 
 ROOT = Path(__file__).resolve().parents[1]
 SI2024 = ROOT / "data" / "si2024"
@@ -78,11 +112,23 @@ def si2024_study(db, owner):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _own_var_folders():
+    """Uploads, reports and report builds of this test process go under its TEST_VAR_DIR,
+    not the checkout's var/ (shared with a running server and with the other test
+    processes: a report build removes the work folders it finds there)."""
+    from django.test import override_settings
+
+    var = Path(TEST_VAR_DIR)
+    with override_settings(
+        MEDIA_ROOT=var / "media", REPORTS_ROOT=var / "reports", JOB_WORK_ROOT=var / "work"
+    ):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _test_cache():
     """Each test process counts rate limits in a cache of its own: the default file cache
     under var/ is shared with a running server and with other test runs, which tests clear."""
-    import os
-
     from django.test import override_settings
 
     location = f"ideareview-tests-{os.getpid()}"
@@ -127,9 +173,37 @@ def _uses_database(item: pytest.Item) -> bool:
     return item.get_closest_marker("django_db") is not None or bool(names & DATABASE_FIXTURES)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    import os
+SHARED_FIXTURE = re.compile(r"scope=\"(module|class|package)\"|xdist_group")
 
+
+@cache
+def _module_shares_a_computation(module: str) -> bool:
+    """Whether a test module has a module-, class- or package-scoped fixture (a model fit,
+    an R run) or names an xdist group: computed once per process, so its tests belong
+    together on one worker."""
+    path = ROOT / module
+    return path.suffix == ".py" and bool(SHARED_FIXTURE.search(path.read_text("utf-8")))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` (make test): every test is scheduled on its own, except that the
+    tests of a module sharing a computation (above) go to one worker as a unit, which
+    computes it once. pytest-xdist's own loadgroup marks tests through Item._nodeid, which
+    pytest 9.2 no longer reads, so it would scatter them; this scheduler needs only the
+    test ids the controller has."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedComputationScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if _module_shares_a_computation(module) else nodeid
+
+    return SharedComputationScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     test_pass = os.environ.get("IDEAREVIEW_TEST_PASS", "")
     if not test_pass:
         return

@@ -44,6 +44,8 @@ from studies.report_files import report_build
 from studies.services import reviews_import, reviews_parse, study_create
 from tests.conftest import ROOT, SI_REVIEWS, SI_TITLES
 
+pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+
 LINK = re.compile(r'\b(href|hx-get)="([^"]*)"')
 # What a page offers to send: forms (their action, or the page itself when they have
 # none), htmx posts and submit buttons sending elsewhere than their form.

@@ -1,7 +1,7 @@
 """House rules the code base keeps: test modules share builders through `tests/factories.py`
 and fixtures through `conftest.py`, never by importing one another; code comments and
 docstrings cite nothing outside the repository and no issue numbers; no class shares its
-name with a model."""
+name with a model; every benchmark has a smoke run that CI calls."""
 
 from __future__ import annotations
 
@@ -237,3 +237,37 @@ def test_the_name_check_catches_a_dataclass_a_form_and_a_named_tuple():
         "studies.forms:1",
         "studies.analysis.y:2",
     ]
+
+
+BENCH = ROOT / "bench"
+
+
+def _declares_smoke(source: str) -> bool:
+    """Whether the script's argument parser has a `--smoke` option."""
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "add_argument"
+            and any(isinstance(a, ast.Constant) and a.value == "--smoke" for a in node.args)
+        ):
+            return True
+    return False
+
+
+def test_every_benchmark_has_a_smoke_run_that_ci_calls():
+    """`make bench-smoke` runs `bench/*.py --smoke` in CI: a script without the option
+    would fail there, and one CI does not run could rot unnoticed."""
+    scripts = sorted(BENCH.glob("*.py"))
+    assert scripts
+    missing = [p.name for p in scripts if not _declares_smoke(p.read_text(encoding="utf-8"))]
+    assert not missing, f"bench scripts without --smoke: {missing}"
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    target = makefile.split("\nbench-smoke:", 1)[1].split("\n\n", 1)[0]
+    assert "bench/*.py" in target and "--smoke" in target
+    assert "make bench-smoke" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_the_smoke_check_tells_an_option_from_a_mention():
+    assert _declares_smoke('ap.add_argument("--smoke", action="store_true")')
+    assert not _declares_smoke('ap.add_argument("--sizes")\nprint("--smoke")')

@@ -75,10 +75,11 @@ def analyst(db):
     return get_user_model().objects.create_user("analyst-x")
 
 
+@pytest.mark.slow
 def test_an_execution_form_import_is_analysed_under_its_own_names_and_scales(
-    analyst, tmp_path, monkeypatch
+    analyst, tmp_path, settings
 ):
-    monkeypatch.setenv("IDEAREVIEW_CHROMIUM", str(tmp_path / "no-chromium"))
+    settings.IDEAREVIEW_CHROMIUM = str(tmp_path / "no-chromium")  # no PDF: seconds of chromium
     rows = execution_rows()
     # code quality arrives under the lab's own column name
     path = write_csv(tmp_path / "exec.csv", rows, rename={"code_quality": "code"})

@@ -26,7 +26,7 @@ from studies.models import JobRun, StudyReport
 from tests import jobtasks
 from tests.conftest import ROOT, TEST_VAR_DIR
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 HEARTBEAT = 1
 LOST_AFTER = 4

@@ -246,6 +246,7 @@ def styled_study(db, owner):
     return study
 
 
+@pytest.mark.slow
 def test_the_leakage_job_reports_auc_near_1_before_and_near_half_after_the_rewrite(
     styled_study, owner, django_capture_on_commit_callbacks, monkeypatch
 ):

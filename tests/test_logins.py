@@ -76,6 +76,7 @@ def test_the_login_page_asks_for_an_email_or_a_username_and_takes_a_username():
     assert r.status_code == 302
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["file", "redis"])
 @pytest.mark.django_db
 def test_failed_logins_in_another_process_count_against_the_same_limit(kind, tmp_path):

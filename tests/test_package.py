@@ -23,6 +23,8 @@ from tests.factories import (
     make_agreement_study,
 )
 
+pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+
 
 @pytest.fixture
 def built(db, owner, tmp_path, settings):
@@ -30,6 +32,13 @@ def built(db, owner, tmp_path, settings):
     seeded = make_agreement_study(owner, slug="pkg")
     snap = report_build(study=seeded.study, out_dir=tmp_path / "rep", options=FAST)
     return seeded, snap, tmp_path
+
+
+@pytest.fixture
+def no_pdf(settings, tmp_path):
+    """For tests that do not look at the PDF: chromium costs seconds per report. Listed
+    before `built`, so the report is built without one."""
+    settings.IDEAREVIEW_CHROMIUM = str(tmp_path / "no-chromium")
 
 
 def _members(path):
@@ -111,7 +120,7 @@ def test_package_keeps_pseudonyms_only_whatever_the_payments_csv_knows(built):
             assert word not in text, (name, word)
 
 
-def test_package_pseudonyms_are_stable_across_two_builds(built):
+def test_package_pseudonyms_are_stable_across_two_builds(no_pdf, built):
     seeded, snap, tmp = built
     package_build(study=seeded.study, out=tmp / "a.zip", report=snap)
     package_build(study=seeded.study, out=tmp / "b.zip", report=snap)
@@ -121,7 +130,7 @@ def test_package_pseudonyms_are_stable_across_two_builds(built):
 
 
 def test_without_judging_the_package_has_no_judges_folder_and_the_rest_unchanged(
-    built, monkeypatch
+    no_pdf, built, monkeypatch
 ):
     from studies import package
 
@@ -148,7 +157,7 @@ def test_without_judging_the_package_has_no_judges_folder_and_the_rest_unchanged
     assert not any(n.startswith("judges/") for n in json.loads(without["manifest.json"])["files"])
 
 
-def test_package_round_trip_reproduces_test_1(built, owner):
+def test_package_round_trip_reproduces_test_1(no_pdf, built, owner):
     seeded, snap, tmp = built
     files = _members(tmp / "rep" / "package.zip")
     path = tmp / "reviews.csv"

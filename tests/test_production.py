@@ -17,6 +17,8 @@ from django.core.management import call_command
 from django.db import OperationalError
 from django.test import Client
 
+pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+
 ROOT = Path(__file__).resolve().parents[1]
 BROKER_PASSWORD = "br0ker-pa55word-xyz"
 DB_PASSWORD = "db-pa55word-xyz"

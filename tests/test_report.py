@@ -113,6 +113,10 @@ def _magnitude(x: float) -> int:
 _BUILT: dict[str, object] = {}
 
 
+# The si2024 report is built once per process (below): its tests go to one xdist worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("si2024-report")]
+
+
 @pytest.fixture
 def si2024_report(db, tmp_path_factory):
     """Import and report once per test session; the rows go with the first test's

@@ -10,6 +10,8 @@ import pytest
 
 from tests.factories import FAST, make_agreement_study
 
+pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+
 
 @pytest.fixture
 def agreement_report(db, owner, tmp_path, settings):

@@ -22,6 +22,8 @@ from studies.plans import study_plan_freeze, study_plan_set
 from studies.report_files import report_build
 from studies.templatetags.report_format import pval
 
+pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+
 FIVE = ["novelty", "excitement", "soundness", "effectiveness", "overall"]
 ALL = [*FIVE, "faithfulness", "code_quality"]
 SM = {"bh": "fdr_bh", "holm": "holm", "bonferroni": "bonferroni"}
@@ -64,10 +66,12 @@ def _rows(seed: int = 11) -> list[dict]:
 
 
 @pytest.fixture
-def exec_study(db, tmp_path, monkeypatch):
+def exec_study(db, tmp_path, settings):
     from django.contrib.auth import get_user_model
 
-    monkeypatch.setenv("IDEAREVIEW_CHROMIUM", str(tmp_path / "no-chromium"))
+    # No PDF (chromium costs seconds per report; the report page tests print one). The
+    # setting, not the environment variable: settings were read before the test started.
+    settings.IDEAREVIEW_CHROMIUM = str(tmp_path / "no-chromium")
     get_user_model().objects.create_user("plan-owner")
     rows = _rows()
     path = tmp_path / "exec.csv"

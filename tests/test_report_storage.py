@@ -16,6 +16,8 @@ from studies.models import StudyReport
 from studies.report_files import _versions_remove_unshown
 from tests.factories import FAST, make_agreement_study
 
+pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+
 IN_MEMORY = {"BACKEND": "django.core.files.storage.InMemoryStorage"}
 # Four builds in one test: what is checked here is where the files go, not the statistics.
 CHEAP = dataclasses.replace(

@@ -13,6 +13,8 @@ from studies.analysis.threads import blas_thread_counts, blas_threads
 from studies.models import JobRun, StudyReport
 from studies.tasks import report_enqueue
 
+pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+
 
 @pytest.fixture
 def worker_with_one_blas_thread(settings, tmp_path):

@@ -17,6 +17,8 @@ import pytest
 from django.conf import settings
 from django.core import mail
 
+pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -15,7 +15,7 @@ from judging.models import JudgeRun
 from studies.models import Review, ReviewRevision, Study, Topic
 from studies.services import audit_chain_check
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from django.urls import reverse
 from ideareview.celery import app
 from studies.models import JobRun, StudyReport
 
+pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+
 
 @pytest.fixture
 def celery_worker(settings, tmp_path):

@@ -274,8 +274,10 @@ def agreement_bars(
             v = cell["value"]
             xs.append(i + (k - (len(rows) - 1) / 2) * width)
             ys.append(v)
-            err_lo.append(v - cell["ci_low"] if cell.get("ci_low") is not None else 0)
-            err_hi.append(cell["ci_high"] - v if cell.get("ci_high") is not None else 0)
+            # A bootstrap percentile interval need not contain the point estimate (few
+            # draws, a skewed statistic): the bar then shows no whisker on that side.
+            err_lo.append(max(0.0, v - cell["ci_low"]) if cell.get("ci_low") is not None else 0)
+            err_hi.append(max(0.0, cell["ci_high"] - v) if cell.get("ci_high") is not None else 0)
         ax.bar(xs, ys, width * 0.9, color=PALETTE[k % len(PALETTE)], label=r["label"], alpha=0.85)
         ax.errorbar(xs, ys, yerr=[err_lo, err_hi], fmt="none", ecolor="#222", lw=0.8, capsize=2)
     ax.axhline(0.5, color="#888", ls="--", lw=0.8, label="chance")

@@ -164,6 +164,7 @@ def test_ordinal_alpha_of_ten_thousand_distinct_values_is_cheap():
     assert time.process_time() - started < 10
 
 
+@pytest.mark.slow
 def test_large_studies_are_split_in_batches_of_bounded_memory(monkeypatch):
     # 5,000 idea units: a batch of 4,096 replicates would hold 20M-number planes (1.3 GB
     # for a 30,000-review study); batches shrink so that one plane stays under _PLANE

@@ -15,6 +15,7 @@ from studies.analysis.mixed import fit_mixed
 from tests.analysis.simulations import simulate_crossed
 
 
+@pytest.mark.slow
 def test_mixed_model_ci_covers_true_effect_in_at_least_90_percent_of_replications() -> None:
     true = {"condition[AI]": 0.5, "condition[AI_Rerank]": 0.8}
     hits = {t: 0 for t in true}
@@ -277,6 +278,7 @@ def _crossed_fit(df: pd.DataFrame, backend: str, reml: bool = True, n_starts: in
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reml", [True, False])
 def test_all_backends_give_the_same_fit(reml: bool) -> None:
     # 400 reviewers crossed with 500 ideas: the reduced system is far above DENSE_MAX.
@@ -306,6 +308,7 @@ def test_superlu_fallback_works_without_scikit_sparse(monkeypatch: pytest.Monkey
         _crossed_fit(df, "cholmod")
 
 
+@pytest.mark.slow
 def test_extra_starts_explored_on_a_subsample_agree_with_the_full_fit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -339,6 +342,7 @@ def _piloted_and_plain(monkeypatch: pytest.MonkeyPatch, seed: int) -> tuple[Any,
     return piloted, plain
 
 
+@pytest.mark.slow
 def test_a_single_start_on_a_large_study_is_piloted_on_a_subsample(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -441,6 +445,7 @@ def test_the_profiled_factor_and_start_stages_are_reported() -> None:
     assert res.details["stages"] == ["full data", "full data"]
 
 
+@pytest.mark.slow
 def test_when_newton_gives_up_cobyqa_finishes_the_piloted_fit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -65,6 +65,7 @@ def _check_against_readme(res: MixedResult, se_tol: float, var_tol: float = TOL)
     assert res.groups_dropped == {"reviewer_id": "no reviewer ids in the data"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", METRICS)
 def test_statsmodels_engine_reproduces_the_readme_table(sm_fits, metric) -> None:
     _check_against_readme(sm_fits[metric], TOL_SM, TOL_SM)

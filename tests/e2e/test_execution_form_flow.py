@@ -46,12 +46,12 @@ def execution_csv(path, seed: int = 3) -> None:
 
 
 def test_a_researcher_runs_an_execution_study_from_the_browser(
-    browser, live_server, artifacts, worker, settings, tmp_path, monkeypatch
+    browser, live_server, artifacts, worker, settings, tmp_path
 ):
     settings.REPORTS_ROOT = str(tmp_path / "reports")
     settings.ANALYSIS_CONSISTENCY_SPLITS = 50
     settings.ANALYSIS_MIXED_STARTS = 1
-    monkeypatch.setenv("IDEAREVIEW_CHROMIUM", str(tmp_path / "no-pdf"))
+    settings.IDEAREVIEW_CHROMIUM = str(tmp_path / "no-pdf")  # the worker runs in this process
     user = get_user_model().objects.create_user("lab", password="lab-pass-12345")
     researcher_grant(user=user)
     data = tmp_path / "execution.csv"

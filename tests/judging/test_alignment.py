@@ -69,6 +69,7 @@ def _rate_pairs(study, ideas, prefer):
         )
 
 
+@pytest.mark.slow
 def test_a_ligbench_run_shows_its_agreement_with_reviewers_on_its_page_and_in_the_report(
     client, study, judge, scripted, db
 ):

@@ -120,6 +120,7 @@ def test_embeddings_of_different_lengths_and_repeated_ids_are_refused():
     assert "e.json: row 2: id: 'u1' repeats row 1" in err.value.errors
 
 
+@pytest.mark.slow
 def test_the_import_command_imports_and_reports_errors(db, tmp_path, capsys):
     call_command("import_references", str(CORPUS), "--name", "cmd", "--embed")
     corpus = ReferenceCorpus.objects.get(name="cmd")

@@ -26,6 +26,7 @@ def corpus(db):
     return reference_corpus_import(data=CORPUS.read_bytes(), name="example", filename="refs.json")
 
 
+@pytest.mark.slow
 def test_ligbench_uses_the_corpus_with_debiased_scores_calibration_and_novelty(
     study, judge, scripted, corpus
 ):

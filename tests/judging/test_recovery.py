@@ -29,6 +29,9 @@ from scipy.stats import norm
 from judging.methods import reliability as rel
 from judging.methods.judge_profiles import PROFILES, BehaviourProfile, SyntheticStudy, simulate
 
+# The runs are cached per process: under xdist every test of the module goes to one worker.
+pytestmark = [pytest.mark.xdist_group("judging-recovery"), pytest.mark.slow]
+
 SEEDS = range(10)
 SIZE = {"n_ideas": 150, "n_pairs": 1200, "repeat_share": 0.3}
 N_BOOT = 150
