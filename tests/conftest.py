@@ -185,6 +185,7 @@ def _module_shares_a_computation(module: str) -> bool:
     return path.suffix == ".py" and bool(SHARED_FIXTURE.search(path.read_text("utf-8")))
 
 
+@pytest.hookimpl(optionalhook=True)  # a run without pytest-xdist installed still collects
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadgroup` (make test): every test is scheduled on its own, except that the
     tests of a module sharing a computation (above) go to one worker as a unit, which
