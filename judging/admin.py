@@ -1,5 +1,7 @@
 from django.contrib import admin
 
+from studies.admin import ProjectAdmin
+
 from .llm.models import JudgeConfig, LLMCall
 from .models import (
     Formalisation,
@@ -14,13 +16,13 @@ from .models import (
 
 
 @admin.register(JudgeConfig)
-class JudgeConfigAdmin(admin.ModelAdmin):
+class JudgeConfigAdmin(ProjectAdmin):
     list_display = ["name", "base_url", "model", "concurrency", "is_baseline"]
     search_fields = ["name", "model"]
 
 
 @admin.register(JudgeRun)
-class JudgeRunAdmin(admin.ModelAdmin):
+class JudgeRunAdmin(ProjectAdmin):
     list_display = [
         "id",
         "study",
@@ -36,7 +38,7 @@ class JudgeRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(LLMCall)
-class LLMCallAdmin(admin.ModelAdmin):
+class LLMCallAdmin(ProjectAdmin):
     list_display = ["id", "model", "prompt_version", "attempts", "latency_ms", "cost", "error"]
     list_filter = ["model", "prompt_version"]
     search_fields = ["cache_key"]
@@ -44,40 +46,40 @@ class LLMCallAdmin(admin.ModelAdmin):
 
 
 @admin.register(Judgment)
-class JudgmentAdmin(admin.ModelAdmin):
+class JudgmentAdmin(ProjectAdmin):
     list_display = ["run", "idea", "metric", "score", "sample"]
     raw_id_fields = ["run", "idea", "call"]
 
 
 @admin.register(PairwiseOutcome)
-class PairwiseOutcomeAdmin(admin.ModelAdmin):
+class PairwiseOutcomeAdmin(ProjectAdmin):
     list_display = ["run", "round", "dimension", "idea_a", "idea_b", "first_shown", "verdict"]
     list_filter = ["verdict", "dimension"]
     raw_id_fields = ["run", "idea_a", "idea_b", "first_shown", "call"]
 
 
 @admin.register(IdeaRating)
-class IdeaRatingAdmin(admin.ModelAdmin):
+class IdeaRatingAdmin(ProjectAdmin):
     list_display = ["run", "idea", "dimension", "score"]
     list_filter = ["dimension"]
     raw_id_fields = ["run", "idea"]
 
 
 @admin.register(Formalisation)
-class FormalisationAdmin(admin.ModelAdmin):
+class FormalisationAdmin(ProjectAdmin):
     list_display = ["run", "idea", "parse_error"]
     raw_id_fields = ["run", "idea", "call"]
 
 
 @admin.register(ReferenceCorpus)
-class ReferenceCorpusAdmin(admin.ModelAdmin):
+class ReferenceCorpusAdmin(ProjectAdmin):
     list_display = ["name", "source", "created_by", "created_at"]
     search_fields = ["name"]
     raw_id_fields = ["created_by"]
 
 
 @admin.register(ReferencePaper)
-class ReferencePaperAdmin(admin.ModelAdmin):
+class ReferencePaperAdmin(ProjectAdmin):
     list_display = ["title", "corpus", "venue", "year", "decision", "rating", "rating_debiased"]
     list_filter = ["venue", "year", "decision"]
     search_fields = ["title"]
@@ -86,7 +88,7 @@ class ReferencePaperAdmin(admin.ModelAdmin):
 
 
 @admin.register(ReferenceComparison)
-class ReferenceComparisonAdmin(admin.ModelAdmin):
+class ReferenceComparisonAdmin(ProjectAdmin):
     list_display = ["run", "idea", "target_reference", "reference", "dimension", "verdict"]
     list_filter = ["verdict", "dimension"]
     raw_id_fields = ["run", "idea", "target_reference", "reference", "call"]

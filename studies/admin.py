@@ -1,10 +1,47 @@
+import json
 from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.db.models import JSONField
+from django.forms.fields import InvalidJSONInput
 
 from . import models
+from .protocol import jsonsafe
 from .protocol.forms import FormFileError, form_validate
+
+
+class LimitedJSONFormField(forms.JSONField):
+    """The admin's JSON fields read text through the project's depth-limited reader, so
+    deep nesting is a form error instead of a RecursionError (a 500), also when the
+    refused text is shown again."""
+
+    def _too_deep(self, value: Any) -> str:
+        if not isinstance(value, str | bytes):
+            return ""
+        try:
+            jsonsafe.loads(value)
+        except json.JSONDecodeError as exc:
+            return str(exc) if "nested deeper" in str(exc) else ""
+        return ""
+
+    def to_python(self, value: Any) -> Any:
+        problem = self._too_deep(value)
+        if problem:
+            raise ValidationError(f"Not accepted: {problem}.", code="invalid")
+        return super().to_python(value)
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        if self._too_deep(data):
+            return InvalidJSONInput(data)
+        return super().bound_data(data, initial)
+
+
+class ProjectAdmin(admin.ModelAdmin):
+    """Every admin page of the project: JSON fields through the depth-limited reader."""
+
+    formfield_overrides = {JSONField: {"form_class": LimitedJSONFormField}}
 
 
 class StudyMemberInline(admin.TabularInline):
@@ -16,7 +53,7 @@ class StudyMemberInline(admin.TabularInline):
 
 
 @admin.register(models.Study)
-class StudyAdmin(admin.ModelAdmin):
+class StudyAdmin(ProjectAdmin):
     list_display = ["slug", "title", "owner", "status", "created_at"]
     search_fields = ["slug", "title"]
     inlines = [StudyMemberInline]
@@ -56,7 +93,7 @@ class ReviewFormAdminForm(forms.ModelForm):
 
 
 @admin.register(models.ReviewForm)
-class ReviewFormAdmin(admin.ModelAdmin):
+class ReviewFormAdmin(ProjectAdmin):
     """Stored versions are immutable (studies and reviews refer to them): read-only once
     saved."""
 
@@ -71,13 +108,13 @@ class ReviewFormAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.Idea)
-class IdeaAdmin(admin.ModelAdmin):
+class IdeaAdmin(ProjectAdmin):
     list_display = ["id", "study", "topic", "title", "normalization_status"]
     list_filter = ["study", "normalization_status"]
 
 
 @admin.register(models.Review)
-class ReviewAdmin(admin.ModelAdmin):
+class ReviewAdmin(ProjectAdmin):
     list_display = ["id", "study", "idea", "reviewer", "status", "flags"]
     list_filter = ["study", "status"]
 
@@ -98,4 +135,4 @@ for model in [
     models.PairTask,
     models.PairJudgment,
 ]:
-    admin.site.register(model)
+    admin.site.register(model, ProjectAdmin)
