@@ -17,7 +17,6 @@ rows, and caches the panel per run, since a finished run does not change.
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 from collections import defaultdict
@@ -28,6 +27,7 @@ import numpy as np
 from django.core.cache import cache
 from django.db.models import Avg
 
+from studies import csvsafe
 from studies.models import IdeaCondition, Review, ReviewScore
 from studies.selectors import idea_text
 
@@ -198,7 +198,7 @@ def run_reliability(run: JudgeRun, *, n_boot: int = PANEL_BOOT) -> dict[str, Any
 def reliability_csv(panel: dict[str, Any]) -> str:
     """The panel's figures, one row per figure, for a spreadsheet."""
     buf = io.StringIO()
-    w = csv.writer(buf)
+    w = csvsafe.writer(buf)
     w.writerow(["figure", "metric_or_dimension", "item", "value", "ci_low", "ci_high", "n"])
     for row in panel["calibration"]:
         for part in ("intercept", "slope"):

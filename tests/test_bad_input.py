@@ -38,10 +38,13 @@ def _read_back(text: str) -> list[list[str]]:
 @example("-2+3+cmd|' /C calc'!A0")
 @example("@SUM(A1)")
 @example("\t=1")
+@example("\r")
 def test_no_written_text_cell_starts_a_formula_and_nothing_is_lost(text):
     out = io.StringIO()
     csvsafe.writer(out).writerow([text, 1])
-    (cell, number) = _read_back(out.getvalue())[0] if text not in ("", "\r") else (text, "1")
+    # csv.reader cannot give back a lone "" or "\r" cell; for those, check the written cell.
+    blank = text in ("", "\r")
+    (cell, number) = _read_back(out.getvalue())[0] if not blank else (csvsafe.safe_cell(text), "1")
     if cell.startswith(FORMULA):
         assert re.fullmatch(r"[+-][0-9.eE+-]+", cell), cell  # only numbers stay as they are
     if cell != text:
