@@ -38,7 +38,7 @@ def setup_django(db_path: Path) -> None:
     os.environ.setdefault("DJANGO_LOG_LEVEL", "WARNING")
     # The scripted endpoint listens on loopback, which judges may reach only when the
     # administrator lists it.
-    os.environ.setdefault("IDEAREVIEW_LLM_HOST_ALLOWLIST", "127.0.0.1,localhost")
+    os.environ.setdefault("IDEAREVIEW_LLM_HOST_ALLOWLIST", "127.0.0.1:*,localhost:*")
     import django
 
     django.setup()
