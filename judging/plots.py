@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,18 +10,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .methods.svg import figure_svg  # noqa: E402
+
 COLOR = "#2f5da8"
 MAX_ROWS = 40
-
-
-def _svg(fig: Any, title: str) -> str:
-    buf = io.StringIO()
-    with plt.rc_context({"svg.fonttype": "none"}):
-        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Title": title})
-    plt.close(fig)
-    text = buf.getvalue()
-    text = text[text.find("<svg") :] if "<svg" in text else text
-    return re.sub(r"\s*<metadata>.*?</metadata>", "", text, flags=re.S)
 
 
 def ratings_plot(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str = "score") -> str:
@@ -44,7 +34,7 @@ def ratings_plot(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str =
     ax.grid(axis="x", alpha=0.3)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    return _svg(fig, title)
+    return figure_svg(fig, title)
 
 
 def elo_history_plot(histories: Mapping[str, Sequence[float]], *, title: str) -> str:
@@ -64,4 +54,4 @@ def elo_history_plot(histories: Mapping[str, Sequence[float]], *, title: str) ->
         ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    return _svg(fig, title)
+    return figure_svg(fig, title)

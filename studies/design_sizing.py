@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from .analysis.frame import has_reviewer_ids
 from .analysis.pilot import size_from_plan
 from .analysis.plan import TESTS
-from .jobs import job_active, job_enqueue, job_progress, job_start
+from .jobs import job_active, job_enqueue, job_latest_done, job_progress, job_start
 from .models import JobRun, Study
 from .plans import study_plan
 from .selectors import review_frame
@@ -57,7 +57,6 @@ class SizingRequest:
     n_boot: int = 200
     n_reps: int = 400
     seed: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def sizing_defaults(study: Study) -> dict[str, Any]:
@@ -143,7 +142,6 @@ def sizing_enqueue(*, study: Study, actor: Any, request: SizingRequest) -> JobRu
     seed = request.seed if request.seed is not None else secrets.randbelow(10**6)
     params = {**asdict(request), "seed": seed}
     params["reviews_per_idea"] = list(request.reviews_per_idea)
-    params.pop("extra")
     job = job_start(study=study, kind=SIZING_JOB, actor=actor, total=_STEPS, **params)
     audit(study=study, actor=actor, verb="sizing_started", job=job.pk, **params)
     job_enqueue(job=job)
@@ -228,8 +226,4 @@ def sizing_run(*, job: JobRun) -> dict[str, Any]:
 
 
 def sizing_latest(study: Study) -> JobRun | None:
-    return (
-        JobRun.objects.filter(study=study, kind=SIZING_JOB, status=JobRun.Status.DONE)
-        .order_by("-finished_at", "-pk")
-        .first()
-    )
+    return job_latest_done(study=study, kind=SIZING_JOB)

@@ -32,7 +32,7 @@ from judging.llm.models import JudgeConfig, LLMCall
 from judging.llm.pool import SendPool
 
 from . import csvsafe
-from .jobs import job_active, job_enqueue, job_progress, job_start
+from .jobs import job_active, job_enqueue, job_latest_done, job_progress, job_start
 from .models import (
     Assignment,
     Condition,
@@ -1531,8 +1531,4 @@ def leakage_side_reading(side: dict[str, Any]) -> tuple[str, str]:
 
 
 def leakage_check_latest(study: Study) -> JobRun | None:
-    return (
-        JobRun.objects.filter(study=study, kind=LEAKAGE_JOB, status=JobRun.Status.DONE)
-        .order_by("-finished_at", "-pk")
-        .first()
-    )
+    return job_latest_done(study=study, kind=LEAKAGE_JOB)

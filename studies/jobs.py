@@ -173,6 +173,15 @@ def job_latest(*, study: Study, kind: str) -> JobRun | None:
     return job
 
 
+def job_latest_done(*, study: Study, kind: str) -> JobRun | None:
+    """The study's most recently finished job of this kind: the result a page shows."""
+    return (
+        JobRun.objects.filter(study=study, kind=kind, status=JobRun.Status.DONE)
+        .order_by("-finished_at", "-pk")
+        .first()
+    )
+
+
 def _lost_after() -> timedelta:
     return timedelta(seconds=settings.JOB_LOST_AFTER_SECONDS)
 

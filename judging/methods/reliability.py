@@ -28,7 +28,6 @@ references: docs/judge-reliability.md.
 
 from __future__ import annotations
 
-import io
 import itertools
 import math
 import re
@@ -44,6 +43,7 @@ import numpy as np  # noqa: E402
 from scipy.stats import t as student_t  # noqa: E402
 
 from judging.methods.bradley_terry import RIDGE  # noqa: E402
+from judging.methods.svg import figure_svg  # noqa: E402
 
 __all__ = [
     "N_BOOT",
@@ -613,16 +613,6 @@ def reliability_bins(
     return rows
 
 
-def _svg(fig: Any, title: str) -> str:
-    buf = io.StringIO()
-    with plt.rc_context({"svg.fonttype": "none"}):
-        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Title": title})
-    plt.close(fig)
-    text = buf.getvalue()
-    text = text[text.find("<svg") :] if "<svg" in text else text
-    return re.sub(r"\s*<metadata>.*?</metadata>", "", text, flags=re.S)
-
-
 def reliability_plot(
     judge: Mapping[Id, float],
     human: Mapping[Id, float],
@@ -672,4 +662,4 @@ def reliability_plot(
     ax.set_ylabel("human mean score")
     ax.set_title(title)
     ax.legend(loc="upper left", fontsize=7, frameon=False)
-    return _svg(fig, title)
+    return figure_svg(fig, title)

@@ -710,7 +710,10 @@ def test_the_release_imports_with_the_execution_form_and_one_mapping() -> None:
     assert parsed.summary["flags"] == {"ai_pledge_declined": 1}
     review = parsed.reviews[0]
     assert set(review.scores) == set(EXECUTION_FORM.metric_keys)
-    assert 1 <= review.scores["code_quality"] <= 5 and review.familiarity is not None
+    # The mapped column's value arrives unchanged (the release's first row).
+    first = read_table(RELEASE.read_bytes(), RELEASE.name)[0]
+    assert review.scores["code_quality"] == float(first["codebase_quality"])
+    assert review.familiarity is not None
     assert review.extra["experience"] == "yes" and review.rationales["faithfulness"]
 
 
