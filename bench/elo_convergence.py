@@ -542,7 +542,7 @@ def print_frontier(
     print(f"\n{title} (80 % judge): Kendall τ against mean comparisons")
     for world, schedule in rows:
         s = service_summary(0.8, world, schedule, reps, seed)
-        start = f"weak start (sd {world.weak_sd:.2f})" if world.start == "weak" else ""
+        start = f"weak start (sd {world.weak_sd:.2f}) " if world.start == "weak" else ""
         print(
             f"  noise {world.noise:<4} {start}examples {world.calibration:>2} {world.calibration_choice:<7}"
             f" {describe(schedule)}:  kendall {s.kendall[0]:.3f}  τ initial {start_kendall(s):.3f}  "
@@ -583,6 +583,13 @@ def weak_frontier_rows(world: World) -> list[tuple[World, Schedule]]:
     rows += [(weak, replace(ADAPTIVE, max_steps=n)) for n in (10, 16, 20)]
     rows.append((weak, replace(ADAPTIVE, prior_sd=1.0)))
     return rows
+
+
+def weak_default_rows(world: World) -> list[tuple[World, Schedule]]:
+    """The service defaults and the adaptive option with a weak initial score: printed on
+    every run (the whole grid with `--weak-frontier`)."""
+    weak = replace(world, start="weak", weak_sd=weak_sd(world))
+    return [(weak, SERVICE), (weak, ADAPTIVE)]
 
 
 def _line(label: str, s: Summary) -> str:
@@ -654,7 +661,8 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--weak-frontier",
         action="store_true",
-        help=f"the frontier with a weak initial score (τ ≈ {WEAK_TAU})",
+        help=f"the whole frontier with a weak initial score (τ ≈ {WEAK_TAU}); without it, "
+        "the defaults and the adaptive option only",
     )
     ap.add_argument(
         "--frontier-reps", type=int, default=None, help="seeds per frontier row (default --reps)"
@@ -715,9 +723,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
         if args.frontier:
             print_frontier(f"frontier, noise {noise}", frontier_rows(world), reps, args.seed)
-        if args.weak_frontier:
-            rows = weak_frontier_rows(world)
-            print_frontier(f"weak initial score, noise {noise}", rows, reps, args.seed)
+        weak = weak_frontier_rows(world) if args.weak_frontier else weak_default_rows(world)
+        print_frontier(f"weak initial score, noise {noise}", weak, reps, args.seed)
     if not args.frontier:
         _unmet_frontier(finals, worlds, reps, args.seed)
     print(

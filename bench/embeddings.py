@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The embedder reads its settings (threads, model folder) from Django's settings.
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ideareview.settings")
 
 from studies.embeddings import DIMENSION, _model, embed, near_duplicates  # noqa: E402
 

@@ -65,7 +65,7 @@ def build_study(n_ideas: int, n_topics: int):
     from django.contrib.auth import get_user_model
 
     from studies.models import Idea, Topic
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     owner, _ = get_user_model().objects.get_or_create(username="bench")
     study = study_create(owner=owner, slug=f"bench-{time.time_ns()}", title="bench")
@@ -103,8 +103,8 @@ def cpu_meter() -> Iterator[dict[str, Any]]:
 
     Instrumentation only: it wraps the two callables in this process and restores them.
     """
-    from judging.llm import pool as sending
     from judging.services import engine as services
+    from llm import pool as sending
 
     acc: dict[str, Any] = {"engine": 0.0, "send": 0.0, "sends": 0, "profile": None}
     lock = threading.Lock()
@@ -149,15 +149,15 @@ PROFILE_STEPS = [
         "start units: cancel check, prepare, cache lookup, budget, submit",
     ),
     ("judging/services/engine.py", "stopped", "  stop check (cancelled, lost, budget)"),
-    ("judging/llm/client.py", "prepare", "  prepare (cache key: JSON + SHA-256)"),
+    ("llm/client.py", "prepare", "  prepare (cache key: JSON + SHA-256)"),
     (
-        "judging/llm/client.py",
+        "llm/client.py",
         "lookup",
         "  cache lookup (SELECT; a hit loads the whole LLMCall row)",
     ),
     ("judging/services/engine.py", "_record", "store a returned call"),
     (
-        "judging/llm/client.py",
+        "llm/client.py",
         "record",
         "  LLMCall INSERT (request + response JSON) in a savepoint",
     ),
@@ -197,9 +197,9 @@ def print_profile(label: str, profile: cProfile.Profile, units: int) -> None:
 
 def latency_runs(args: argparse.Namespace) -> None:
     """Swiss and round robin at the given latency and concurrency, against the bound."""
-    from judging.llm.models import JudgeConfig
     from judging.services import judge_run_create, judge_run_execute
     from judging.testserver import Rules, TestServer
+    from llm.models import JudgeConfig
 
     study = build_study(args.ideas, args.topics)
     with TestServer(Rules(latency=args.latency)) as server, cpu_meter() as cpu:
@@ -250,10 +250,10 @@ def latency_runs(args: argparse.Namespace) -> None:
 
 def overhead(args: argparse.Namespace) -> None:
     """Zero latency, one call at a time, on a fresh study (no cache), then a replay."""
-    from judging.llm.client import prepare, send
-    from judging.llm.models import JudgeConfig
     from judging.services import judge_run_create, judge_run_execute
     from judging.testserver import Rules, TestServer
+    from llm.client import prepare, send
+    from llm.models import JudgeConfig
 
     study = build_study(args.overhead_ideas, 2)
     with TestServer(Rules()) as server:

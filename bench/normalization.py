@@ -75,7 +75,7 @@ def build_study(n_ideas: int, seed: int):
     from django.contrib.auth import get_user_model
 
     from studies.models import Condition, Idea, IdeaCondition, Topic
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     rng = random.Random(seed)
     owner, _ = get_user_model().objects.get_or_create(username="bench")
@@ -121,9 +121,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="ideareview-bench-") as tmp:
         setup_django(Path(tmp) / "bench.sqlite3")
-        from judging.llm.models import JudgeConfig
         from judging.testserver import Rules, TestServer
-        from studies import ideaprep, tasks
+        from llm.models import JudgeConfig
+        from studies import services, tasks
         from studies.embeddings import embed
         from studies.models import Idea, JobRun
 
@@ -156,9 +156,9 @@ def main() -> None:
             tasks.normalize_ideas.delay = lambda *a, **k: None  # type: ignore[method-assign]
             cpu_before = time.process_time()
             started = time.perf_counter()
-            job = ideaprep.normalization_enqueue(study=study)
+            job = services.normalization_enqueue(study=study)
             if args.no_embedding:
-                ideaprep.normalization_run(job=job, embed=_same_vector)
+                services.normalization_run(job=job, embed=_same_vector)
                 from studies.services import job_finish
 
                 job_finish(job=job)

@@ -33,6 +33,7 @@ def secret_values() -> list[str]:
     values = [
         settings.SECRET_KEY,
         settings.OPENAI_API_KEY,
+        settings.S3_SECRET_ACCESS_KEY,
         str(settings.DATABASES["default"].get("PASSWORD") or ""),
         _url_password(str(settings.CELERY_BROKER_URL)),
     ]

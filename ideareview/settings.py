@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,16 @@ def env_int(name: str, default: int) -> int:
         return int(raw)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from exc
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from exc
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -112,7 +123,14 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
-    "judging.llm",
+    # allauth's account and social-account apps hold single sign-on's rows (linked
+    # identities); only the OpenID Connect provider's login URLs are mounted
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
+    "accounts",
+    "llm",
     "studies",
     "judging",
 ]
@@ -130,6 +148,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
 ]
 
 ROOT_URLCONF = "ideareview.urls"
@@ -268,13 +287,72 @@ def env_storage(name: str, backend: str) -> dict[str, Any]:
     return {"BACKEND": os.environ.get(prefix) or backend, "OPTIONS": options}
 
 
+# An S3-compatible object store (AWS S3, MinIO, Ceph, Garage...) shared by every web and
+# worker machine, through django-storages: IDEAREVIEW_S3_BUCKET turns it on for both
+# storages below, uploads under "uploads/" and reports under "reports/" in that bucket.
+# The endpoint URL is the store's (empty: AWS S3 itself); the keys default to boto3's own
+# chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, an instance role). Self-hosted stores
+# usually want path-style addresses (http://host/bucket/key), the default with an endpoint.
+S3_BUCKET = os.environ.get("IDEAREVIEW_S3_BUCKET", "")
+S3_ENDPOINT_URL = env_url("IDEAREVIEW_S3_ENDPOINT_URL", "", {"http", "https"})
+S3_REGION = os.environ.get("IDEAREVIEW_S3_REGION", "")
+S3_ACCESS_KEY_ID = os.environ.get("IDEAREVIEW_S3_ACCESS_KEY_ID", "")
+S3_SECRET_ACCESS_KEY = os.environ.get("IDEAREVIEW_S3_SECRET_ACCESS_KEY", "")
+S3_ADDRESSING_STYLE = os.environ.get(
+    "IDEAREVIEW_S3_ADDRESSING_STYLE", "path" if S3_ENDPOINT_URL else "auto"
+)
+if S3_ADDRESSING_STYLE not in {"auto", "path", "virtual"}:
+    raise ImproperlyConfigured(
+        f"IDEAREVIEW_S3_ADDRESSING_STYLE={S3_ADDRESSING_STYLE!r}: use auto, path or virtual"
+    )
+if bool(S3_ACCESS_KEY_ID) != bool(S3_SECRET_ACCESS_KEY):
+    raise ImproperlyConfigured(
+        "IDEAREVIEW_S3_ACCESS_KEY_ID and IDEAREVIEW_S3_SECRET_ACCESS_KEY go together"
+    )
+
+
+def s3_storage(location: str) -> dict[str, Any]:
+    """A STORAGES entry for one folder ("location") of the shared bucket."""
+    options: dict[str, Any] = {
+        "bucket_name": S3_BUCKET,
+        "location": location,
+        "addressing_style": S3_ADDRESSING_STYLE,
+        # Files are served through Django (permission checks, blinding), never by a link
+        # to the bucket, so the bucket stays private.
+        "default_acl": None,
+    }
+    for key, value in [
+        ("endpoint_url", S3_ENDPOINT_URL),
+        ("region_name", S3_REGION),
+        ("access_key", S3_ACCESS_KEY_ID),
+        ("secret_key", S3_SECRET_ACCESS_KEY),
+    ]:
+        if value:
+            options[key] = value
+    return {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": options}
+
+
+def shared_storage(name: str, location: str, local: str) -> dict[str, Any]:
+    """The storage `name`: the bucket's folder `location` when IDEAREVIEW_S3_BUCKET is set,
+    else IDEAREVIEW_<NAME>_STORAGE (default: the local folder backend `local`)."""
+    if not S3_BUCKET:
+        return env_storage(name, local)
+    explicit = f"IDEAREVIEW_{name.upper()}_STORAGE"
+    if os.environ.get(explicit) or os.environ.get(f"{explicit}_OPTIONS"):
+        raise ImproperlyConfigured(
+            f"IDEAREVIEW_S3_BUCKET and {explicit} both say where the {name!r} storage is: "
+            "set one of them"
+        )
+    return s3_storage(location)
+
+
 # Files every machine must see go through a named storage, so several machines can share
 # one store (docs/deploy.md, "Several machines"): "default" keeps large review uploads
 # until their import job reads them (MEDIA_ROOT by default), "reports" holds the report
 # files (REPORTS_ROOT by default).
 STORAGES = {
-    "default": env_storage("default", "django.core.files.storage.FileSystemStorage"),
-    "reports": env_storage("reports", "studies.storage.ReportsFolderStorage"),
+    "default": shared_storage("default", "uploads", "django.core.files.storage.FileSystemStorage"),
+    "reports": shared_storage("reports", "reports", "studies.storage.ReportsFolderStorage"),
     "staticfiles": {
         "BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"
         if not DEBUG
@@ -305,6 +383,21 @@ def _trusted_proxies() -> list[str]:
             ) from None
     return proxies
 
+
+# --- Researcher accounts (accounts/; docs/deploy.md, "Researchers join").
+# An administrator's invitation link to become a researcher lasts this many days, and is
+# used once.
+IDEAREVIEW_RESEARCHER_INVITATION_DAYS = env_int("IDEAREVIEW_RESEARCHER_INVITATION_DAYS", 14)
+# Study owners may invite a colleague who has no account yet from the study's team page
+# (the colleague becomes a researcher and joins the team on accepting). Off: only
+# administrators make researchers.
+IDEAREVIEW_OWNER_INVITES = env_bool("IDEAREVIEW_OWNER_INVITES", False)
+# Anyone may ask for a researcher account at /accounts/signup/; it stays inactive until an
+# administrator approves it. Off: the page does not exist.
+IDEAREVIEW_SIGNUP = env_bool("IDEAREVIEW_SIGNUP", False)
+# Password reset links (Django's token: single-use, as it hashes the password) last this
+# many seconds.
+PASSWORD_RESET_TIMEOUT = env_int("IDEAREVIEW_PASSWORD_RESET_SECONDS", 3 * 24 * 3600)
 
 # Reverse proxies whose X-Forwarded-For is believed (login limits per client address).
 IDEAREVIEW_TRUSTED_PROXIES = _trusted_proxies()
@@ -349,6 +442,70 @@ SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
 # logged-in user loads it). Sessions name the backend that logged them in, so sessions
 # made before this backend was configured log in again once.
 AUTHENTICATION_BACKENDS = ["ideareview.backends.UserBackend"]
+
+
+# --- Single sign-on through OpenID Connect (django-allauth), off unless providers are
+# configured. IDEAREVIEW_SSO_PROVIDERS is a JSON list of objects {"id" (in the URL, letters,
+# digits, - and _), "name" (on the login button), "server_url" (the issuer, whose
+# /.well-known/openid-configuration is read), "client_id", "secret_env" (the environment
+# variable holding the client secret)}. The login page then offers one button per
+# provider; who may sign in that way is accounts/sso.py's rule (docs/deploy.md).
+def _sso_providers() -> list[dict[str, Any]]:
+    raw = os.environ.get("IDEAREVIEW_SSO_PROVIDERS", "")
+    if not raw.strip():
+        return []
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"IDEAREVIEW_SSO_PROVIDERS is not JSON: {exc}") from exc
+    if not isinstance(value, list):
+        raise ImproperlyConfigured("IDEAREVIEW_SSO_PROVIDERS must be a JSON list of objects")
+    apps = []
+    needed = {"id", "name", "server_url", "client_id", "secret_env"}
+    for i, item in enumerate(value):
+        where = f"IDEAREVIEW_SSO_PROVIDERS[{i}]"
+        if not isinstance(item, dict) or set(item) != needed:
+            raise ImproperlyConfigured(f"{where} needs exactly {sorted(needed)}")
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", str(item["id"])):
+            raise ImproperlyConfigured(f"{where}: id may hold letters, digits, - and _")
+        parts = urlsplit(str(item["server_url"]))
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise ImproperlyConfigured(f"{where}: server_url must be an http(s) URL")
+        secret = os.environ.get(str(item["secret_env"]), "")
+        if not secret:
+            raise ImproperlyConfigured(f"{where}: the variable {item['secret_env']} is empty")
+        apps.append(
+            {
+                "provider_id": item["id"],
+                "name": item["name"],
+                "client_id": item["client_id"],
+                "secret": secret,
+                "settings": {"server_url": item["server_url"]},
+            }
+        )
+    return apps
+
+
+def _sso_origins(providers: dict[str, Any]) -> list[str]:
+    """The origins of the providers' servers (where their login buttons lead)."""
+    origins = []
+    for app in providers.get("openid_connect", {}).get("APPS", []):
+        parts = urlsplit(app["settings"]["server_url"])
+        origins.append(f"{parts.scheme}://{parts.netloc}")
+    return sorted(set(origins))
+
+
+SOCIALACCOUNT_PROVIDERS = {"openid_connect": {"APPS": _sso_providers(), "OAUTH_PKCE_ENABLED": True}}
+SOCIALACCOUNT_ADAPTER = "accounts.sso.SsoAccountAdapter"
+ACCOUNT_ADAPTER = "accounts.sso.LocalAccountAdapter"
+# A new identity signs in at once (no form of allauth's) when accounts/sso.py allows it.
+SOCIALACCOUNT_AUTO_SIGNUP = True
+SOCIALACCOUNT_LOGIN_ON_GET = False
+SOCIALACCOUNT_EMAIL_VERIFICATION = "none"
+SOCIALACCOUNT_STORE_TOKENS = False
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_LOGIN_METHODS = {"username", "email"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
@@ -372,7 +529,8 @@ CONTENT_SECURITY_POLICY = "; ".join(
         "connect-src 'self'",
         "object-src 'none'",
         "base-uri 'none'",
-        "form-action 'self'",
+        # a single sign-on button's form is answered with a redirect to its provider
+        "form-action " + " ".join(["'self'", *_sso_origins(SOCIALACCOUNT_PROVIDERS)]),
         "frame-ancestors 'none'",
     ]
 )
@@ -451,6 +609,11 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 3600)
 # Reviewer time: gaps between a reviewer's events longer than this count as this long.
 IDEAREVIEW_IDLE_CAP_SECONDS = env_int("IDEAREVIEW_IDLE_CAP_SECONDS", 300)
 IDEAREVIEW_INVITATION_MAX_DAYS = env_int("IDEAREVIEW_INVITATION_MAX_DAYS", 90)
+# Rationales the owner's progress page embeds per view for the near-duplicate flag (the
+# rest wait for the next view or the report; each text is embedded once and kept).
+QUALITY_EMBED_PER_VIEW = env_int("IDEAREVIEW_QUALITY_EMBED_PER_VIEW", 64)
+# ... and a report build (it runs in the background; a study's distinct rationales).
+QUALITY_EMBED_PER_REPORT = env_int("IDEAREVIEW_QUALITY_EMBED_PER_REPORT", 20000)
 # The assignment solver's time limit (s).
 IDEAREVIEW_ASSIGNMENT_TIME_LIMIT = env_int("IDEAREVIEW_ASSIGNMENT_TIME_LIMIT", 120)
 # The chromium that prints report.pdf (default: the first of chromium, chromium-browser,
@@ -461,18 +624,59 @@ IDEAREVIEW_CHROMIUM = os.environ.get("IDEAREVIEW_CHROMIUM", "")
 IDEAREVIEW_REMINDER_HOUR = env_int("IDEAREVIEW_REMINDER_HOUR", 9)
 if not 0 <= IDEAREVIEW_REMINDER_HOUR <= 23:
     raise ImproperlyConfigured(f"IDEAREVIEW_REMINDER_HOUR={IDEAREVIEW_REMINDER_HOUR}: use 0-23")
+# How often beat releases the places of platform participants idle past their study's
+# abandonment time (each arrival also does, for its study).
+IDEAREVIEW_PLATFORM_SWEEP_MINUTES = env_int("IDEAREVIEW_PLATFORM_SWEEP_MINUTES", 5)
+if IDEAREVIEW_PLATFORM_SWEEP_MINUTES < 1:
+    raise ImproperlyConfigured(
+        f"IDEAREVIEW_PLATFORM_SWEEP_MINUTES={IDEAREVIEW_PLATFORM_SWEEP_MINUTES}: use 1 or more"
+    )
 CELERY_BEAT_SCHEDULE = {
     "send-reminders": {
         "task": "studies.tasks.send_reminders",
         "schedule": crontab(hour=IDEAREVIEW_REMINDER_HOUR, minute=0),
-    }
+    },
+    "release-idle-platform-places": {
+        "task": "studies.tasks.release_idle_platform_places",
+        "schedule": IDEAREVIEW_PLATFORM_SWEEP_MINUTES * 60.0,
+    },
 }
 CELERY_TIMEZONE = TIME_ZONE
+# Every beat (one per `make serve`, so one per machine) sends the schedule only while it
+# holds the installation's beat lock (ideareview/beat.py); the others try to take it every
+# BEAT_LOCK_POLL_SECONDS and so take over within that time when its holder dies.
+CELERY_BEAT_SCHEDULER = "ideareview.beat:LockedScheduler"
+BEAT_LOCK_POLL_SECONDS = env_int("IDEAREVIEW_BEAT_LOCK_POLL_SECONDS", 5)
+if BEAT_LOCK_POLL_SECONDS < 1:
+    raise ImproperlyConfigured("IDEAREVIEW_BEAT_LOCK_POLL_SECONDS must be at least 1")
 
 # LLM judges: off until an OpenAI-compatible endpoint is configured.
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "")
+# Which model names are reasoning models (a regular expression searched in the model
+# name), for judges whose "reasoning" is auto: such a model is sent
+# max_completion_tokens instead of max_tokens and no temperature, top_p or penalties,
+# which reasoning models refuse. Empty: none is (docs/llm-endpoints.md).
+LLM_REASONING_MODELS = os.environ.get(
+    "IDEAREVIEW_LLM_REASONING_MODELS", r"^(?:openai/)?(?:o[1-9]|gpt-5(?!-chat))"
+)
+try:
+    re.compile(LLM_REASONING_MODELS)
+except re.error as exc:
+    raise ImproperlyConfigured(
+        f"IDEAREVIEW_LLM_REASONING_MODELS is not a regular expression: {exc}"
+    ) from exc
+
+# Batch mode (a judge run with {"batch": true}; docs/llm-endpoints.md): its calls cost
+# LLM_BATCH_PRICE_FACTOR times the judge's prices (OpenAI's Batch API: half), and a
+# pending batch is polled every LLM_BATCH_POLL_SECONDS.
+LLM_BATCH_PRICE_FACTOR = env_float("IDEAREVIEW_LLM_BATCH_PRICE_FACTOR", 0.5)
+if not 0 <= LLM_BATCH_PRICE_FACTOR <= 1:
+    raise ImproperlyConfigured("IDEAREVIEW_LLM_BATCH_PRICE_FACTOR must be between 0 and 1")
+LLM_BATCH_POLL_SECONDS = env_float("IDEAREVIEW_LLM_BATCH_POLL_SECONDS", 30.0)
+if LLM_BATCH_POLL_SECONDS <= 0:
+    raise ImproperlyConfigured("IDEAREVIEW_LLM_BATCH_POLL_SECONDS must be more than 0")
 
 # Analysis defaults; the report records the values it used.
 ANALYSIS_CONSISTENCY_SPLITS = env_int("IDEAREVIEW_CONSISTENCY_SPLITS", 1000)
@@ -487,6 +691,10 @@ if ANALYSIS_MIXED_ENGINE not in {"auto", "statsmodels", "sparse"}:
 # the default: on a machine whose cores are busy, BLAS threads wait for each other and the
 # dense factorisations of the models run several times slower (docs/threads.md).
 ANALYSIS_BLAS_THREADS = env_int("IDEAREVIEW_BLAS_THREADS", 1)
+# The sentence embedder (studies/embeddings.py): a folder holding its weights instead of the
+# bundled package's, and the BLAS threads one embedding batch may use (at least 1).
+EMBEDDING_MODEL_DIR = os.environ.get("IDEAREVIEW_EMBEDDING_MODEL_DIR", "")
+EMBEDDING_THREADS = env_int("IDEAREVIEW_EMBEDDING_THREADS", 1)
 if ANALYSIS_BLAS_THREADS < 0:
     raise ImproperlyConfigured(
         f"IDEAREVIEW_BLAS_THREADS={ANALYSIS_BLAS_THREADS}: use 0 (library default) or more"
@@ -537,7 +745,7 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     }
 
 
-# LLM endpoints (docs/llm-endpoints.md; judging/llm/endpoints.py).
+# LLM endpoints (docs/llm-endpoints.md; llm/endpoints.py).
 #
 # Providers are the administrator's endpoints, each with the key it is paid with:
 # IDEAREVIEW_LLM_PROVIDERS is a JSON list of objects {"name", "base_url", "key_env"

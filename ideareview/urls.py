@@ -13,6 +13,10 @@ urlpatterns = [
     # Rate-limited; sends owners to their studies and reviewers to their dashboard.
     path("login/", reviewer.reviewer_login, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # allauth reverses "account_login" by that name: our rate-limited log-in page.
+    path("login/", reviewer.reviewer_login, name="account_login"),
+    path("accounts/", include("accounts.urls")),
+    path("accounts/sso/", include("accounts.sso_urls")),
     path("studies/", include("studies.urls")),
     path("judging/", include("judging.urls")),
     path("healthz", include("studies.health_urls")),

@@ -1,8 +1,10 @@
 from django.contrib import admin
+from django.db import transaction
 
+from llm.models import JudgeConfig, LLMCall
+from llm.services import judge_config_admin_saved, judge_config_delete
 from studies.admin import ProjectAdmin
 
-from .llm.models import JudgeConfig, LLMCall
 from .models import (
     Formalisation,
     IdeaRating,
@@ -17,8 +19,25 @@ from .models import (
 
 @admin.register(JudgeConfig)
 class JudgeConfigAdmin(ProjectAdmin):
-    list_display = ["name", "base_url", "model", "concurrency", "is_baseline"]
-    search_fields = ["name", "model"]
+    """Judges added, changed and removed here are audit events of their study, as on the
+    judging pages."""
+
+    list_display = ["name", "study", "base_url", "model", "concurrency", "is_baseline"]
+    search_fields = ["name", "model", "study__slug"]
+    raw_id_fields = ["study", "created_by", "endpoint_key"]
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        before = JudgeConfig.objects.filter(pk=obj.pk).first() if change else None
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            judge_config_admin_saved(config=obj, before=before, actor=request.user)
+
+    def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
+        judge_config_delete(config=obj, actor=request.user)
+
+    def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
+        for config in queryset:
+            judge_config_delete(config=config, actor=request.user)
 
 
 @admin.register(JudgeRun)

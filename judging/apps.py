@@ -32,13 +32,13 @@ class JudgingConfig(AppConfig):
 
 
 def _register_transfer() -> None:
-    """Judging's part of a study file (studies.transfer defines the sections): its runs,
-    their calls and outcomes, and the configs and corpora they used, by name."""
+    """Judging's part of a study file (studies.services.transfer defines the sections): its runs,
+    their calls and outcomes, and the configs and corpora they used, by natural key."""
     from django.db.models import Q
 
-    from studies.ideaprep import leakage_call_ids
     from studies.models import NormalizationResult
-    from studies.transfer import transfer_section_register, transfer_shared_register
+    from studies.services.ideas import leakage_call_ids
+    from studies.services.transfer import transfer_section_register, transfer_shared_register
 
     from . import models as j
 
@@ -48,23 +48,43 @@ def _register_transfer() -> None:
         )
 
     # A researcher's own key stays on this installation: a moved config arrives without it.
+    # A judge is named within its study (study rows keep their ids), or is the
+    # administrator's (no study): the name alone would find another team's judge.
     transfer_shared_register(
-        j.JudgeConfig, key=("name",), fields=shared_fields(j.JudgeConfig, "name", "endpoint_key")
+        j.JudgeConfig,
+        key=("study_id", "name"),
+        fields=shared_fields(j.JudgeConfig, "name", "study", "endpoint_key"),
     )
+    # A corpus's name is unique per owner (or among the shared ones, which have none): by
+    # name alone, an import would find another researcher's corpus of that name.
     transfer_shared_register(
-        j.ReferenceCorpus, key=("name",), fields=shared_fields(j.ReferenceCorpus, "name")
+        j.ReferenceCorpus,
+        key=("created_by", "name"),
+        fields=shared_fields(j.ReferenceCorpus, "created_by", "name"),
+        legacy_key=("name",),
     )
-    transfer_section_register(j.JudgeRun, lambda s: j.JudgeRun.objects.filter(study=s))
+    # A run names its corpus by id in its parameters (a resume reads it) and its summary.
+    transfer_section_register(
+        j.JudgeRun,
+        lambda s: j.JudgeRun.objects.filter(study=s),
+        json_refs=(
+            ("params", "corpus", j.ReferenceCorpus),
+            ("summary", "corpus", j.ReferenceCorpus),
+        ),
+    )
     transfer_section_register(
         j.LLMCall,
         lambda s: j.LLMCall.objects.filter(
-            Q(run__study=s)
+            Q(study=s)
+            | Q(run__study=s)
             | Q(pk__in=NormalizationResult.objects.filter(idea__study=s).values("call"))
             | Q(pk__in=leakage_call_ids(s))
         ),
     )
     for model in (j.Judgment, j.PairwiseOutcome, j.IdeaRating, j.Formalisation):
         transfer_section_register(model, lambda s, model=model: model.objects.filter(run__study=s))
+    # Papers belong to their corpus and outlive the study: imported back where the corpus
+    # still holds them, they are the same rows.
     transfer_section_register(
         j.ReferencePaper,
         lambda s: j.ReferencePaper.objects.filter(
@@ -73,6 +93,7 @@ def _register_transfer() -> None:
                 pk__in=j.ReferenceComparison.objects.filter(run__study=s).values("target_reference")
             )
         ),
+        same_if=("corpus", "row"),
     )
     transfer_section_register(
         j.ReferenceComparison, lambda s: j.ReferenceComparison.objects.filter(run__study=s)

@@ -4,11 +4,13 @@ Public API (keyword-only `<entity>_<action>` functions):
 
 - `reference_corpus_parse(data=, filename=)` → `ParsedCorpus`, or `CorpusImportError`
   listing every problem as "file: row N: field: message"
-- `reference_corpus_import(data=, filename=, name=, actor=None, embed=False)` →
-  ReferenceCorpus; all or nothing
+- `reference_corpus_import(data=, filename=, name=, actor=None, owner=actor, study=None,
+  embed=False)` → ReferenceCorpus of `owner` (none: shared); all or nothing
 - `reference_corpus_embed(corpus=)` → how many papers got a MiniLM vector
 - `reference_corpus_retrieve(corpus=, queries=, k=, weight=)` → hybrid hits per query
-- `reference_corpora_for(user)` → the corpora a researcher may use
+- `reference_corpora_for(user)` → the corpora a researcher may use;
+  `reference_corpora_of(study)` → the ones a study's team sees and its runs use (its
+  owner's and the shared ones)
 
 The file is PAIR-IQ-shaped: a JSON list (or `{"papers": [...]}`, or JSON Lines) of
 objects with `title`, `abstract`, `conference` (or `venue`), `year`, `label` (or
@@ -27,20 +29,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 
 from studies.protocol import jsonsafe
+from studies.services.audit import audit
 
 from .methods.elo import debias_by_venue
 from .methods.novelty import BM25, Hit, cosine_similarities, hybrid_scores, tokenize, top_k
 from .methods.parsing import FORMALISATION_KEYS
 from .models import ReferenceCorpus, ReferencePaper
 
+# `owner` not given: the corpus is the actor's.
+_ACTOR: Any = object()
+
 __all__ = [
     "CorpusImportError",
     "ParsedCorpus",
     "reference_corpora_for",
+    "reference_corpora_of",
     "reference_corpus_embed",
     "reference_corpus_import",
     "reference_corpus_parse",
@@ -258,24 +265,62 @@ def reference_corpus_import(
     name: str,
     filename: str = "corpus.json",
     actor: Any = None,
+    owner: Any = _ACTOR,
+    study: Any = None,
     description: str = "",
     embed: bool = False,
 ) -> ReferenceCorpus:
-    """Create a corpus from a PAIR-IQ-style file, all rows or none."""
+    """Create a corpus from a PAIR-IQ-style file, all rows or none.
+
+    The corpus is `owner`'s (by default the actor's; nobody's: shared with every
+    researcher): imported on a study's page it is the study owner's, which is whose
+    corpora the study's runs use, and the study's audit log names who imported it.
+
+    A name must differ from the owner's other corpora and from the shared ones, the
+    corpora the owner's studies list (study files match corpora by owner and name); a
+    shared corpus's name only from the other shared ones. Another researcher's corpora
+    are never looked at, so a name they use is accepted and nothing tells of it."""
     name = name.strip()
     if not name:
         raise CorpusImportError([f"{filename}: the corpus needs a name"])
-    if ReferenceCorpus.objects.filter(name=name).exists():
-        raise CorpusImportError([f"{filename}: a corpus named {name!r} exists already"])
+    owner = actor if owner is _ACTOR else owner
+    owner = owner if getattr(owner, "pk", None) else None
+    taken = CorpusImportError(
+        [
+            f"{filename}: a shared corpus named {name!r} exists already"
+            if owner is None
+            else f"{filename}: the owner's and the shared corpora include one named {name!r} "
+            "already; choose another name"
+        ]
+    )
+    # Only what the owner's studies list anyway: the owner's corpora and the shared ones.
+    listed = (
+        reference_corpora_for(owner) if owner else ReferenceCorpus.objects.filter(created_by=None)
+    )
+    if listed.filter(name=name).exists():
+        raise taken
     parsed = reference_corpus_parse(data=data, filename=filename)
     with transaction.atomic():
-        corpus = ReferenceCorpus.objects.create(
-            name=name,
-            source=filename[:500],
-            description=description,
-            debias=parsed.debias,
-            created_by=actor if getattr(actor, "pk", None) else None,
-        )
+        try:
+            with transaction.atomic():
+                corpus = ReferenceCorpus.objects.create(
+                    name=name,
+                    source=filename[:500],
+                    description=description,
+                    debias=parsed.debias,
+                    created_by=owner,
+                )
+        except IntegrityError:  # the same name, imported at the same moment
+            raise taken from None
+        if study is not None:
+            audit(
+                study=study,
+                actor=actor,
+                verb="reference_corpus_imported",
+                corpus=corpus.pk,
+                name=name,
+                papers=len(parsed.papers),
+            )
         ReferencePaper.objects.bulk_create(
             [
                 ReferencePaper(corpus=corpus, **{k: v for k, v in p.items() if k != "venue_key"})
@@ -364,3 +409,9 @@ def reference_corpora_for(user: Any) -> QuerySet[ReferenceCorpus]:
     """Corpora a researcher may use: their own and shared ones (imported by nobody)."""
     uid = getattr(user, "pk", None) or 0
     return ReferenceCorpus.objects.filter(Q(created_by_id=uid) | Q(created_by__isnull=True))
+
+
+def reference_corpora_of(study: Any) -> QuerySet[ReferenceCorpus]:
+    """The corpora a study's team sees and its runs use: its owner's and the shared ones,
+    whoever of the team looks (never the looker's own other corpora)."""
+    return reference_corpora_for(study.owner)

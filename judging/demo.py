@@ -1,7 +1,8 @@
 """Judging's part of the demo study (`studies.demo_judging` defines the interface;
 `JudgingConfig.ready()` registers `DEMO_JUDGING`): the scripted test server the build
 normalises and judges against, and the demo's judges — a direct and a pairwise judge
-over HTTP, then the random baseline — each run to the end.
+over HTTP, each asking a fifth of its prompts again, then the random baseline — each run
+to the end.
 """
 
 from __future__ import annotations
@@ -10,19 +11,20 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from llm.models import JudgeConfig
 from studies.demo_judging import DemoJudgeOutcome
 from studies.models import Study
 
-from .llm.models import JudgeConfig
 from .models import JudgeRun
 from .services import judge_run_create, judge_run_execute
 from .testserver import Rules, TestServer
 
 # (method, whether it calls the LLM), in the order the demo runs them.
 DEMO_METHODS = (("direct", True), ("pairwise", True), ("baseline_random", False))
+DEMO_REPEAT_SHARE = 0.2
 
 
-class DemoJudging:
+class ScriptedDemoJudging:
     @contextlib.contextmanager
     def scripted_server(self) -> Iterator[str]:
         with TestServer(Rules()) as server:
@@ -34,7 +36,12 @@ class DemoJudging:
         outcomes = []
         for method, calls_llm in DEMO_METHODS:
             run = judge_run_create(
-                study=study, method=method, config=config if calls_llm else None, actor=owner
+                study=study,
+                method=method,
+                config=config if calls_llm else None,
+                actor=owner,
+                # A fifth of the prompts asked again: the run page's repetition figures.
+                params={"repeat_share": DEMO_REPEAT_SHARE} if calls_llm else None,
             )
             run = judge_run_execute(run=run)
             say(f"judge {method}: {run.status}")
@@ -49,4 +56,4 @@ class DemoJudging:
         return outcomes
 
 
-DEMO_JUDGING = DemoJudging()
+DEMO_JUDGING = ScriptedDemoJudging()

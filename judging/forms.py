@@ -7,12 +7,13 @@ from typing import Any
 
 from django import forms
 
+from llm.client import parameters_problem
+from llm.forms import EndpointFields
+from llm.models import JudgeConfig
+from llm.services import judge_configs_of
 from studies.protocol import jsonsafe
 
-from .llm.client import parameters_problem
-from .llm.forms import EndpointFields
-from .llm.models import JudgeConfig
-from .models import JudgeRun
+from .methods.registry import method_choices
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:
@@ -46,14 +47,37 @@ class JudgeConfigForm(EndpointFields):
     timeout_seconds = forms.FloatField(min_value=1, max_value=3600, initial=120)
     max_attempts = forms.IntegerField(min_value=1, max_value=20, initial=5)
     backoff_seconds = forms.FloatField(min_value=0, max_value=600, initial=1.0)
+    reasoning = forms.ChoiceField(
+        choices=JudgeConfig.Reasoning.choices,
+        initial=JudgeConfig.Reasoning.AUTO,
+        required=False,
+        label="Reasoning model",
+        help_text="A reasoning model is sent max_completion_tokens instead of max_tokens and "
+        "no temperature, top_p or penalties (which such models refuse).",
+    )
+    structured_outputs = forms.BooleanField(
+        required=False,
+        label="Structured outputs",
+        help_text="Ask for each method's answer under a JSON schema (response_format); "
+        "an endpoint that refuses it is asked without it.",
+    )
 
     field_order = ["name", "provider", "model", "base_url", "endpoint_key", "parameters"]
 
+    def __init__(self, *args: Any, study: Any = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.study = study
+
     def clean_name(self) -> str:
+        # Names are unique within the study (and against the administrator's judges it
+        # lists): the answer speaks only of judges this page shows.
         name = self.cleaned_data["name"].strip()
-        if JudgeConfig.objects.filter(name=name).exists():
-            raise forms.ValidationError("A judge with this name exists already.")
+        if judge_configs_of(self.study).filter(name=name).exists():
+            raise forms.ValidationError("This study has a judge with this name already.")
         return name
+
+    def clean_reasoning(self) -> str:
+        return self.cleaned_data.get("reasoning") or JudgeConfig.Reasoning.AUTO
 
     def clean_parameters(self) -> dict[str, Any]:
         params = _json_object(self.cleaned_data.get("parameters", ""), "Parameters")
@@ -69,7 +93,8 @@ class JudgeConfigForm(EndpointFields):
 
 
 class JudgeRunForm(forms.Form):
-    method = forms.ChoiceField(choices=JudgeRun.Method.choices)
+    # Read from the registry each time a form is made.
+    method = forms.ChoiceField(choices=method_choices)
     config = forms.ModelChoiceField(
         queryset=JudgeConfig.objects.none(),
         required=False,
@@ -80,7 +105,9 @@ class JudgeRunForm(forms.Form):
         required=False,
         label="Parameters",
         widget=forms.Textarea(attrs={"rows": 4}),
-        help_text='JSON object overriding the defaults below, e.g. {"rounds": 5}.',
+        help_text='JSON object overriding the defaults below, e.g. {"rounds": 5}; '
+        '{"repeat_share": 0.1} asks a tenth of the prompts again, for the reliability '
+        "panel's repetition stability (direct, absolute and pairwise runs).",
     )
     budget_calls = forms.IntegerField(
         min_value=1, required=False, help_text="Stop cleanly after this many paid calls."

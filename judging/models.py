@@ -1,6 +1,6 @@
 """LLM judges: runs and what their calls decided.
 
-Endpoint configs and the calls themselves live in the LLM layer (`judging.llm`).
+Endpoint configs and the calls themselves live in the LLM layer (`llm`).
 Workflows (creating, executing, resuming, cancelling runs) live in the `services`
 package; the pure methods in `methods/`. The rows here are the single
 source of truth for a run's progress: a crashed run is resumed from them, so counters on
@@ -16,21 +16,28 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from .llm.models import JudgeConfig, LLMCall
+from judging.methods.registry import BASELINE_METHODS, METHODS, method_label
+from llm.models import JudgeConfig, LLMCall
+
+
+def method_check() -> models.CheckConstraint:
+    """The database's check that a run's method is a registered one, from the registry as
+    it stands (a new entry changes it, and `makemigrations judging` writes the migration)."""
+    return models.CheckConstraint(
+        condition=models.Q(method__in=list(METHODS)), name="judge_run_method_valid"
+    )
 
 
 class JudgeRun(models.Model):
-    class Method(models.TextChoices):
-        DIRECT = "direct", "Direct scoring (review form)"
-        ABSOLUTE = "absolute", "Absolute 1–5"
-        PAIRWISE = "pairwise", "Pairwise round robin (both orders)"
-        SWISS = "swiss", "Swiss tournament"
-        LIGBENCH = "ligbench", "LigBench formalisation + Elo"
-        BASELINE_RANDOM = "baseline_random", "Baseline: random"
-        BASELINE_LONGER = "baseline_longer", "Baseline: longer text wins"
-        VALIDATION = "validation", "Judge validation on reference-corpus pairs"
+    # Values, labels, the baselines and the constraint below all come from the method
+    # registry (judging/methods/registry.py): a new entry there changes them, and
+    # `makemigrations judging` writes the migration. The run form's choices, the
+    # baselines and the labels pages and the report show read the registry when asked.
+    Method = models.TextChoices(  # type: ignore[call-overload]
+        "Method", [(key.upper(), (key, spec.label)) for key, spec in METHODS.items()]
+    )
 
-    BASELINES = frozenset({Method.BASELINE_RANDOM, Method.BASELINE_LONGER})
+    BASELINES = BASELINE_METHODS
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -44,8 +51,10 @@ class JudgeRun(models.Model):
     ACTIVE = frozenset({Status.QUEUED, Status.RUNNING})
 
     study = models.ForeignKey("studies.Study", on_delete=models.CASCADE, related_name="judge_runs")
+    # RESTRICT, not PROTECT: a judge in use cannot be deleted by itself, but deleting its
+    # study takes the study's judges and runs together.
     config = models.ForeignKey(
-        JudgeConfig, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+        JudgeConfig, null=True, blank=True, on_delete=models.RESTRICT, related_name="runs"
     )
     method = models.CharField(max_length=32, choices=Method.choices)
     params = models.JSONField(default=dict, blank=True)
@@ -83,21 +92,7 @@ class JudgeRun(models.Model):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(
-                condition=models.Q(
-                    method__in=[
-                        "direct",
-                        "absolute",
-                        "pairwise",
-                        "swiss",
-                        "ligbench",
-                        "baseline_random",
-                        "baseline_longer",
-                        "validation",
-                    ]
-                ),
-                name="judge_run_method_valid",
-            ),
+            method_check(),
             models.CheckConstraint(
                 condition=models.Q(
                     status__in=[
@@ -116,10 +111,17 @@ class JudgeRun(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
-        return f"{self.get_method_display()} run {self.pk} ({self.status})"
+        return f"{self.method_label} run {self.pk} ({self.status})"
 
     @property
-    def is_baseline(self) -> bool:
+    def method_label(self) -> str:
+        """The method's label in the registry."""
+        return method_label(self.method)
+
+    @property
+    def method_is_baseline(self) -> bool:
+        """A no-LLM baseline method (not `JudgeConfig.is_baseline`, the endpoint-less
+        config such runs use)."""
         return self.method in self.BASELINES
 
     @property
@@ -280,23 +282,45 @@ class Formalisation(models.Model):
 class ReferenceCorpus(models.Model):
     """A set of published papers with review scores (LigBench's PAIR-IQ, or one of ours).
 
+    A researcher's (`created_by`), used by the studies they own, whose teams see it; or
+    shared (nobody's: imported from the command line), used by every study. A name is
+    unique among its owner's corpora, and among the shared ones: two researchers may
+    both call theirs "ICLR", and neither learns of the other's. Deleting a researcher
+    who still has corpora is refused, so a private corpus never turns into a shared one.
+
     Imported whole or not at all (`judging.corpus.reference_corpus_import`). `debias`
     keeps, per dimension, the venue means and the overall mean the papers' debiased
     scores were computed from, so the page can show what the mean shift did.
     """
 
-    name = models.CharField(max_length=200, unique=True)
+    name = models.CharField(max_length=200)
     source = models.CharField(max_length=500, blank=True, help_text="File it was imported from.")
     description = models.TextField(blank=True)
     debias = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        help_text="The researcher whose corpus it is; empty: shared with every researcher.",
     )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         verbose_name_plural = "reference corpora"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["created_by", "name"],
+                condition=models.Q(created_by__isnull=False),
+                name="unique_corpus_name_per_owner",
+            ),
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=models.Q(created_by__isnull=True),
+                name="unique_shared_corpus_name",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name

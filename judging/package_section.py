@@ -12,9 +12,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from llm.models import LLMCall
 from studies.package import PackageWriter, Pseudonyms
 
-from .llm.models import LLMCall
 from .methods import prompts
 from .models import IdeaRating, JudgeRun, Judgment, PairwiseOutcome
 
@@ -71,10 +71,10 @@ def _run_meta(run: JudgeRun, key: str, name: dict[Any, str]) -> dict[str, Any]:
     return {
         "run": key,
         "method": run.method,
-        "baseline": run.is_baseline,
+        "baseline": run.method_is_baseline,
         "status": run.status,
         "params": params,
-        "model": cfg.resolved_model() if cfg and not run.is_baseline else None,
+        "model": cfg.resolved_model() if cfg and not run.method_is_baseline else None,
         "judge": None
         if cfg is None
         else {
@@ -162,6 +162,9 @@ def _call_lines(calls: Iterable[LLMCall], p: Pseudonyms) -> tuple[list[str], set
                     "parse_error": c.parse_error,
                     "input_tokens": c.input_tokens,
                     "output_tokens": c.output_tokens,
+                    "reasoning_tokens": c.reasoning_tokens,
+                    "response_model": c.response_model,
+                    "system_fingerprint": c.system_fingerprint,
                     "latency_ms": c.latency_ms,
                     "cost": str(c.cost),
                     "error": c.error,

@@ -17,6 +17,7 @@ rows, and caches the panel per run, since a finished run does not change.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
 from collections import defaultdict
@@ -27,25 +28,38 @@ import numpy as np
 from django.core.cache import cache
 from django.db.models import Avg
 
+from llm.models import LLMCall
 from studies import csvsafe
-from studies.models import IdeaCondition, Review, ReviewScore
+from studies.models import (
+    Condition,
+    IdeaCondition,
+    PairJudgment,
+    PairTask,
+    Review,
+    ReviewScore,
+)
 from studies.selectors import idea_text
 
 from .methods.reliability import (
-    STYLE_FEATURES,
+    STYLE_COVARIATES,
     Estimate,
     calibration,
+    identical_share,
+    model_family,
     reliability_plot,
+    score_sd,
+    self_preference,
     style_bt_intervals,
-    style_features,
+    style_covariates,
 )
 from .models import JudgeRun, Judgment, PairwiseOutcome
+from .services.runs import REPEATABLE
 
 #: Bootstrap resamples of the panel's intervals (seeded by the run's id).
 PANEL_BOOT = 400
 _SCORED = {JudgeRun.Method.DIRECT, JudgeRun.Method.ABSOLUTE}
 _PAIRED = {JudgeRun.Method.PAIRWISE, JudgeRun.Method.SWISS}
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 
 
 def _est(e: Estimate) -> dict[str, Any]:
@@ -138,7 +152,7 @@ def _style(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
     source = (run.params or {}).get("text", "normalized")
     ideas = {i.pk: i for i in run.study.ideas.filter(pk__in=[int(str(k)) for k in groups])}
     features: dict[Hashable, Mapping[str, float]] = {
-        pk: style_features(idea_text(idea, source)) for pk, idea in ideas.items()
+        pk: style_covariates(idea_text(idea, source)) for pk, idea in ideas.items()
     }
     rated: Sequence[Hashable] = sorted({str(v) for v in groups.values()})
     out = []
@@ -164,11 +178,235 @@ def _style(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
                 ],
                 "beta": [
                     {"feature": name, **_est(beta[name])}
-                    for name in (*STYLE_FEATURES, "position")
+                    for name in (*STYLE_COVARIATES, "position")
                     if name in beta
                 ],
             }
         )
+    return out
+
+
+# --- self-preference ------------------------------------------------------------------
+
+
+def _families(run: JudgeRun) -> dict[int, str]:
+    """Each idea's generating family: its condition's named model, read by `model_family`;
+    "human" for a human condition's idea. Ideas in several conditions, and ideas of an AI
+    condition that names no model (its family could be the judge's), are left out."""
+    named = {
+        c.key: (model_family(c.generating_model) if c.generating_model else None, c.kind)
+        for c in run.study.conditions.all()
+    }
+    out: dict[int, str] = {}
+    for idea_id, key in _conditions(run).items():
+        family, kind = named.get(str(key), (None, ""))
+        if family is not None:
+            out[int(str(idea_id))] = family
+        elif kind == Condition.Kind.HUMAN:
+            out[int(str(idea_id))] = "human"
+    return out
+
+
+def _human_pair_results(run: JudgeRun) -> dict[tuple[str, int, int], list[float]]:
+    """Reviewers' results per (dimension, idea_a, idea_b) with a < b, as idea_a's score
+    (1 win, ½ tie, 0 loss), one entry per submitted rating."""
+    out: dict[tuple[str, int, int], list[float]] = defaultdict(list)
+    for a, b, dim, winner in PairJudgment.objects.filter(
+        task__study=run.study, task__status=PairTask.Status.SUBMITTED
+    ).values_list("task__idea_a_id", "task__idea_b_id", "dimension", "winner"):
+        result = {"a": 1.0, "b": 0.0, "tie": 0.5}.get(winner)
+        if result is None:
+            continue
+        lo, hi = sorted((a, b))
+        out[(dim, lo, hi)].append(result if lo == a else 1.0 - result)
+    return out
+
+
+def _self_preference(run: JudgeRun, n_boot: int) -> dict[str, Any]:
+    """The judge's score for its own family's ideas against others', with the reviewers'
+    on the same pairs; or why it is not measured."""
+    model = run.config.resolved_model() if run.config else ""
+    if not model:
+        return {"skipped": "the run's judge names no model"}
+    judge_family = model_family(model)
+    families = _families(run)
+    own = {i for i, f in families.items() if f == judge_family}
+    if not own:
+        return {
+            "judge_family": judge_family,
+            "skipped": f"no condition names a generating model of the judge's family "
+            f"({judge_family})",
+        }
+    judged: dict[tuple[str, int, int], list[float]] = defaultdict(list)
+    for a, b, verdict, dim in PairwiseOutcome.objects.filter(run=run).values_list(
+        "idea_a_id", "idea_b_id", "verdict", "dimension"
+    ):
+        result = {"A": 1.0, "B": 0.0, "tie": 0.5}.get(verdict)
+        if result is None or a not in families or b not in families:
+            continue
+        if (a in own) == (b in own):
+            continue  # a mixed pair only: one idea of the judge's family, one of another
+        o, x = (a, b) if a in own else (b, a)
+        judged[(dim, o, x)].append(result if o == a else 1.0 - result)
+    human = _human_pair_results(run)
+    rows = []
+    for dim in sorted({d for d, _, _ in judged}):
+        pairs = []
+        for (d, o, x), results in sorted(judged.items()):
+            if d != dim:
+                continue
+            lo, hi = sorted((o, x))
+            h = human.get((dim, lo, hi))
+            h_own = None if not h else float(np.mean(h)) if o == lo else 1.0 - float(np.mean(h))
+            pairs.append((o, x, float(np.mean(results)), h_own))
+        fig = self_preference(pairs, n_boot=n_boot, seed=run.pk)
+        rows.append(
+            {
+                "dimension": dim,
+                "pairs": len(pairs),
+                "judge": _est(fig.judge),
+                "human": _est(fig.human),
+                "difference": _est(fig.difference),
+            }
+        )
+    if not rows:
+        return {"judge_family": judge_family, "skipped": "no game of this run is a mixed pair"}
+    return {"judge_family": judge_family, "rows": rows}
+
+
+# --- repetition stability ----------------------------------------------------------------
+
+
+def _repeat_calls(run: JudgeRun, firsts: Mapping[int, str], rows: Any) -> dict[str, list[Any]]:
+    """The parsed answers of this run's repeated prompts, by prompt hash: the calls the run
+    made for its repeat units (tied to the run, answered, and the call of none of its
+    outcome `rows`), of the prompts whose first answers are in `firsts` (call id → prompt
+    hash)."""
+    hashes = set(firsts.values())
+    out: dict[str, list[Any]] = defaultdict(list)
+    for digest, parsed in (
+        LLMCall.objects.filter(run=run, error="", prompt_hash__in=hashes)
+        .exclude(pk__in=rows.filter(call__isnull=False).values("call_id"))
+        .order_by("pk")
+        .values_list("prompt_hash", "parsed")
+    ):
+        out[digest].append(parsed)
+    return out
+
+
+def _pair_repetition(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
+    firsts: dict[int, str] = {}
+    first_answer: dict[str, str | None] = {}
+    for o in PairwiseOutcome.objects.filter(run=run, call__isnull=False).select_related("call"):
+        assert o.call is not None
+        firsts[o.call.pk] = o.call.prompt_hash
+        first_answer[o.call.prompt_hash] = o.shown_winner()
+    again = _repeat_calls(run, firsts, PairwiseOutcome.objects.filter(run=run))
+    answers: dict[Hashable, list[Hashable | None]] = {
+        digest: [
+            first_answer[digest],
+            *((p or {}).get("winner") if isinstance(p, dict) else None for p in repeats),
+        ]
+        for digest, repeats in again.items()
+    }
+    if not answers:
+        return []
+    dims = set(PairwiseOutcome.objects.filter(run=run).values_list("dimension", flat=True))
+    human: dict[Hashable, list[Hashable | None]] = {
+        key: list(results) for key, results in _human_pair_results(run).items() if key[0] in dims
+    }
+    return [
+        {
+            "figure": "identical verdicts",
+            "metric": "pairwise",
+            "prompts": len(answers),
+            "judge": _est(identical_share(answers, n_boot=n_boot, seed=run.pk)),
+            "human": _est(identical_share(human, n_boot=n_boot, seed=run.pk)),
+        }
+    ]
+
+
+def _repeat_scores(run: JudgeRun, parsed: Any) -> dict[str, float]:
+    if not isinstance(parsed, dict):
+        return {}
+    if "scores" in parsed and isinstance(parsed["scores"], dict):
+        return {
+            m: float(v["score"])
+            for m, v in parsed["scores"].items()
+            if isinstance(v, dict) and isinstance(v.get("score"), int | float)
+        }
+    metric = (run.params or {}).get("metric")
+    if metric and isinstance(parsed.get("score"), int | float):
+        return {metric: float(parsed["score"])}
+    return {}
+
+
+def _score_repetition(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
+    firsts: dict[int, str] = {}
+    first_scores: dict[str, dict[str, float | None]] = defaultdict(dict)
+    for call_id, digest, metric, score in Judgment.objects.filter(
+        run=run, sample=0, call__isnull=False
+    ).values_list("call_id", "call__prompt_hash", "metric", "score"):
+        firsts[call_id] = digest
+        first_scores[digest][metric] = score
+    again = _repeat_calls(run, firsts, Judgment.objects.filter(run=run))
+    if not again:
+        return []
+    reviewers: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for metric, idea_id, score in ReviewScore.objects.filter(
+        review__study=run.study, review__status=Review.Status.SUBMITTED
+    ).values_list("metric", "review__idea_id", "score"):
+        reviewers[metric][idea_id].append(float(score))
+    rows = []
+    for metric in sorted({m for scores in first_scores.values() for m in scores}):
+        groups: dict[Hashable, list[float | None]] = {
+            digest: [
+                first_scores[digest].get(metric),
+                *(_repeat_scores(run, p).get(metric) for p in repeats),
+            ]
+            for digest, repeats in again.items()
+        }
+        human: dict[Hashable, list[float | None]] = {
+            k: list(v) for k, v in reviewers.get(metric, {}).items()
+        }
+        same: dict[Hashable, list[Hashable | None]] = {k: list(v) for k, v in groups.items()}
+        rows.append(
+            {
+                "figure": "identical scores",
+                "metric": metric,
+                "prompts": len(groups),
+                "judge": _est(identical_share(same, n_boot=n_boot, seed=run.pk)),
+                "human": _est(
+                    identical_share(
+                        {k: list(v) for k, v in human.items()}, n_boot=n_boot, seed=run.pk
+                    )
+                ),
+            }
+        )
+        rows.append(
+            {
+                "figure": "score SD",
+                "metric": metric,
+                "prompts": len(groups),
+                "judge": _est(score_sd(groups, n_boot=n_boot, seed=run.pk)),
+                "human": _est(score_sd(human, n_boot=n_boot, seed=run.pk)),
+            }
+        )
+    return rows
+
+
+def _not_measured(panel: dict[str, Any], run: JudgeRun) -> list[str]:
+    out = []
+    if not panel["repetition"]:
+        out.append(
+            "repetition stability: this run asked each prompt once (the run parameter "
+            "repeat_share asks a share of them again)"
+            if run.method in REPEATABLE
+            else f"repetition stability: {run.method} runs do not ask prompts again"
+        )
+    sp = panel["self_preference"]
+    if run.method in _PAIRED and "skipped" in sp:
+        out.append(f"self-preference: {sp['skipped']}")
     return out
 
 
@@ -178,19 +416,24 @@ def run_reliability(run: JudgeRun, *, n_boot: int = PANEL_BOOT) -> dict[str, Any
     if run.status != JudgeRun.Status.DONE or run.method not in _SCORED | _PAIRED:
         return None
     ended = run.finished_at.isoformat() if run.finished_at else ""
-    key = f"judging:reliability:{_CACHE_VERSION}:{run.pk}:{ended}:{run.done_calls}:{n_boot}"
+    # Naming a condition's generating model after the run changes the panel, not the run.
+    named = hashlib.sha256(
+        repr(sorted(run.study.conditions.values_list("key", "generating_model"))).encode()
+    ).hexdigest()[:16]
+    key = f"judging:reliability:{_CACHE_VERSION}:{run.pk}:{ended}:{run.done_calls}:{n_boot}:{named}"
     panel = cache.get(key)
     if panel is None:
+        scored = run.method in _SCORED
         panel = {
-            "calibration": _calibration(run, n_boot) if run.method in _SCORED else [],
+            "calibration": _calibration(run, n_boot) if scored else [],
             "style": _style(run, n_boot) if run.method in _PAIRED else [],
+            "self_preference": _self_preference(run, n_boot) if run.method in _PAIRED else {},
+            "repetition": (
+                _score_repetition(run, n_boot) if scored else _pair_repetition(run, n_boot)
+            ),
             "n_boot": n_boot,
-            "not_measured": [
-                "repetition stability: this run asked each prompt once",
-                "self-preference: the study's conditions do not name the model that wrote "
-                "their ideas",
-            ],
         }
+        panel["not_measured"] = _not_measured(panel, run)
         cache.set(key, panel, timeout=24 * 3600)
     return panel
 
@@ -221,4 +464,50 @@ def reliability_csv(panel: dict[str, Any]) -> str:
                 ["style_beta", block["dimension"], b["feature"], b["value"], b["low"], b["high"],
                  block["games"]]
             )  # fmt: skip
+    sp = panel.get("self_preference") or {}
+    for row in sp.get("rows", []):
+        for part in ("judge", "human", "difference"):
+            e = row[part]
+            w.writerow(
+                [f"self_preference_{part}", row["dimension"], sp["judge_family"], e["value"],
+                 e["low"], e["high"], e["n"]]
+            )  # fmt: skip
+    for row in panel.get("repetition", []):
+        for who in ("judge", "human"):
+            e = row[who]
+            w.writerow(
+                [f"repetition_{who}", row["metric"], row["figure"], e["value"], e["low"],
+                 e["high"], e["n"]]
+            )  # fmt: skip
     return buf.getvalue()
+
+
+def reliability_for_report(run: JudgeRun) -> dict[str, Any] | None:
+    """The run's panel for the study report: one row per figure (what, on which metric or
+    dimension, the judge's value and interval, the reviewers' where the panel has one),
+    and what was not measured. No plots; None for a run without a panel."""
+    panel = run_reliability(run)
+    if panel is None:
+        return None
+    none: dict[str, Any] = {"value": None, "low": None, "high": None, "n": 0}
+    rows: list[dict[str, Any]] = []
+
+    def add(figure: str, on: str, item: str, judge: dict[str, Any], human: Any = None) -> None:
+        rows.append({"figure": figure, "on": on, "item": item, "judge": judge, "human": human})
+
+    for row in panel["calibration"]:
+        for part in ("slope", "intercept"):
+            add("calibration", row["metric"], part, row[part])
+    for block in panel["style"]:
+        for r in block.get("ratings", []):
+            add("bt_raw", block["dimension"], r["condition"], r["raw"])
+            add("bt_style_controlled", block["dimension"], r["condition"], r["style_controlled"])
+    sp = panel["self_preference"]
+    for r in sp.get("rows", []):
+        add("self_preference", r["dimension"], sp["judge_family"], r["judge"], r["human"])
+        add("self_preference_difference", r["dimension"], sp["judge_family"], r["difference"])
+    for r in panel["repetition"]:
+        add("repetition", r["metric"], r["figure"], r["judge"], r["human"])
+    for r in rows:
+        r["human"] = r["human"] or dict(none)
+    return {"rows": rows, "not_measured": panel["not_measured"], "n_boot": panel["n_boot"]}

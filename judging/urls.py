@@ -7,6 +7,11 @@ app_name = "judging"
 urlpatterns = [
     path("<slug:slug>/", views.judging_home, name="home"),
     path("<slug:slug>/judges/new/", views.judge_config_new, name="config_create"),
+    path(
+        "<slug:slug>/judges/<int:config_id>/delete/",
+        views.judge_config_remove,
+        name="config_delete",
+    ),
     path("<slug:slug>/keys/", views.endpoint_key_new, name="key_create"),
     path("<slug:slug>/keys/<int:key_id>/delete/", views.endpoint_key_remove, name="key_delete"),
     path("<slug:slug>/runs/new/", views.judge_run_new, name="run_create"),

@@ -1,8 +1,10 @@
 """The owner's LLM-judge pages: judges, runs with live progress, results, the corpus.
 
 Every view starts with `get_study_for_member` and the role it needs (404 for what is not
-yours); a run is looked up inside the study, so a run id of another study is a 404 too.
-Reviewers never own a study, so none of this is reachable for them.
+yours); a run or a judge is looked up inside the study, so an id of another study's is a
+404 too. The study's judges belong to its team: viewers see them, editors run them,
+owners add and remove them. Reviewers never own a study, so none of this is reachable
+for them.
 """
 
 from __future__ import annotations
@@ -16,24 +18,29 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
+from llm.forms import EndpointKeyForm
+from llm.keystore import endpoint_key_save
+from llm.models import EndpointKey, JudgeConfig
+from llm.spend import study_spend
 from studies.http import is_htmx
 from studies.models import Study
-from studies.views.study import EDITOR, VIEWER, get_study_for_member, role_by_method
+from studies.views.study import EDITOR, OWNER, VIEWER, get_study_for_member, role_by_method
 
-from .corpus import CorpusImportError, reference_corpora_for, reference_corpus_import
+from .corpus import CorpusImportError, reference_corpora_of, reference_corpus_import
 from .forms import CorpusUploadForm, JudgeConfigForm, JudgeRunForm, RunBudgetForm
-from .llm.forms import EndpointKeyForm
-from .llm.keystore import endpoint_key_save
-from .llm.models import EndpointKey
+from .methods.registry import method_choices
 from .models import JudgeRun
 from .reliability_panel import reliability_csv, run_reliability
+from .run_calls import run_calls
 from .run_report import judge_run_report
 from .services import (
     DEFAULT_PARAMS,
+    JudgeConfigRefused,
     JudgeRunRefused,
     RunBudget,
     judge_config_create,
-    judge_configs_for,
+    judge_config_delete,
+    judge_configs_of,
     judge_run_cancel,
     judge_run_create,
     judge_run_mark_if_lost,
@@ -50,8 +57,11 @@ def get_run_for_member(
     return study, run
 
 
-def _configs(request: HttpRequest) -> list[dict[str, Any]]:
-    return [{"config": c} for c in judge_configs_for(request.user)]
+def _configs(study: Study) -> list[dict[str, Any]]:
+    return [
+        {"config": c, "own": c.study_id == study.pk}
+        for c in judge_configs_of(study).select_related("endpoint_key")
+    ]
 
 
 @login_required
@@ -68,8 +78,9 @@ def judging_home(request: HttpRequest, slug: str) -> HttpResponse:
         {
             "study": study,
             "runs": runs,
-            "configs": _configs(request),
-            "corpora": reference_corpora_for(request.user),
+            "configs": _configs(study),
+            "corpora": reference_corpora_of(study),
+            "spend": study_spend(study_id=study.pk),
         },
     )
 
@@ -77,12 +88,16 @@ def judging_home(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def judge_config_new(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_member(request, slug, role=role_by_method(request))
-    form = JudgeConfigForm(request.POST or None, user=request.user)
+    study = get_study_for_member(request, slug, role=OWNER)
+    form = JudgeConfigForm(request.POST or None, user=request.user, study=study)
     if request.method == "POST" and form.is_valid():
-        config = judge_config_create(actor=request.user, **form.cleaned_data)
-        messages.success(request, f"Judge {config.name!r} saved.")
-        return redirect("judging:home", study.slug)
+        try:
+            config = judge_config_create(study=study, actor=request.user, **form.cleaned_data)
+        except JudgeConfigRefused as exc:
+            form.add_error("name", str(exc))
+        else:
+            messages.success(request, f"Judge {config.name!r} saved for this study's team.")
+            return redirect("judging:home", study.slug)
     status = 400 if request.method == "POST" else 200  # the form says why, by its field
     return _config_page(request, study, form, EndpointKeyForm(user=request.user), status)
 
@@ -98,7 +113,7 @@ def _config_page(
             "form": form,
             "key_form": key_form,
             "keys": EndpointKey.objects.filter(owner_id=request.user.pk),
-            "configs": _configs(request),
+            "configs": _configs(study),
         },
         status=status,
     )
@@ -108,10 +123,10 @@ def _config_page(
 @require_POST
 def endpoint_key_new(request: HttpRequest, slug: str) -> HttpResponse:
     """Save one of the researcher's own keys, encrypted; the page never shows it again."""
-    study = get_study_for_member(request, slug, role=EDITOR)
+    study = get_study_for_member(request, slug, role=OWNER)
     key_form = EndpointKeyForm(request.POST, user=request.user)
     if not key_form.is_valid():
-        form = JudgeConfigForm(user=request.user)
+        form = JudgeConfigForm(user=request.user, study=study)
         return _config_page(request, study, form, key_form, status=400)
     endpoint_key_save(
         owner=request.user,
@@ -125,7 +140,7 @@ def endpoint_key_new(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def endpoint_key_remove(request: HttpRequest, slug: str, key_id: int) -> HttpResponse:
-    study = get_study_for_member(request, slug, role=EDITOR)
+    study = get_study_for_member(request, slug, role=OWNER)
     # Only one's own keys: another's answers as a missing one does, saying nothing of it.
     key = EndpointKey.objects.filter(pk=key_id, owner_id=request.user.pk).first()
     if key is None:
@@ -138,10 +153,26 @@ def endpoint_key_remove(request: HttpRequest, slug: str, key_id: int) -> HttpRes
 
 
 @login_required
+@require_POST
+def judge_config_remove(request: HttpRequest, slug: str, config_id: int) -> HttpResponse:
+    """Remove one of the study's own judges (owners). A judge of another study, or the
+    administrator's, is a 404 like an id nobody uses; one that runs used stays."""
+    study = get_study_for_member(request, slug, role=OWNER)
+    config = get_object_or_404(JudgeConfig, pk=config_id, study=study)
+    try:
+        judge_config_delete(config=config, actor=request.user)
+    except JudgeConfigRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Judge {config.name!r} removed.")
+    return redirect("judging:home", study.slug)
+
+
+@login_required
 @require_http_methods(["GET", "POST"])
 def judge_run_new(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=role_by_method(request))
-    configs = judge_configs_for(request.user).filter(is_baseline=False)
+    configs = judge_configs_of(study).filter(is_baseline=False)
     initial = {"method": request.GET.get("method", JudgeRun.Method.PAIRWISE)}
     form = JudgeRunForm(request.POST or None, configs=configs, initial=initial)
     if request.method == "POST" and form.is_valid():
@@ -168,11 +199,7 @@ def judge_run_new(request: HttpRequest, slug: str) -> HttpResponse:
         {
             "study": study,
             "form": form,
-            "defaults": [
-                (label, DEFAULT_PARAMS[value])
-                for value, label in JudgeRun.Method.choices
-                if value in DEFAULT_PARAMS
-            ],
+            "defaults": [(label, DEFAULT_PARAMS[value]) for value, label in method_choices()],
             "has_configs": configs.exists(),
         },
         status=400 if request.method == "POST" else 200,
@@ -203,6 +230,7 @@ def judge_run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpRespon
     if not run.is_active:
         context["report"] = judge_run_report(run=run)
         context["reliability"] = run_reliability(run)
+        context["calls"] = run_calls(run) if not run.method_is_baseline else None
     return render(request, "judging/run_detail.html", context)
 
 
@@ -261,7 +289,7 @@ def judge_run_resume_view(request: HttpRequest, slug: str, run_id: int) -> HttpR
         else None
     )
     try:
-        judge_run_resume(run=run, budget=budget, actor=request.user)
+        judge_run_enqueue(run=judge_run_resume(run=run, budget=budget, actor=request.user))
     except JudgeRunRefused as exc:
         messages.error(request, str(exc))
     else:
@@ -281,7 +309,9 @@ def _say_queued(request: HttpRequest, run: JudgeRun, success: str) -> None:
 @login_required
 @require_http_methods(["GET", "POST"])
 def reference_corpora(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_member(request, slug, role=role_by_method(request))
+    """The corpora the study's runs use (its owner's and the shared ones), which its
+    viewers see; its owners import more, into the study owner's corpora."""
+    study = get_study_for_member(request, slug, role=OWNER if request.method == "POST" else VIEWER)
     form = CorpusUploadForm(request.POST or None, request.FILES or None)
     errors: list[str] = []
     if request.method == "POST" and form.is_valid():
@@ -293,6 +323,8 @@ def reference_corpora(request: HttpRequest, slug: str) -> HttpResponse:
                 filename=upload.name,
                 description=form.cleaned_data["description"],
                 actor=request.user,
+                owner=study.owner,
+                study=study,
             )
         except CorpusImportError as exc:
             errors = exc.errors
@@ -302,7 +334,7 @@ def reference_corpora(request: HttpRequest, slug: str) -> HttpResponse:
             )
             return redirect("judging:corpora", study.slug)
     corpora = []
-    for corpus in reference_corpora_for(request.user):
+    for corpus in reference_corpora_of(study):
         debias = corpus.debias or {}
         venues = sorted({v for d in debias.values() for v in d.get("venue_means", {})})
         corpora.append(

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("ideareview", "studies", "judging")
+PACKAGES = ("ideareview", "llm", "accounts", "studies", "judging")
 KERNELS = {
     "studies/analysis/lmm_sparse.py",
     "studies/protocol/assignment.py",

@@ -1,6 +1,8 @@
 import json
 from typing import Any
 
+from allauth.socialaccount.admin import SocialAccountAdmin
+from allauth.socialaccount.models import SocialAccount
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
@@ -136,3 +138,14 @@ for model in [
     models.PairJudgment,
 ]:
     admin.site.register(model, ProjectAdmin)
+
+
+# Single sign-on's linked identities (allauth's page, registered before this app's) read
+# their JSON through the same reader.
+if admin.site.is_registered(SocialAccount):
+    admin.site.unregister(SocialAccount)
+
+
+@admin.register(SocialAccount)
+class LinkedIdentityAdmin(ProjectAdmin, SocialAccountAdmin):
+    pass

@@ -20,6 +20,7 @@ wins") tracks the human ratings; its direct scores are a hash of the text and do
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import random
@@ -32,16 +33,16 @@ from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 from django.urls import reverse
 
-from judging.llm.models import JudgeConfig
-from judging.llm.services import judge_config_create
+from llm.models import JudgeConfig
+from llm.services import judge_config_create, judge_config_update
 
-from . import ideaprep, recruitment
+from . import services
 from .analysis.report import ReportOptions
 from .demo_judging import DemoJudgeOutcome, demo_judging
 from .models import Assignment, Idea, JobRun, PairTask, Reviewer, Study, StudyReport
 from .protocol.template import render_sections
 from .report_files import report_build
-from .services import study_create
+from .services.study import study_create
 from .storage import report_file_open
 
 HUMAN, AI = "Human", "AI"
@@ -267,8 +268,8 @@ def _user_of(reviewer: Reviewer) -> Any:
     return reviewer.user
 
 
-def _config(base_url: str, slug: str, owner: Any) -> JudgeConfig:
-    name = f"demo test server ({slug})"
+def _config(base_url: str, study: Study, owner: Any) -> JudgeConfig:
+    name = f"demo test server ({study.slug})"
     fields = dict(
         base_url=base_url,
         model="scripted-1",
@@ -284,13 +285,11 @@ def _config(base_url: str, slug: str, owner: Any) -> JudgeConfig:
         max_attempts=3,
         backoff_seconds=0.01,
     )
-    config = JudgeConfig.objects.filter(name=name).first()
+    config = JudgeConfig.objects.filter(study=study, name=name).first()
     if config is not None:
         # The server's port changes from run to run.
-        JudgeConfig.objects.filter(pk=config.pk).update(**fields)
-        config.refresh_from_db()
-        return config
-    return judge_config_create(name=name, actor=owner, **fields)
+        return judge_config_update(config=config, actor=owner, **fields)
+    return judge_config_create(name=name, study=study, actor=owner, **fields)
 
 
 def _build(
@@ -312,22 +311,22 @@ def _build(
     study = _demo_study(slug=slug, owner=owner, load=load)
     truth = _demo_ideas(study=study, owner=owner, per_condition=per_condition, rng=rng)
     say(f"imported {len(truth)} ideas")
-    config = _config(base_url, slug, owner)
+    config = _config(base_url, study, owner)
     say(f"normalised and approved: {_demo_normalize(study=study, owner=owner, config=config)}")
     biases = _demo_reviewers(
         study=study, owner=owner, slug=slug, n_reviewers=n_reviewers, load=load, rng=rng
     )
-    screened = recruitment.reviewers_screen_by_rule(study=study, actor=owner)
+    screened = services.reviewers_screen_by_rule(study=study, actor=owner)
     say(f"{screened} reviewers screened in")
-    preview, result, _ = recruitment.assignment_preview(study=study, seed=seed, actor=owner)
+    preview, result, _ = services.assignment_preview(study=study, seed=seed, actor=owner)
     if not result.feasible:
         raise DemoError("no feasible assignment: " + result.explanation())
-    recruitment.assignment_commit(study=study, job=preview, actor=owner)
-    ideaprep.study_open_for_review(study=study, actor=owner)
+    services.assignment_commit(study=study, job=preview, actor=owner)
+    services.study_open_for_review(study=study, actor=owner)
     study.refresh_from_db()
     client = Client()
     submitted = _demo_reviews(study=study, client=client, truth=truth, biases=biases, rng=rng)
-    recruitment.pair_tasks_create(
+    services.pair_tasks_create(
         study=study, per_reviewer=2, condition_a=HUMAN, condition_b=AI, seed=seed, actor=owner
     )
     rated = _demo_pair_ratings(study=study, client=client, truth=truth, rng=rng)
@@ -371,19 +370,21 @@ def _demo_ideas(
     """Topics and conditions, then one pasted proposal at a time; each stored idea's
     synthetic truth, by idea id."""
     for name in TOPICS:
-        ideaprep.topic_add(study=study, name=name, actor=owner)
-    ideaprep.condition_add(study=study, key=HUMAN, kind="human", actor=owner)
-    ideaprep.condition_add(study=study, key=AI, kind="ai", actor=owner)
+        services.topic_add(study=study, name=name, actor=owner)
+    services.condition_add(study=study, key=HUMAN, kind="human", actor=owner)
+    services.condition_add(study=study, key=AI, kind="ai", actor=owner)
+    # The story: its proposals were written by gpt-4o (the team sees this, reviewers never).
+    services.condition_set_generating_model(study=study, key=AI, model="gpt-4o", actor=owner)
     synth = _synth_ideas(per_condition, rng)
     for s in synth:
-        batch = ideaprep.ideas_read_pasted(
+        batch = services.ideas_read_pasted(
             study=study,
             text=s.text,
             external_id=s.external_id,
             topic=s.topic,
             conditions=[s.condition],
         )
-        ideaprep.ideas_import(
+        services.ideas_import(
             study=study, batch=batch, source=f"pasted {s.external_id}", actor=owner
         )
     by_external = {s.external_id: s for s in synth}
@@ -396,8 +397,8 @@ def _demo_ideas(
 def _demo_normalize(*, study: Study, owner: Any, config: JudgeConfig) -> str:
     """Normalization over HTTP, then the owner's sign-off of every rewrite; the job's
     closing message."""
-    ideaprep.normalization_config_choose(study=study, config=config, actor=owner)
-    job = ideaprep.normalization_enqueue(study=study, actor=owner)
+    services.normalization_config_choose(study=study, config=config, actor=owner)
+    job = services.normalization_enqueue(study=study, actor=owner)
     job.refresh_from_db()
     if job.status in (JobRun.Status.QUEUED, JobRun.Status.RUNNING):
         # Inside an outer transaction (a test) on_commit has not fired: run it here.
@@ -407,8 +408,8 @@ def _demo_normalize(*, study: Study, owner: Any, config: JudgeConfig) -> str:
         job.refresh_from_db()
     if job.status != JobRun.Status.DONE:
         raise DemoError(f"normalization failed: {job.message} {job.error}".strip())
-    for idea_id in ideaprep.signoff_queue(study):
-        ideaprep.normalization_approve(idea=Idea.objects.get(pk=idea_id), actor=owner)
+    for idea_id in services.signoff_queue(study):
+        services.normalization_approve(idea=Idea.objects.get(pk=idea_id), actor=owner)
     return job.message
 
 
@@ -420,17 +421,17 @@ def _demo_reviewers(
     biases: dict[int, float] = {}
     for j in range(n_reviewers):
         email = f"demo-reviewer-{j + 1:02d}@{slug}.example.org"
-        invitation = recruitment.invitation_create(
+        invitation = services.invitation_create(
             study=study, email=email, name=f"Demo reviewer {j + 1}", actor=owner
         )
         user = User(username=email, email=email)
         user.set_unusable_password()  # synthetic people never log in
         user.save()
-        reviewer = recruitment.invitation_accept(
-            token=recruitment.invitation_token(invitation), user=user
+        reviewer = services.invitation_accept(
+            token=services.invitation_token(invitation), user=user
         )
-        recruitment.reviewer_consent(reviewer=reviewer)
-        recruitment.reviewer_profile_save(
+        services.reviewer_consent(reviewer=reviewer)
+        services.reviewer_profile_save(
             reviewer=reviewer,
             data={
                 "institution": f"Demo Lab {j + 1}",
@@ -465,13 +466,55 @@ def _demo_reviews(
         data: dict[str, str] = {}
         for m in metrics:
             data[m] = str(_score(_true_score(known, m, bias), rng))
-            data[f"{m}_rationale"] = " ".join(["The plan is concrete and testable."] * 8)
+            data[f"{m}_rationale"] = _demo_rationale(submitted)
+        # Time on the review as a reviewer would spend it (the demo's clicks take none);
+        # not drawn from `rng`, so the scores stay those of earlier demos.
+        Assignment.objects.filter(pk=a.pk).update(active_seconds=60.0 * (12 + (a.pk * 7) % 25))
         data.update(familiarity="3", confidence="4", minutes=str(20 + rng.randrange(30)))
         response = client.post(reverse("studies:review_submit", args=[a.pk]), data)
         if response.status_code != 302:
             raise DemoError(f"review submit for assignment {a.pk}: HTTP {response.status_code}")
         submitted += 1
     return submitted
+
+
+# The demo's rationales: each review gets its own pair of these sentences (the same for
+# its metrics), so no two reviews' rationales are near-duplicates under the default
+# quality plan (docs/quality.md); the pair (10, 16) is left out, as its embedding is
+# within cosine 0.95 of two others.
+_DEMO_SENTENCES = (
+    "The plan is concrete, and every experiment it lists could be run on public benchmarks.",
+    "I doubt that the chosen baseline is strong enough to show a real gain here.",
+    "The motivation points to a genuine and well documented failure of current prompting methods.",
+    "Step three of the plan needs far more compute than the stated constraints would allow.",
+    "A similar approach appeared last year, although it was applied to machine translation instead.",
+    "The fallback plan is thoughtful, and even a negative result would still yield a paper.",
+    "The evaluation relies on a single automatic metric that a clever system could game easily.",
+    "The worked test cases make the behaviour the authors expect very easy to picture.",
+    "It stays unclear how the critique prompt avoids repeating the very errors of the draft.",
+    "If it worked, this would change the way people build their retrieval pipelines today.",
+    "The proposal quietly skips the real cost of annotating the new dataset it relies on.",
+    "Results on several low-resource languages would make the whole argument far more convincing.",
+    "A human evaluation is planned, but its protocol and its annotators are never described.",
+    "The ablations that are listed would cleanly isolate which of the components actually matters.",
+    "An error analysis is promised, yet not a single category of error is defined anywhere.",
+    "Latency and cost at inference time are never discussed, although both seem to be high.",
+    "Overall this is a fair idea, and there is clear room left to improve it further.",
+    "I would very much like to see the same method tried on code generation as well.",
+    "With a stronger and broader evaluation this could become a solid workshop paper at least.",
+    "My score mostly reflects the gap between the ambition of the idea and its plan.",
+    "The writing is clear and well organised, which made my judgement of it much easier.",
+    "I am fairly sure of my reading of the method, having worked on related problems.",
+    "A small pilot on a subset of the data would settle most of the doubts I have.",
+    "The risks are named honestly and early, which I appreciate in a proposal like this.",
+)
+_DEMO_PAIRS = [p for p in itertools.combinations(range(len(_DEMO_SENTENCES)), 2) if p != (10, 16)]
+
+
+def _demo_rationale(n: int) -> str:
+    """The rationale of the demo's `n`-th review (about 30 words)."""
+    i, j = _DEMO_PAIRS[n % len(_DEMO_PAIRS)]
+    return f"{_DEMO_SENTENCES[i]} {_DEMO_SENTENCES[j]}"
 
 
 def _demo_pair_ratings(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from judging.llm.models import JudgeConfig
+    from llm.models import JudgeConfig
 
     from .models import Study
 

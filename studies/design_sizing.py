@@ -23,9 +23,9 @@ from .analysis.pilot import size_from_plan
 from .analysis.plan import TESTS
 from .jobs import job_active, job_enqueue, job_latest_done, job_progress, job_start
 from .models import JobRun, Study
-from .plans import study_plan
 from .selectors import review_frame
-from .services import audit
+from .services.audit import audit
+from .services.plans import study_plan
 
 SIZING_JOB = "sizing"
 #: Progress is reported as a fraction; the job's row counts it in thousandths.

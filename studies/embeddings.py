@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+from django.conf import settings
 
 __all__ = [
     "MODEL_NAME",
@@ -47,7 +48,7 @@ DUPLICATE_THRESHOLD = 0.8  # Si et al.: a duplicate when cosine similarity excee
 
 def model_path() -> Path:
     """Where the bundled weights live (``IDEAREVIEW_EMBEDDING_MODEL_DIR`` overrides)."""
-    override = os.environ.get("IDEAREVIEW_EMBEDDING_MODEL_DIR")
+    override = settings.EMBEDDING_MODEL_DIR
     if override:
         return Path(override)
     try:
@@ -195,11 +196,7 @@ def _blas_controller() -> Any:
 
 
 def _blas_threads() -> int:
-    raw = os.environ.get("IDEAREVIEW_EMBEDDING_THREADS", "1")
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"IDEAREVIEW_EMBEDDING_THREADS must be an integer, not {raw!r}") from None
+    value = int(settings.EMBEDDING_THREADS)
     if value < 1:
         raise ValueError("IDEAREVIEW_EMBEDDING_THREADS must be at least 1")
     return value

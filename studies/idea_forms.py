@@ -1,4 +1,4 @@
-"""Forms for the idea-preparation pages. They validate; `ideaprep` services save."""
+"""Forms for the idea-preparation pages. They validate; `studies.services.ideas` saves."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Any
 
 from django import forms
 
-from judging.llm.forms import EndpointFields
-from judging.llm.models import JudgeConfig
-from judging.llm.services import judge_configs_for
+from llm.forms import EndpointFields
+from llm.models import JudgeConfig
+from llm.services import judge_configs_of
 
 from .models import Condition, Study
 from .protocol.template import SECTIONS
@@ -79,6 +79,26 @@ class ConditionForm(forms.Form):
         return key
 
 
+class GeneratingModelForm(forms.Form):
+    """Which model wrote a condition's ideas (blank clears it); seen by the team only."""
+
+    condition = forms.ChoiceField(label="Condition")
+    generating_model = forms.CharField(
+        max_length=200, required=False, label="Generating model", strip=True
+    )
+
+    def __init__(self, *args: Any, study: Study | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        keys = list(study.conditions.values_list("key", flat=True)) if study else []
+        self.fields["condition"].choices = [(k, k) for k in keys]  # type: ignore[attr-defined]
+
+    def clean_generating_model(self) -> str:
+        value = str(self.cleaned_data.get("generating_model") or "")
+        if any(ch in value for ch in "\r\n\t"):
+            raise forms.ValidationError("A model name is one line.")
+        return value
+
+
 class SectionsForm(forms.Form):
     """One text box per template section."""
 
@@ -126,16 +146,13 @@ class ConfigChoiceForm(forms.Form):
         label="Judge config",
     )
 
-    def __init__(self, *args: Any, user: Any = None, current: Any = None, **kwargs: Any):
+    def __init__(self, *args: Any, study: Any = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         field = self.fields["config"]
         assert isinstance(field, forms.ModelChoiceField)
-        # Only the researcher's own judges, shared ones and the study's current one (a
-        # teammate's choice): never another team's.
-        mine = judge_configs_for(user).filter(is_baseline=False)
-        if current is not None:
-            mine = mine | JudgeConfig.objects.filter(pk=current.pk)
-        field.queryset = mine.distinct()
+        # The study's team's judges and the administrator's: never another team's, and an
+        # id of one posted anyway is "not one of the choices", like an id that is free.
+        field.queryset = judge_configs_of(study).filter(is_baseline=False)
 
 
 class ConfigCreateForm(EndpointFields):
@@ -145,10 +162,14 @@ class ConfigCreateForm(EndpointFields):
 
     field_order = ["name", "provider", "model", "base_url", "endpoint_key"]
 
+    def __init__(self, *args: Any, study: Any = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.study = study
+
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
-        if JudgeConfig.objects.filter(name=name).exists():
-            raise forms.ValidationError("a judge config with this name exists; choose it above")
+        if judge_configs_of(self.study).filter(name=name).exists():
+            raise forms.ValidationError("this study has a judge with this name; choose it above")
         return name
 
 

@@ -19,7 +19,7 @@ from .protocol.forms import FormDefinition
 from .protocol.template import SECTIONS, render_sections
 
 FORMATS = ("csv", "jsonl")
-KINDS = ("reviews", "ideas", "invitations")
+SAMPLE_KINDS = ("reviews", "ideas", "invitations")
 
 # (column, required, meaning) per import page; the review metrics are added per form.
 REVIEW_COLUMNS: tuple[tuple[str, bool, str], ...] = (
@@ -37,7 +37,7 @@ REVIEW_COLUMNS: tuple[tuple[str, bool, str], ...] = (
     ("honor_code", False, "yes / no"),
     ("timestamp", False, "kept as given"),
 )
-IDEA_COLUMNS: tuple[tuple[str, bool, str], ...] = (
+IDEA_FILE_COLUMNS: tuple[tuple[str, bool, str], ...] = (
     ("external_id", True, "the idea's id (also accepted as id or idea_id); unique in the study"),
     ("topic", True, "a topic of the study"),
     ("condition", True, "a condition of the study; several separated by ';'"),

@@ -32,7 +32,7 @@ MAX_REPORTED_ERRORS = 50
 
 
 @dataclass(frozen=True)
-class Problem:
+class RowProblem:
     file: str
     row: int | None  # 1-based data row; None for file-level problems
     field: str | None
@@ -50,7 +50,7 @@ class Problem:
 class ImportFailed(Exception):
     """A file that cannot be imported; nothing has been written."""
 
-    def __init__(self, problems: Sequence[Problem]):
+    def __init__(self, problems: Sequence[RowProblem]):
         self.problems = list(problems)
         shown = "\n".join(f"  - {p}" for p in self.problems[:MAX_REPORTED_ERRORS])
         more = len(self.problems) - MAX_REPORTED_ERRORS
@@ -179,18 +179,18 @@ def read_table(data: bytes, name: str) -> list[dict[str, Any]]:
     for i, row in enumerate(rows, start=1):
         problem = csvsafe.json_text_problem(row)
         if problem:
-            raise ImportFailed([Problem(name, i, None, problem)])
+            raise ImportFailed([RowProblem(name, i, None, problem)])
     return rows
 
 
 def _read_table(data: bytes, name: str) -> list[dict[str, Any]]:
     if not data.strip():
-        raise ImportFailed([Problem(name, None, None, "the file is empty")])
+        raise ImportFailed([RowProblem(name, None, None, "the file is empty")])
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ImportFailed(
-            [Problem(name, None, None, f"not UTF-8 text (byte {exc.start} cannot be decoded)")]
+            [RowProblem(name, None, None, f"not UTF-8 text (byte {exc.start} cannot be decoded)")]
         ) from exc
     suffix = Path(name).suffix.lower()
     stripped = text.lstrip()
@@ -203,13 +203,15 @@ def _read_table(data: bytes, name: str) -> list[dict[str, Any]]:
                 obj = jsonsafe.loads(line)
             except json.JSONDecodeError as exc:
                 raise ImportFailed(
-                    [Problem(name, lineno, None, f"not valid JSON: {exc.msg}")]
+                    [RowProblem(name, lineno, None, f"not valid JSON: {exc.msg}")]
                 ) from exc
             if not isinstance(obj, dict):
-                raise ImportFailed([Problem(name, lineno, None, "each line must be a JSON object")])
+                raise ImportFailed(
+                    [RowProblem(name, lineno, None, "each line must be a JSON object")]
+                )
             rows.append(obj)
         if not rows:
-            raise ImportFailed([Problem(name, None, None, "the file holds no rows")])
+            raise ImportFailed([RowProblem(name, None, None, "the file holds no rows")])
         return rows
     if suffix == ".json" or stripped[:1] in "[{":
         try:
@@ -217,7 +219,7 @@ def _read_table(data: bytes, name: str) -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             raise ImportFailed(
                 [
-                    Problem(
+                    RowProblem(
                         name,
                         None,
                         None,
@@ -229,52 +231,57 @@ def _read_table(data: bytes, name: str) -> list[dict[str, Any]]:
     try:
         table = [r for r in csvsafe.csv_rows(text, name) if r]
     except csvsafe.ReadProblem as exc:
-        raise ImportFailed([Problem(name, None, None, str(exc))]) from None
+        raise ImportFailed([RowProblem(name, None, None, str(exc))]) from None
     if not table:
-        raise ImportFailed([Problem(name, None, None, "the CSV has no header row")])
+        raise ImportFailed([RowProblem(name, None, None, "the CSV has no header row")])
     header, rows = table[0], []
     for i, cells in enumerate(table[1:], start=1):
         if len(cells) > len(header):
-            raise ImportFailed([Problem(name, i, None, "the row has more cells than the header")])
+            raise ImportFailed(
+                [RowProblem(name, i, None, "the row has more cells than the header")]
+            )
         # as csv.DictReader: cells missing at the end are None
         rows.append({h: (cells[k] if k < len(cells) else None) for k, h in enumerate(header)})
     if not rows:
-        raise ImportFailed([Problem(name, None, None, "the file holds a header but no rows")])
+        raise ImportFailed([RowProblem(name, None, None, "the file holds a header but no rows")])
     return rows
 
 
 def _rows_from_json(obj: Any, name: str) -> list[dict[str, Any]]:
     if isinstance(obj, list):
         if not obj:
-            raise ImportFailed([Problem(name, None, None, "the JSON list is empty")])
+            raise ImportFailed([RowProblem(name, None, None, "the JSON list is empty")])
         for i, r in enumerate(obj, start=1):
             if not isinstance(r, dict):
-                raise ImportFailed([Problem(name, i, None, "each list item must be an object")])
+                raise ImportFailed([RowProblem(name, i, None, "each list item must be an object")])
         return obj
     if isinstance(obj, dict):
         if not obj:
-            raise ImportFailed([Problem(name, None, None, "the JSON object is empty")])
+            raise ImportFailed([RowProblem(name, None, None, "the JSON object is empty")])
         lengths = {k: len(v) for k, v in obj.items() if isinstance(v, list)}
         not_lists = [k for k, v in obj.items() if not isinstance(v, list)]
         if not_lists:
             raise ImportFailed(
-                [Problem(name, None, k, "expected a list of values (a column)") for k in not_lists]
+                [
+                    RowProblem(name, None, k, "expected a list of values (a column)")
+                    for k in not_lists
+                ]
             )
         if len(set(lengths.values())) > 1:
             common = Counter(lengths.values()).most_common(1)[0][0]
             raise ImportFailed(
                 [
-                    Problem(name, None, k, f"column has {n} values, the others {common}")
+                    RowProblem(name, None, k, f"column has {n} values, the others {common}")
                     for k, n in lengths.items()
                     if n != common
                 ]
             )
         n = next(iter(lengths.values()))
         if n == 0:
-            raise ImportFailed([Problem(name, None, None, "the columns hold no rows")])
+            raise ImportFailed([RowProblem(name, None, None, "the columns hold no rows")])
         return [{k: obj[k][i] for k in obj} for i in range(n)]
     raise ImportFailed(
-        [Problem(name, None, None, "expected a JSON list of rows or an object of columns")]
+        [RowProblem(name, None, None, "expected a JSON list of rows or an object of columns")]
     )
 
 
@@ -319,7 +326,7 @@ def mapping_check(
                 else "not a field of the study's form"
             )
             problems.append(
-                Problem(
+                RowProblem(
                     name,
                     None,
                     key,
@@ -329,7 +336,7 @@ def mapping_check(
             )
         elif col not in columns:
             problems.append(
-                Problem(
+                RowProblem(
                     name,
                     None,
                     key,
@@ -394,7 +401,7 @@ def parse_rows(
         raise ImportFailed(reader.problems)
     grouped = _group_ideas(reader, titles or {})
     problems = [
-        Problem(
+        RowProblem(
             name,
             reader.reviews[key].row,
             "review_id",
@@ -424,19 +431,19 @@ def _check_header(
     rows: list[dict[str, Any]], *, name: str, mapping: Mapping_, metrics: Sequence[str]
 ) -> None:
     """Refuse a file that lacks a required column or a column the mapping names."""
-    problems: list[Problem] = []
+    problems: list[RowProblem] = []
     header = set().union(*(r.keys() for r in rows))
     for f in (*REQUIRED_FIELDS, *metrics):
         col = mapping.columns.get(f)
         if col is None or col not in header:
             wanted = col or (f"{f}_score or {f}" if f in metrics else f)
-            problems.append(Problem(name, None, f, f"missing column (expected {wanted!r})"))
+            problems.append(RowProblem(name, None, f, f"missing column (expected {wanted!r})"))
     for key, col in mapping.columns.items():
         if col not in header and key not in REQUIRED_FIELDS and key not in metrics:
             if key in STANDARD_FIELDS or key.endswith("_rationale"):
                 continue
             problems.append(
-                Problem(name, None, key, f"mapped to column {col!r}, which the file lacks")
+                RowProblem(name, None, key, f"mapped to column {col!r}, which the file lacks")
             )
     if problems:
         raise ImportFailed(problems)
@@ -465,7 +472,7 @@ class _RowReader:
     target: RowInput
     mapping: Mapping_
     condition_kind_guess: bool
-    problems: list[Problem] = field(default_factory=list)
+    problems: list[RowProblem] = field(default_factory=list)
     cleaned: Counter[str] = field(default_factory=Counter)
     flagged: Counter[str] = field(default_factory=Counter)
     cond_counts: Counter[str] = field(default_factory=Counter)
@@ -488,7 +495,7 @@ class _RowReader:
             self._store(i, row, *placed, answers)
 
     def _problem(self, i: int, field_: str, message: str) -> None:
-        self.problems.append(Problem(self.name, i, field_, message))
+        self.problems.append(RowProblem(self.name, i, field_, message))
 
     def _condition(self, i: int, cond: str) -> bool:
         """Record the row's condition and its kind; False (with a problem) if unknown."""
@@ -729,7 +736,7 @@ def _group_ideas(reader: _RowReader, titles: Mapping[str, str]) -> _Grouped:
         if len(topics) > 1:
             raise ImportFailed(
                 [
-                    Problem(
+                    RowProblem(
                         reader.name,
                         None,
                         "topic",
@@ -838,10 +845,10 @@ def read_titles(data: bytes, name: str) -> dict[str, str]:
     title_col = next((c for c in header if c.strip().lower().startswith("title")), None)
     problems = []
     if id_col is None:
-        problems.append(Problem(name, None, "ID", "missing column (expected 'ID')"))
+        problems.append(RowProblem(name, None, "ID", "missing column (expected 'ID')"))
     if title_col is None:
         problems.append(
-            Problem(name, None, "Title", "missing column (expected 'Title / Filename')")
+            RowProblem(name, None, "Title", "missing column (expected 'Title / Filename')")
         )
     if problems:
         raise ImportFailed(problems)
@@ -861,7 +868,7 @@ def parse_si2024(
     rows = read_table(reviews, reviews_name)
     missing = [c for c in SI2024_COLUMNS.values() if c not in rows[0]]
     if missing:
-        raise ImportFailed([Problem(reviews_name, None, c, "missing column") for c in missing])
+        raise ImportFailed([RowProblem(reviews_name, None, c, "missing column") for c in missing])
     title_map = read_titles(titles, titles_name) if titles is not None else {}
     target = RowInput(
         form=form,

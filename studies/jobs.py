@@ -40,7 +40,6 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -52,6 +51,7 @@ from django.db.models import DateTimeField, F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from .job_kinds import JOB_KINDS
 from .models import JobRun, Study
 
 log = logging.getLogger(__name__)
@@ -69,24 +69,6 @@ PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 
 
 class JobStopped(Exception):
     """The job is no longer this worker's: it was cancelled, or another worker took it."""
-
-
-@dataclass(frozen=True)
-class JobKind:
-    """What the lifecycle needs to know about one kind of job."""
-
-    kind: str
-    task: Any  # the Celery task that takes the job's id
-    page: str  # URL name (with the study's slug) of the page that shows the job
-    label: str  # what the progress partial says while it runs
-
-
-JOB_KINDS: dict[str, JobKind] = {}
-
-
-def job_kind_register(kind: JobKind) -> None:
-    """Tasks modules register their kinds when imported (the app's ready() imports them)."""
-    JOB_KINDS[kind.kind] = kind
 
 
 WORKER_TASKS: dict[str, Any] = {}

@@ -1,7 +1,7 @@
 """The study domain (docs/architecture.md, "Apps and layers").
 
 Rules about one object live here as methods; workflows over several objects are in
-`services.py`. Nothing here reveals an idea's condition or author to a reviewer: the
+`studies.services`. Nothing here reveals an idea's condition or author to a reviewer: the
 reviewer-facing code only ever receives `Idea.public_id` and approved text.
 """
 
@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from .job_kinds import JOB_KINDS
 from .protocol.forms import FormDefinition
 
 
@@ -120,6 +121,10 @@ class Study(models.Model):
     )
     payment_bonus_top_k = models.PositiveSmallIntegerField(
         default=0, help_text="How many ideas (by mean overall score) get the bonus."
+    )
+    # Gold items each reviewer gets besides their load (when the study has gold ideas).
+    gold_per_reviewer = models.PositiveSmallIntegerField(
+        default=1, help_text="Gold items each reviewer gets besides their load."
     )
     # The analysis plan (docs/analysis-plan.md; empty = the default plan) and, once
     # frozen for pre-registration, the registered copy with its hash and time.
@@ -290,6 +295,13 @@ class Condition(models.Model):
     key = models.CharField(max_length=64)
     label = models.CharField(max_length=120, blank=True)
     kind = models.CharField(max_length=8, choices=Kind.choices)
+    generating_model = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The model that wrote this condition's ideas (e.g. gpt-4o), for the "
+        "judges' self-preference figure; its family is read from the name. Shown to the "
+        "team only.",
+    )
 
     class Meta:
         constraints = [
@@ -331,6 +343,10 @@ class Idea(models.Model):
     # Names of the automatic checks the current rewrite failed ("llm_error" when the
     # call itself failed), so lists can show and filter them without the results.
     normalization_flags = models.JSONField(default=list, blank=True)
+    # A gold item: the score range the owner expects per metric ({"overall": [2, 4]});
+    # null for an ordinary idea. Owners only: reviewers never learn an idea is gold, and
+    # gold reviews stay out of the analysis, the topic balance and the review counts.
+    gold_ranges = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -373,6 +389,10 @@ class Idea(models.Model):
 
     def is_excluded(self) -> bool:
         return hasattr(self, "exclusion")
+
+    @property
+    def is_gold(self) -> bool:
+        return self.gold_ranges is not None
 
     def is_text_locked(self) -> bool:
         """Once reviewers have the idea, its approved text may not change under them.
@@ -636,6 +656,24 @@ class Review(models.Model):
         return f"review {self.pk} of idea {self.idea_id}"
 
 
+class RationaleEmbedding(models.Model):
+    """A rationale's sentence embedding, kept so the near-duplicate flag embeds each text
+    once; `digest` (SHA-256 of the text) tells a stale vector after an edit."""
+
+    review = models.ForeignKey(Review, on_delete=models.CASCADE, related_name="embeddings")
+    metric = models.CharField(max_length=64)
+    digest = models.CharField(max_length=64)
+    vector = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["review", "metric"], name="unique_rationale_embedding")
+        ]
+
+    def __str__(self) -> str:
+        return f"embedding of review {self.review_id}'s {self.metric} rationale"
+
+
 class ReviewAcceptance(models.Model):
     """The owner's decision to pay for a submitted review or not, with the reason. Kept
     apart from the review: reviewers never see it, and the analysis does not read it."""
@@ -857,8 +895,6 @@ class JobRun(models.Model):
     @property
     def label(self) -> str:
         """What the progress partial calls this kind of job while it runs."""
-        from .jobs import JOB_KINDS
-
         kind = JOB_KINDS.get(self.kind)
         return kind.label if kind else self.kind.capitalize()
 
@@ -1104,3 +1140,80 @@ class LeakageExport(models.Model):
 
     def __str__(self) -> str:
         return f"leakage export {self.pk} of {self.study_id}"
+
+
+class PlatformLink(models.Model):
+    """A study's arrival link for a participant platform (Prolific by default): which URL
+    parameters carry the participant's, the platform study's and the session's ids, how
+    many places there are, when an idle place is released, and where a participant who
+    finished is sent back to, with which code."""
+
+    PROLIFIC_PARAMS = {"participant": "PROLIFIC_PID", "study": "STUDY_ID", "session": "SESSION_ID"}
+
+    study = models.OneToOneField(Study, on_delete=models.CASCADE, related_name="platform_link")
+    enabled = models.BooleanField(default=False)
+    platform = models.CharField(max_length=64, default="Prolific")
+    participant_param = models.CharField(max_length=64, default="PROLIFIC_PID")
+    study_param = models.CharField(max_length=64, default="STUDY_ID", blank=True)
+    session_param = models.CharField(max_length=64, default="SESSION_ID", blank=True)
+    # When set, arrivals whose study id differs are refused (a link copied into the wrong
+    # platform study).
+    platform_study_id = models.CharField(max_length=200, blank=True)
+    places = models.PositiveIntegerField(default=10)
+    abandon_minutes = models.PositiveIntegerField(default=60)
+    completion_url = models.URLField(max_length=500, blank=True)
+    completion_code = models.CharField(max_length=100, blank=True)
+    # The completion URL's query parameter for the code (Prolific's is "cc"); a
+    # completion URL that contains "{code}" gets the code there instead.
+    code_param = models.CharField(max_length=64, default="cc", blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(places__gte=1), name="platform_places_positive"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(abandon_minutes__gte=1), name="platform_abandon_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.platform} link of {self.study}"
+
+
+class PlatformParticipant(models.Model):
+    """A participant who arrived through a platform link. Their platform ids are personal
+    data: only the study's team sees them (the participants page and the bulk files for
+    the platform); every export and the package name the reviewer's pseudonym instead."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="platform_participants")
+    reviewer = models.OneToOneField(
+        Reviewer, on_delete=models.CASCADE, related_name="platform_participant"
+    )
+    participant_id = models.CharField(max_length=200)
+    platform_study_id = models.CharField(max_length=200, blank=True)
+    session_id = models.CharField(max_length=200, blank=True)
+    # The secret the participant's browser holds in a signed cookie: the PID alone, which
+    # is not a secret, never resumes a place.
+    secret = models.CharField(max_length=64)
+    arrived_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+    release_reason = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "participant_id"], name="unique_platform_participant"
+            ),
+        ]
+        ordering = ["arrived_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.reviewer} (platform)"
+
+    @property
+    def holds_place(self) -> bool:
+        return self.released_at is None

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .models import Assignment, Idea, ImportBatch, Review, Reviewer, Study, StudyReport
+from .services.ideas import REVIEWABLE
 
 DONE, CURRENT, TODO, BLOCKED = "done", "current", "todo", "blocked"
 IMPORTED = "imported dataset"
-REVIEWABLE = (Idea.NormalizationStatus.APPROVED, Idea.NormalizationStatus.EDITED)
 
 
 # What each step needs before it can be worked on; steps not listed can start at once.
@@ -117,7 +117,7 @@ class StudyCounts:
 
 
 def study_counts(study: Study) -> StudyCounts:
-    from .ideaprep import study_ideas, topic_matching_table
+    from .services.ideas import study_ideas, topic_matching_table
 
     ideas = list(study_ideas(study).only("sections", "normalization_status"))
     incomplete = 0
@@ -188,7 +188,7 @@ def _imported_steps(c: StudyCounts) -> list[Raw]:
             "Reviews in",
             True,
             f"{IMPORTED}: {c.imported_reviews} review(s) imported",
-            "studies:study_import",
+            "studies:reviews_import_page",
         )
     )
     raw.append(("Closed", True, f"{IMPORTED}: no reviewing in this app", "studies:study_progress"))

@@ -46,13 +46,13 @@ from .models import (
     Study,
     StudyReport,
 )
-from .plans import plan_registration, study_plan, study_registered_plan
 from .preregistrations import study_preregistration
-from .services import audit_chain_check
+from .report_formats import TABLE_SUFFIX, report_format
+from .services.audit import audit_chain_check
+from .services.plans import plan_registration, study_plan, study_registered_plan
 from .storage import reports_storage
 
 PACKAGE_SCHEMA = "ideareview.package/1"
-REPORT_TEXT_FILES = (".json", ".html", ".csv")
 
 
 @dataclass
@@ -368,12 +368,24 @@ class _Collector:
                 if "phases" in data:
                     data["phases"] = _replace_every_id(data["phases"], ids, in_text)
                 self.files[arc] = _json(data)
-            elif suffix in REPORT_TEXT_FILES:
+            elif _swapped(name):
                 self.files[arc] = in_text(body.decode())
             else:
                 self.files[arc] = body
             names.append(name)
         return names
+
+
+def _swapped(name: str) -> bool:
+    """Whether a report file passes the pseudonym swap on its way into the package: the
+    tables and every text format do; a binary format must be declared free of ids (the
+    built-in PDF, rendered from the report, is the one exception)."""
+    fmt = report_format(name)
+    if name.endswith(TABLE_SUFFIX) or fmt is None or fmt.text:
+        return True
+    if fmt.ids_free or fmt.write is None:
+        return False
+    raise ValueError(f"report format {fmt.name}: binary, and not declared free of idea ids")
 
 
 def _report_files(report: StudyReport | None, report_dir: Path | None) -> dict[str, bytes]:

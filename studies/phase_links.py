@@ -26,7 +26,7 @@ from .analysis.phases import (
 from .analysis.plan import AnalysisPlan
 from .models import IdeaCondition, Study, StudyMember
 from .selectors import review_frame
-from .services import audit
+from .services.audit import audit
 
 LINK_ROLE = StudyMember.Role.EDITOR
 

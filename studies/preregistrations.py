@@ -14,11 +14,12 @@ from django.db.models import Count
 
 from ideareview import __version__
 
-from .analysis.plan import METHODS, AnalysisPlan, plan_document, plan_hash
+from .analysis.plan import CORRECTIONS, AnalysisPlan, plan_document, plan_hash
+from .analysis.quality import FLAG_KINDS
 from .design_sizing import TEST_LABELS, sizing_latest
 from .models import Condition, Idea, Study
-from .plans import plan_registration, study_plan, study_registered_plan
 from .protocol.preregistration import preregistration_document, preregistration_markdown
+from .services.plans import plan_registration, study_plan, study_registered_plan
 
 _NORMALIZED = (Idea.NormalizationStatus.APPROVED, Idea.NormalizationStatus.EDITED)
 
@@ -53,7 +54,7 @@ def _analysis(plan: AnalysisPlan, metrics: list[str]) -> dict[str, Any]:
         "tests": [TEST_LABELS[t] for t in plan.tests],
         "hypotheses": hypotheses,
         "method": plan.method,
-        "method_label": METHODS[plan.method],
+        "method_label": CORRECTIONS[plan.method],
         "families": _families(plan),
         "alpha": plan.alpha,
         "mixed_model": f"topic as {topic}, reviewer and idea random intercepts, covariates "
@@ -175,6 +176,10 @@ def preregistration_facts(study: Study) -> dict[str, Any]:
                 for q in form.questions
             ],
             "honor_code": form.honor_code,
+            "attention_checks": [
+                {"label": c.scale.label, "question": c.scale.question, "expected": c.expected}
+                for c in form.attention_checks
+            ],
         },
         "assignment": {
             "min_reviews_per_idea": study.min_reviews_per_idea,
@@ -184,9 +189,30 @@ def preregistration_facts(study: Study) -> dict[str, Any]:
             "topic_choice_use": study.get_topic_choice_use_display().lower(),
         },
         "analysis": _analysis(plan, form.metric_keys),
-        "exclusions": [],
+        "exclusions": _exclusions(plan),
         "power": _power(study),
     }
+
+
+def _exclusions(plan: AnalysisPlan) -> list[str]:
+    """The plan's exclusion rules in words, with the thresholds their flags use."""
+    q = plan.quality
+    if not q.exclude:
+        return []
+    lines = [
+        f"Removed: {FLAG_KINDS[r.flag]} ({r.flag}), "
+        + ("the flagged review" if r.unit == "review" else "every review of the reviewer")
+        + "."
+        for r in q.exclude
+    ]
+    lines.append(
+        f"Thresholds: measured time under {q.min_minutes:g} min; the same score on every "
+        f"metric of a form with {q.straight_line_items} or more; rationales of "
+        f"{q.duplicate_min_words} words or more with embedding cosine ≥ {q.duplicate_cosine:g}. "
+        "Gold reviews are never analysed. The report shows the primary tests with and "
+        "without the removed reviews."
+    )
+    return lines
 
 
 def study_preregistration(study: Study) -> tuple[dict[str, Any], str]:

@@ -21,12 +21,15 @@ from django.utils import timezone
 
 from . import csvsafe
 from .analysis import phase_plots, plots
+from .analysis.agreement_report import JudgeData, computed_baselines
 from .analysis.phases import PhaseComparison, phase_tables
+from .analysis.plan import AnalysisPlan
+from .analysis.quality_report import quality_section
 from .analysis.report import (
-    JudgeData,
     ReportOptions,
     build_report,
-    computed_baselines,
+    mixed_design,
+    mixed_fits,
     tidy_tables,
 )
 from .analysis.threads import blas_thread_counts, blas_threads
@@ -34,7 +37,7 @@ from .jobs import job_progress
 from .models import JobRun, Study, StudyReport
 from .package import package_build
 from .phase_links import phase_report_section
-from .plans import plan_registration, study_plan, study_registered_plan
+from .report_formats import REPORT_FORMATS
 from .selectors import (
     baseline_availability,
     human_pair_frame,
@@ -43,7 +46,9 @@ from .selectors import (
     judge_inputs,
     review_frame,
 )
-from .services import audit, audit_chain_check
+from .services.audit import audit, audit_chain_check
+from .services.plans import plan_registration, study_plan, study_registered_plan
+from .services.quality import study_quality
 from .storage import reports_storage, storage_folder_remove
 from .work_folders import work_folder
 
@@ -118,6 +123,7 @@ def _report_build(
     }
     if report["plan"]["registered"] is not None:
         report["plan"]["registered"].update(plan_registration(study) or {})
+    report["quality"] = _quality_section(study, df, report, plan=plan, options=options)
     phases, comparison = phase_report_section(
         study=study, plan=plan, seed=options.seed, mixed_starts=options.mixed_starts
     )
@@ -161,6 +167,38 @@ def _report_build(
     return snapshot
 
 
+def _quality_section(
+    study: Study,
+    df: pd.DataFrame,
+    report: dict[str, Any],
+    *,
+    plan: AnalysisPlan,
+    options: ReportOptions,
+) -> dict[str, Any]:
+    """The flags of every submitted review, what the plan's rules remove, the primary
+    tests without those reviews and the reviewers' leniency (docs/quality.md)."""
+    quality = study_quality(study, plan=plan, embed_limit=settings.QUALITY_EMBED_PER_REPORT)
+
+    def refit(frame: pd.DataFrame) -> dict[str, Any]:
+        return mixed_fits(
+            frame, metrics=report["metrics"], baseline=report["baseline"], options=options,
+            plan=plan,
+        )  # fmt: skip
+
+    data, covariates, topic_groups = mixed_design(df, plan)
+    idea_unit = report["mixed_effects"].get("idea_unit", "idea_id")
+    return quality_section(
+        df,
+        report,
+        design=(data, covariates, (*topic_groups, "reviewer_id", idea_unit)),
+        flags=quality.flags,
+        reviews=quality.reviews,
+        plan=plan,
+        refit_mixed=refit,
+        pending=quality.pending,
+    )
+
+
 def _write_files(
     study: Study,
     report: dict[str, Any],
@@ -198,6 +236,7 @@ def _write_files(
             report["files"]["pdf"] = None
             report["files"]["pdf_reason"] = f"chromium failed: {exc}"
         report["timings"]["pdf"] = round(time.perf_counter() - t0, 3)
+    _write_extra_formats(report, df, out)
     report["files"]["package"] = "package.zip"
     report["timing_seconds"] = round(time.perf_counter() - started, 3)
     (out / "report.json").write_text(json.dumps(report, indent=2, allow_nan=False))
@@ -205,6 +244,21 @@ def _write_files(
     # The package reads the report's files from the folder still being written.
     package_build(study=study, out=out / "package.zip", report_dir=out)
     report["timings"]["package"] = round(time.perf_counter() - t0, 3)
+
+
+def _write_extra_formats(report: dict[str, Any], df: pd.DataFrame, out: Path) -> None:
+    """Write each format of `REPORT_FORMATS` that brings its own writer, and name it in
+    `report["files"]` (before report.json and the package are written, which list it)."""
+    for fmt in REPORT_FORMATS:
+        if fmt.write is None:
+            continue
+        body = fmt.write(report, df)
+        path = out / fmt.name
+        if isinstance(body, bytes):
+            path.write_bytes(body)
+        else:
+            path.write_text(body)
+        report["files"][fmt.key] = fmt.name
 
 
 def _save_version(storage: Storage, out: Path, version: str) -> None:

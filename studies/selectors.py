@@ -31,6 +31,7 @@ def review_frame(study: Study) -> pd.DataFrame:
 
     An idea in several conditions contributes each of its reviews once per condition, as
     the published tables count them; `review_id` tells the copies apart from new reviews.
+    Reviews of gold ideas are never analysed (they test the reviewer, not a condition).
     """
     metrics = study.form_definition().metric_keys
     memberships: dict[int, list[tuple[str, str, str]]] = defaultdict(list)
@@ -51,7 +52,9 @@ def review_frame(study: Study) -> pd.DataFrame:
         words[review_id] += len(rationale.split())
     records = []
     reviews = (
-        Review.objects.filter(study=study, status=Review.Status.SUBMITTED)
+        Review.objects.filter(
+            study=study, status=Review.Status.SUBMITTED, idea__gold_ranges__isnull=True
+        )
         .select_related("idea__topic", "reviewer")
         .order_by("id")
     )

@@ -1,6 +1,6 @@
 """Forms for creating a study, its settings page and its team page. They validate
 (ranges, choices, the lock table's refusals are the service's); the services in
-`study_setup.py` and `services.py` save."""
+`studies.services.study` save."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import Any
 
 from django import forms
 
-from .models import Study, StudyMember
+from .models import PlatformLink, Study, StudyMember
 from .protocol.forms import FormDefinition, FormFileError, builtin_form_names
-from .review_forms import review_form_resolve
-from .services import RESERVED_SLUGS
-from .study_setup import (
+from .reviewer_forms import review_form_resolve
+from .services.study import (
     REVIEWER_VISIBLE,
+    SLUG_NAME_MAX,
     SetupError,
     conditions_parse,
     conditions_text,
@@ -102,7 +102,10 @@ def _check_baseline(cleaned: dict[str, Any], form: forms.BaseForm) -> None:
 
 class StudyCreateForm(forms.Form):
     slug = forms.SlugField(
-        max_length=64, help_text="Short name used in addresses, e.g. ideas-2025."
+        label="Short name",
+        max_length=SLUG_NAME_MAX,
+        help_text="The start of the study's address, e.g. ideas-2025; a few random "
+        "characters follow it, so that the address is the study's alone.",
     )
     title = forms.CharField(max_length=200)
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
@@ -127,12 +130,9 @@ class StudyCreateForm(forms.Form):
         _mark_reviewer_visible(self)
 
     def clean_slug(self) -> str:
-        slug = self.cleaned_data["slug"].lower()
-        if slug in RESERVED_SLUGS:
-            raise forms.ValidationError("This slug names a page of the site; choose another.")
-        if Study.objects.filter(slug=slug).exists():
-            raise forms.ValidationError("A study with this slug exists already; choose another.")
-        return slug
+        # No check against other studies: the address gets random characters after the
+        # name (study_slug_new), so whether anyone used the name is never said.
+        return str(self.cleaned_data["slug"]).lower()
 
     def clean_review_form(self) -> FormDefinition:
         return _resolve_form(self.cleaned_data["review_form"])
@@ -152,6 +152,7 @@ SETTINGS_FIELDS = [
     "min_reviews_per_idea",
     "max_reviews_per_idea",
     "topic_choice_use",
+    "gold_per_reviewer",
     "screening_min_papers",
     "invitation_days",
     "invitation_bind_email",
@@ -188,6 +189,7 @@ class StudySettingsForm(forms.ModelForm):
             "min_reviews_per_idea": "Fewest reviews per idea",
             "max_reviews_per_idea": "Most reviews per idea",
             "topic_choice_use": "Use of the reviewers' two topic choices",
+            "gold_per_reviewer": "Gold items per reviewer",
             "screening_min_papers": "Screening: papers at major venues needed",
             "invitation_days": "Invitations valid for (days)",
             "invitation_bind_email": "Invitation links work only for the invited address",
@@ -230,6 +232,7 @@ class StudySettingsForm(forms.ModelForm):
                 "min_reviews_per_idea",
                 "max_reviews_per_idea",
                 "topic_choice_use",
+                "gold_per_reviewer",
             ],
         ),
         ("Deadlines", ["invitation_days", "reviews_due_at"]),
@@ -273,3 +276,70 @@ class MemberAddForm(forms.Form):
 
 class MemberRoleForm(forms.Form):
     role = forms.ChoiceField(choices=StudyMember.Role.choices)
+
+
+class PlatformLinkForm(forms.ModelForm):
+    """The arrival link for a participant platform (the participants page)."""
+
+    completion_url = forms.URLField(
+        required=False,
+        max_length=500,
+        assume_scheme="https",
+        label="Completion URL",
+        help_text="Prolific's is https://app.prolific.com/submissions/complete; write {code} "
+        "where the code goes, or the code is added as the parameter below.",
+    )
+
+    class Meta:
+        model = PlatformLink
+        fields = [
+            "enabled",
+            "platform",
+            "places",
+            "abandon_minutes",
+            "completion_url",
+            "completion_code",
+            "participant_param",
+            "study_param",
+            "session_param",
+            "code_param",
+            "platform_study_id",
+        ]
+        labels = {
+            "enabled": "Take participants through this link",
+            "platform": "Platform",
+            "places": "Places",
+            "abandon_minutes": "Release an idle place after (minutes)",
+            "completion_url": "Completion URL",
+            "completion_code": "Completion code",
+            "participant_param": "URL parameter: participant id",
+            "study_param": "URL parameter: study id",
+            "session_param": "URL parameter: session id",
+            "code_param": "Completion URL parameter for the code",
+            "platform_study_id": "Platform study id (arrivals with another are refused)",
+        }
+        help_texts = {
+            "completion_url": "Prolific's is https://app.prolific.com/submissions/complete; "
+            "write {code} where the code goes, or the code is added as the parameter below.",
+            "participant_param": "Prolific: PROLIFIC_PID. Another platform: the name it uses.",
+            "study_param": "Prolific: STUDY_ID (blank: none).",
+            "session_param": "Prolific: SESSION_ID (blank: none; a returning participant "
+            "then resumes only in the browser they started in).",
+        }
+
+    def clean(self) -> dict[str, Any]:
+        from .protocol.arrivals import ID_PATTERN, PARAM_PATTERN
+
+        data = super().clean() or {}
+        for name in ("participant_param", "study_param", "session_param", "code_param"):
+            value = (data.get(name) or "").strip()
+            data[name] = value
+            if value and not PARAM_PATTERN.match(value):
+                self.add_error(name, "Use letters, digits and - _ . only (at most 64).")
+        if not data.get("participant_param"):
+            self.add_error("participant_param", "The participant id's parameter is required.")
+        study_id = (data.get("platform_study_id") or "").strip()
+        data["platform_study_id"] = study_id
+        if study_id and not ID_PATTERN.match(study_id):
+            self.add_error("platform_study_id", "Not an id: letters, digits and - _ . : @ only.")
+        return data

@@ -8,6 +8,7 @@ from .views import (
     payments,
     phases,
     plan,
+    platform,
     review_form,
     reviewer,
     sizing,
@@ -24,6 +25,12 @@ reviewer_patterns = [
     path("r/login/", reviewer.reviewer_login, name="reviewer_login"),
     path("r/invite/<str:token>/", reviewer.invitation_open, name="invitation_open"),
     path("r/home/", reviewer.reviewer_home, name="reviewer_home"),
+    path("r/join/<slug:slug>/", platform.platform_arrive_view, name="platform_arrive"),
+    path(
+        "r/profile/<int:reviewer_id>/complete/",
+        platform.platform_complete_view,
+        name="platform_complete",
+    ),
     path(
         "r/profile/<int:reviewer_id>/consent/",
         reviewer.reviewer_consent_view,
@@ -59,7 +66,7 @@ urlpatterns = [
     path("", study.study_list, name="study_list"),
     path("new/", study.study_new, name="study_new"),
     path("<slug:slug>/", study.study_detail, name="study_detail"),
-    path("<slug:slug>/import/", study.study_import, name="study_import"),
+    path("<slug:slug>/import/", study.reviews_import_page, name="reviews_import_page"),
     path("<slug:slug>/settings/", study_settings.study_settings, name="study_settings"),
     path("<slug:slug>/delete/", study.study_delete_view, name="study_delete"),
     path("<slug:slug>/export.json", study.study_export_view, name="study_export"),
@@ -128,6 +135,13 @@ urlpatterns = [
     ),
     path("<slug:slug>/sizing/", sizing.sizing, name="sizing"),
     path("<slug:slug>/payments/", payments.study_payments, name="study_payments"),
+    path("<slug:slug>/platform/", platform.study_platform, name="study_platform"),
+    path("<slug:slug>/platform/sweep/", platform.platform_sweep_view, name="platform_sweep"),
+    path(
+        "<slug:slug>/platform/files/<str:kind>/",
+        platform.platform_file_view,
+        name="platform_file",
+    ),
     path("<slug:slug>/payments.csv", payments.payments_export, name="payments_export"),
     path("<slug:slug>/payments/reviews/", payments.payment_reviews, name="payment_reviews"),
     path(
@@ -177,6 +191,7 @@ urlpatterns = [
         name="normalization_start",
     ),
     path("<slug:slug>/ideas/leakage/", ideas.leakage, name="leakage"),
+    path("<slug:slug>/ideas/gold/", ideas.ideas_gold, name="ideas_gold"),
     path(
         "<slug:slug>/ideas/leakage/<int:export_id>/<str:kind>.csv",
         ideas.leakage_download,
@@ -185,7 +200,7 @@ urlpatterns = [
     path("<slug:slug>/ideas/<int:idea_id>/row/", ideas.idea_row, name="idea_row"),
     path(
         "<slug:slug>/ideas/<int:idea_id>/sections/",
-        ideas.idea_sections,
+        ideas.idea_sections_page,
         name="idea_sections",
     ),
     path(

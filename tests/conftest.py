@@ -18,6 +18,19 @@ from django.contrib.auth import get_user_model
 
 from ideareview.celery import app as celery_app
 
+# One BLAS (and OpenMP) thread per test process. pytest-xdist already runs a process per
+# core, and OpenBLAS's default of a thread per core on top of that oversubscribes the
+# cores: its threads spin while they wait for each other, so a small dense factorisation
+# (the mixed models' reduced systems) burns many times the CPU it needs (docs/testing.md).
+# Set here, in the process that starts the xdist workers and before it starts them, it
+# reaches every worker before numpy loads, and the processes tests start (Celery workers,
+# Rscript). A one-process run (-n 0) has numpy loaded already (pytest-django set Django up
+# first) and keeps the library's default unless the shell sets these: lowering the count
+# in-process instead would leave OpenBLAS ignoring later changes made from another thread,
+# which tests/test_report_threads.py's in-process Celery worker makes.
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_variable] = "1"
+
 # Tests publish real Celery messages. On the filesystem broker they go to a folder of the
 # test run's own, set before any connection exists, so a developer's running worker never
 # takes them and var/ stays clean.
@@ -65,6 +78,24 @@ if WORKER_INDEX and str(celery_app.conf.broker_url).startswith(("redis://", "red
     settings.CELERY_BROKER_URL = _url
     os.environ["CELERY_BROKER_URL"] = _url  # worker processes the tests start
 
+#: Redis database of the login-limit tests (tests/test_logins.py, test_login_limits.py): not
+#: one a test run's brokers use (CI's production pass takes 12 to 15, one per xdist worker,
+#: and the worker tests flush theirs). Those tests never flush it: each counts under keys of
+#: its own (an address and account, or a key prefix), so they can run side by side.
+LIMITS_REDIS_DB = 11
+
+
+def limits_redis_url() -> str | None:
+    """The login-limit tests' Redis database, or None when no Redis runs on loopback."""
+    try:
+        import redis
+
+        redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=0.5).ping()
+    except Exception:
+        return None
+    return f"redis://127.0.0.1:6379/{LIMITS_REDIS_DB}"
+
+
 ROOT = Path(__file__).resolve().parents[1]
 SI2024 = ROOT / "data" / "si2024"
 SI_REVIEWS = SI2024 / "ideation_reviews.json"
@@ -96,7 +127,8 @@ def other_researcher(db):
 
 @pytest.fixture
 def si2024_study(db, owner):
-    from studies.services import reviews_import, reviews_parse, study_create
+    from studies.services.study import study_create
+    from studies.services.transfer import reviews_import, reviews_parse
 
     study = study_create(owner=owner, slug="si2024", title="si2024", baseline_condition="Human")
     parsed = reviews_parse(
@@ -152,17 +184,227 @@ def _local_llm_servers():
         yield
 
 
+# ------------------------------------------------------------------ the migrated database
+#
+# Migrating an empty database costs a test process 10 to 20 s of CPU (more on PostgreSQL,
+# whose server works too). So one process migrates and keeps the result as a template,
+# named by a hash of every installed app's migration files and Django's version; every
+# other process, in this run or a later one, starts from a copy of it (Django's keepdb:
+# `migrate` then finds nothing to apply). A changed, added or removed migration changes the
+# name, so a stale schema is never used; `--create-db` ignores the template.
+# - SQLite: the template is a file in pytest's cache folder; a copy is the test database.
+# - PostgreSQL: the template is a database on the server (`ideareview_tpl_<hash>`), and a
+#   copy is `CREATE DATABASE ... TEMPLATE`, which takes a second.
+# The processes of one run start together: a lock (a file lock; a PostgreSQL advisory lock)
+# lets the first migrate while the others wait for its template instead of migrating too.
+
+
+def _migrations_hash() -> str:
+    import hashlib
+
+    import django
+    from django.apps import apps
+
+    digest = hashlib.sha256(django.__version__.encode())
+    for config in sorted(apps.get_app_configs(), key=lambda c: c.label):
+        for path in sorted((Path(config.path) / "migrations").glob("*.py")):
+            digest.update(f"{config.label}/{path.name}".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+class _SqliteTemplates:
+    """The migrated SQLite database kept as a file, guarded by a file lock."""
+
+    def __init__(self, config: pytest.Config, test_db: Path) -> None:
+        folder = config.rootpath / ".pytest_cache" / "ideareview"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.template = folder / f"test-db-{_migrations_hash()}.sqlite3"
+        self.test_db = test_db
+        self._lock = (folder / "test-db.lock").open("a")
+
+    def lock(self) -> None:
+        import fcntl
+
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
+
+    def unlock(self) -> None:
+        import fcntl
+
+        fcntl.flock(self._lock, fcntl.LOCK_UN)
+
+    def exists(self) -> bool:
+        return self.template.exists()
+
+    def copy(self) -> None:
+        shutil.copyfile(self.template, self.test_db)
+
+    def save(self) -> None:
+        """Written whole under another name, then renamed; other migrations' templates go."""
+        import sqlite3
+
+        for old in self.template.parent.glob("test-db-*.sqlite3"):
+            if old != self.template:
+                old.unlink(missing_ok=True)
+        partial = self.template.with_suffix(f".{os.getpid()}.partial")
+        source, copy = sqlite3.connect(self.test_db), sqlite3.connect(partial)
+        try:
+            source.backup(copy)
+        finally:
+            copy.close()
+            source.close()
+        os.replace(partial, self.template)
+
+    def drop_copy(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.test_db}{suffix}").unlink(missing_ok=True)
+
+    def close(self) -> None:
+        self._lock.close()
+
+
+class _PostgresTemplates:
+    """The migrated PostgreSQL database kept as a template database on the server. Every
+    template operation of every checkout on this server holds one advisory lock, so a
+    template is never dropped while another process copies it."""
+
+    LOCK_KEY = 0x1DEA4E71  # any constant shared by all checkouts
+
+    def __init__(self, db: dict[str, Any], test_name: str) -> None:
+        import psycopg
+
+        self.template = f"ideareview_tpl_{_migrations_hash()}"
+        self.test_db = test_name
+        self._conn = psycopg.connect(
+            dbname="postgres",
+            host=db.get("HOST") or None,
+            port=db.get("PORT") or None,
+            user=db.get("USER") or None,
+            password=db.get("PASSWORD") or None,
+            autocommit=True,
+        )
+
+    def _run(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        cursor = self._conn.execute(sql, args)  # type: ignore[arg-type]
+        return cursor.fetchall() if cursor.description else []
+
+    def _name(self, name: str) -> str:
+        from psycopg import sql
+
+        return sql.Identifier(name).as_string(self._conn)
+
+    def lock(self) -> None:
+        self._run("SELECT pg_advisory_lock(%s)", self.LOCK_KEY)
+
+    def unlock(self) -> None:
+        self._run("SELECT pg_advisory_unlock(%s)", self.LOCK_KEY)
+
+    def exists(self) -> bool:
+        return bool(self._run("SELECT 1 FROM pg_database WHERE datname = %s", self.template))
+
+    def copy(self) -> None:
+        self._run(f"DROP DATABASE IF EXISTS {self._name(self.test_db)} WITH (FORCE)")
+        self._run(
+            f"CREATE DATABASE {self._name(self.test_db)} TEMPLATE {self._name(self.template)}"
+        )
+
+    def save(self) -> None:
+        from django.db import connections
+
+        connections.close_all()  # a template must have no other session
+        for (old,) in self._run(
+            "SELECT datname FROM pg_database WHERE datname LIKE 'ideareview\\_tpl\\_%%'"
+        ):
+            if old != self.template:
+                self._run(f"DROP DATABASE IF EXISTS {self._name(old)}")
+        partial = f"{self.template}_partial_{os.getpid()}"
+        self._run(f"CREATE DATABASE {self._name(partial)} TEMPLATE {self._name(self.test_db)}")
+        self._run(f"ALTER DATABASE {self._name(partial)} RENAME TO {self._name(self.template)}")
+
+    def drop_copy(self) -> None:
+        from django.db import connections
+
+        connections.close_all()
+        self._run(f"DROP DATABASE IF EXISTS {self._name(self.test_db)} WITH (FORCE)")
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _templates(config: pytest.Config) -> _SqliteTemplates | _PostgresTemplates | None:
+    from django.db import connection
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return _SqliteTemplates(config, Path(db["TEST"]["NAME"]))
+    if "postgresql" in db["ENGINE"]:
+        return _PostgresTemplates(db, connection.creation._get_test_db_name())
+    return None
+
+
+#: This process's templates while it migrates for the others (django_db_setup saves them).
+_migrating: list[_SqliteTemplates | _PostgresTemplates] = []
+
+
+@pytest.fixture(scope="session")
+def django_db_keepdb(request, django_db_keepdb, django_db_createdb, django_db_modify_db_settings):
+    """True (keep the database Django finds) when the test database was copied from the
+    migrated template; the copy is removed at the end, as Django removes one it made. When
+    there is no template yet, this process holds the lock while Django migrates."""
+    store = None if django_db_keepdb or django_db_createdb else _templates(request.config)
+    if store is None:
+        yield django_db_keepdb
+        return
+    store.lock()
+    if not store.exists():
+        _migrating.append(store)
+        try:
+            yield False
+        finally:
+            if _migrating:  # Django's migration failed: let the others try
+                _migrating.clear()
+                store.unlock()
+            store.close()
+        return
+    try:
+        store.copy()
+    finally:
+        store.unlock()
+    yield True
+    store.drop_copy()
+    store.close()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(request, django_db_setup, django_db_keepdb, django_db_blocker):
+    """After Django migrated a new test database, and before any test wrote to it, keep it
+    as the template and let the waiting processes copy it."""
+    if _migrating:
+        store = _migrating.pop()
+        try:
+            with django_db_blocker.unblock():
+                store.save()
+        finally:
+            store.unlock()
+    yield
+
+
 # --------------------------------------------------------------------------- CI's passes
 #
 # CI runs the suite twice (.ci/run): on the embedded defaults (SQLite, filesystem broker)
 # and on the production parts (PostgreSQL, Redis). IDEAREVIEW_TEST_PASS says which pass
 # this is, so each test runs where its outcome can differ and no test runs twice for
 # nothing:
-# - "embedded": every test except the browser walks (marker e2e);
+# - "embedded": every test except the browser walks (marker e2e) and the database tests
+#   marked `once`;
 # - "production": the tests that use the database (their SQL, transactions and locks
 #   differ between the two) or a worker and broker, and the browser walks, which drive
 #   the app as it is deployed. Tests that touch neither (the statistics, the judging
 #   methods, the R cross-checks) compute the same numbers on both and run once.
+# A database test marked `once` (a report build, the crawl of every page, a study's round
+# trip) spends its seconds computing on rows that SQLite and PostgreSQL return alike; it
+# runs on PostgreSQL only, where the app is deployed, and the embedded pass keeps the
+# cheap database tests, the worker and broker ones, and everything else.
 # Unset (a developer's `make test`), everything runs.
 TEST_PASSES = ("embedded", "production")
 DATABASE_FIXTURES = {"db", "transactional_db", "live_server", "django_db_setup"}
@@ -174,15 +416,32 @@ def _uses_database(item: pytest.Item) -> bool:
 
 
 SHARED_FIXTURE = re.compile(r"scope=\"(module|class|package)\"|xdist_group")
+# A module whose tests take seconds says so with one of these marks (module-wide or on a
+# test): before any run has recorded durations, its tests are expected to be slow.
+SLOW_MARK = re.compile(r"mark\.(slow|e2e|r)\b")
+DURATIONS_KEY = "ideareview/durations"
 
 
 @cache
+def _module_source(module: str) -> str:
+    path = ROOT / module
+    return path.read_text("utf-8") if path.suffix == ".py" and path.exists() else ""
+
+
 def _module_shares_a_computation(module: str) -> bool:
     """Whether a test module has a module-, class- or package-scoped fixture (a model fit,
     an R run) or names an xdist group: computed once per process, so its tests belong
     together on one worker."""
-    path = ROOT / module
-    return path.suffix == ".py" and bool(SHARED_FIXTURE.search(path.read_text("utf-8")))
+    return bool(SHARED_FIXTURE.search(_module_source(module)))
+
+
+def _guessed_seconds(nodeid: str) -> float:
+    """A test's expected duration when no run has recorded it: seconds for a module with
+    slow, browser or R marks, a fraction of one otherwise."""
+    module = nodeid.split("::", 1)[0]
+    return (
+        8.0 if module.startswith("tests/e2e/") or SLOW_MARK.search(_module_source(module)) else 0.3
+    )
 
 
 @pytest.hookimpl(optionalhook=True)  # a run without pytest-xdist installed still collects
@@ -190,18 +449,102 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadgroup` (make test): every test is scheduled on its own, except that the
     tests of a module sharing a computation (above) go to one worker as a unit, which
     computes it once. pytest-xdist's own loadgroup marks tests through Item._nodeid, which
-    pytest 9.2 no longer reads, so it would scatter them; this scheduler needs only the
-    test ids the controller has."""
+    pytest 9.2 no longer reads, so it scattered them; this scheduler needs only the
+    test ids the controller has.
+
+    Units go out longest first (each test's duration in the last run that ran it, kept in
+    pytest's cache; a guess from its module's marks before that), so the run does not end
+    with one worker on a long test while the others idle."""
     if config.getoption("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    cache_ = getattr(config, "cache", None)
+    recorded: dict[str, float] = cache_.get(DURATIONS_KEY, {}) if cache_ else {}
+
     class SharedComputationScheduling(LoadScopeScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
             return module if _module_shares_a_computation(module) else nodeid
 
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.ordered:  # the queue is complete at the first assignment
+                self.ordered = True
+
+                def seconds(unit: dict[str, bool]) -> float:
+                    return sum(recorded.get(n) or _guessed_seconds(n) for n in unit)
+
+                units = sorted(self.workqueue.items(), key=lambda kv: -seconds(kv[1]))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
+
     return SharedComputationScheduling(config, log)
+
+
+class _Durations:
+    """Records each test's duration (setup, call and teardown) in the process that reports
+    them (the xdist controller, or a run without xdist) and keeps them in pytest's cache
+    for the scheduler above; tests not run this time keep their earlier figure."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.seconds: dict[str, float] = {}
+        self.started: set[str] = set()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # The first setup in each process also creates its test database: not the test's.
+        process = str(getattr(report, "node", "main"))
+        if report.when == "setup" and process not in self.started:
+            self.started.add(process)
+            return
+        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+
+    def pytest_sessionfinish(self) -> None:
+        cache_ = getattr(self.config, "cache", None)
+        if cache_ is None or not self.seconds:
+            return
+        kept = cache_.get(DURATIONS_KEY, {})
+        kept.update({k: round(v, 3) for k, v in self.seconds.items()})
+        cache_.set(DURATIONS_KEY, kept)
+
+
+class _CpuLog:
+    """IDEAREVIEW_TEST_CPU_LOG=folder: each test process appends, per test, the CPU its
+    process and the children it waited for spent (user + system, setup to teardown) to
+    `<folder>/cpu-<pid>.tsv`. Wall times mislead on a loaded 2-core machine; this is what
+    says which tests the suite's CPU goes to (docs/testing.md)."""
+
+    def __init__(self, folder: str) -> None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        self.path = Path(folder) / f"cpu-{os.getpid()}.tsv"
+
+    @staticmethod
+    def _cpu() -> float:
+        import resource
+
+        own, kids = (
+            resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        )
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Any:
+        start = self._cpu()
+        yield
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(f"{item.nodeid}\t{self._cpu() - start:.3f}\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # not inside an xdist worker
+        config.pluginmanager.register(_Durations(config), "ideareview-durations")
+    folder = os.environ.get("IDEAREVIEW_TEST_CPU_LOG", "")
+    runs_tests = hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", 0)
+    if folder and runs_tests:
+        config.pluginmanager.register(_CpuLog(folder), "ideareview-cpu-log")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -216,7 +559,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def wanted(item: pytest.Item) -> bool:
         browser = item.get_closest_marker("e2e") is not None
         if test_pass == "embedded":
-            return not browser
+            return not browser and not (
+                item.get_closest_marker("once") is not None and _uses_database(item)
+            )
         return browser or _uses_database(item)
 
     keep = [item for item in items if wanted(item)]

@@ -12,10 +12,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.utils import timezone
 
-from judging.llm.models import JudgeConfig, LLMCall
 from judging.models import IdeaRating, JudgeRun, Judgment, PairwiseOutcome
+from llm.models import JudgeConfig, LLMCall
 from studies.analysis.report import ReportOptions
-from studies.ideaprep import study_open_for_review
 from studies.models import (
     Assignment,
     Condition,
@@ -30,8 +29,8 @@ from studies.models import (
     Topic,
 )
 from studies.protocol.template import render_sections
-from studies.recruitment import assignment_commit, assignment_preview
-from studies.services import study_create
+from studies.services.assignment import assignment_commit, assignment_preview
+from studies.services.study import study_create, study_open_for_review
 
 IDEA_TEXT = """# {title}
 
@@ -206,7 +205,7 @@ def full_answers(study: Study, score: int = 6) -> dict[str, str]:
 
 
 def cleaned(study: Study, score: int = 6) -> dict:
-    from studies.review_forms import ReviewAnswersForm
+    from studies.reviewer_forms import ReviewAnswersForm
 
     form = ReviewAnswersForm(full_answers(study, score), definition=study.form_definition())
     assert form.is_valid(), form.errors
@@ -361,7 +360,7 @@ class Seeded:
 def make_agreement_study(owner, slug: str = "agree", n_per_cell: int = 8) -> Seeded:
     """Two topics x two conditions x `n_per_cell` ideas, 8 named reviewers from named
     institutions, 4 reviews per idea, pair ratings, and two finished judge runs."""
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     rng = random.Random(7)
     study = study_create(
@@ -572,3 +571,74 @@ def make_pilot_study(
                     for m in metrics
                 )
     return study
+
+
+def make_judged_study(owner, slug: str = "judged") -> Study:
+    """Eight approved ideas, four Human and four AI, of growing length: a judge run of one
+    call per idea (judge-run fault tests)."""
+    study = study_create(owner=owner, slug=slug, title=slug.title())
+    topic = Topic.objects.create(study=study, name="T")
+    kinds = [Condition.objects.create(study=study, key=k, kind=k.lower()) for k in ("Human", "AI")]
+    for n in range(8):
+        text = f"Idea {n}: ask the model to check its own answer. " * (n + 1)
+        idea = Idea.objects.create(
+            study=study,
+            topic=topic,
+            title=f"Idea {n}",
+            raw_text=text,
+            normalized_text=text,
+            normalization_status=Idea.NormalizationStatus.APPROVED,
+        )
+        IdeaCondition.objects.create(
+            idea=idea, condition=kinds[n % 2], study=study, external_id=f"x{n}"
+        )
+    return study
+
+
+# Participant platforms: a study open for review whose arrival link is on.
+
+PLATFORM_COMPLETION_URL = "https://platform.example/submissions/complete"
+PLATFORM_CODE = "C1A2B3C4"
+
+
+def make_platform_study(owner, *, slug: str = "crowd", places: int = 2, abandon_minutes: int = 30):
+    """The review study (ten ideas, no reviewers), open for review, with Prolific's link
+    enabled: `places` places, completion URL and code set."""
+    from studies.services.platform import platform_link_set
+
+    seeded = make_review_study(owner, slug=slug, n_reviewers=0, commit=False)
+    study = seeded.study
+    study_open_for_review(study=study)
+    platform_link_set(
+        study=study,
+        data={
+            "enabled": True,
+            "platform": "Prolific",
+            "participant_param": "PROLIFIC_PID",
+            "study_param": "STUDY_ID",
+            "session_param": "SESSION_ID",
+            "platform_study_id": "",
+            "places": places,
+            "abandon_minutes": abandon_minutes,
+            "completion_url": PLATFORM_COMPLETION_URL,
+            "completion_code": PLATFORM_CODE,
+            "code_param": "cc",
+        },
+        actor=owner,
+    )
+    study.refresh_from_db()
+    return seeded
+
+
+def platform_profile(topic: str = "Bias", *, papers: int = 2, load: int = 2) -> dict[str, Any]:
+    """A participant's profile as the profile form cleans it."""
+    return {
+        "institution": "Crowd Lab",
+        "position": "Postdoc",
+        "major_venue_papers": papers,
+        "scholar_url": "",
+        "reviewing_experience": "",
+        "topic_first": topic,
+        "topic_second": "",
+        "preferred_load": load,
+    }

@@ -11,7 +11,8 @@ from pathlib import Path
 from celery import shared_task
 
 from judging.models import JudgeRun
-from studies.jobs import JobKind, job_kind_register, job_progress, job_run, worker_task_register
+from studies.job_kinds import JobKind, job_kind_register
+from studies.jobs import job_progress, job_run, worker_task_register
 from studies.models import JobRun
 
 
@@ -59,3 +60,9 @@ def held_judge_run(run_id: int) -> None:
 
 
 worker_task_register(held_judge_run, JudgeRun)
+
+
+@shared_task
+def beat_tick() -> None:
+    """What the several-machines test's beats schedule every second: the beats' logs show
+    which one sent it."""

@@ -10,7 +10,7 @@ from django.db.models import JSONField
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
-from judging.llm.models import JudgeConfig
+from llm.models import JudgeConfig
 from studies.admin import LimitedJSONFormField
 
 pytestmark = pytest.mark.django_db

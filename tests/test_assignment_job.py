@@ -9,14 +9,14 @@ import pytest
 from django.urls import reverse
 
 from studies.models import Assignment, JobRun, TopicChoiceUse
-from studies.recruitment import (
-    RecruitmentError,
+from studies.services.assignment import (
     assignment_commit,
     assignment_plan,
     assignment_preview,
     assignment_preview_enqueue,
-    idea_label,
 )
+from studies.services.ideas import idea_label
+from studies.services.invitations import RecruitmentError
 from studies.tasks import preview_assignment
 from tests.factories import make_review_study
 
@@ -170,7 +170,9 @@ def test_a_second_preview_while_one_runs_shows_the_running_one(
 
 def test_preview_bars_keep_their_legend_off_the_bars_and_a_single_level_narrow():
     from studies.analysis.assignment_plots import _bars
-    from studies.analysis.plots import plt
+    from studies.analysis.plots import pyplot
+
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(3.6, 2.4))
     # Every reviewer asked for and got 2 ideas: the bars reach the top of the plot.

@@ -124,14 +124,23 @@ def walk_study_form(client: Client, url: str):
     yield from _texts("definition", {"source": "edit", "intent": "use"}, url, client)
 
 
+def walk_ideas_gold(client: Client, url: str):
+    from studies.models import Idea
+
+    idea = Idea.objects.filter(study__slug=url.split("/")[2]).first()
+    assert idea is not None
+    yield from _texts("ranges", {"idea": str(idea.pk)}, url, client)
+
+
 WALK: dict[str, Post | str] = {
-    "studies:study_import": walk_study_import,
+    "studies:reviews_import_page": walk_study_import,
     "studies:invitations_upload": lambda c, u: _files("file", {}, u, c),
     "studies:study_invitations": "shows the upload form; its file goes to invitations_upload",
     "studies:study_plan": lambda c, u: _texts("document", {}, u, c),
     "studies:pair_tasks_upload": lambda c, u: _files("file", {}, u, c),
     "studies:pair_tasks": "shows the upload form; its file goes to pair_tasks_upload",
     "studies:ideas_import": walk_ideas_import,
+    "studies:ideas_gold": walk_ideas_gold,
     "studies:study_form": walk_study_form,
     "judging:config_create": lambda c, u: _texts("parameters", _judge_form(), u, c),
     "judging:key_create": lambda c, u: _texts("secret", {"label": "x\x00"}, u, c),

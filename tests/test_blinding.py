@@ -18,7 +18,7 @@ import pytest
 from django.urls import resolve
 
 from studies.models import Assignment, Idea
-from studies.recruitment import pair_tasks_create, review_draft_save, review_submit
+from studies.services.reviews import pair_tasks_create, review_draft_save, review_submit
 from tests.factories import cleaned, make_review_study
 
 URL_ATTRS = re.compile(r'(?:href|hx-get|hx-post|action|formaction)="([^"]+)"')
@@ -132,3 +132,36 @@ def test_reviewer_pages_never_carry_an_idea_primary_key_or_public_id(client, own
     idea = Idea.objects.get(pk=a.idea_id)
     assert str(idea.public_id) not in page
     assert f"/{idea.pk}/" not in page.replace(f"/{a.pk}/", "/")
+
+
+@pytest.mark.django_db
+def test_generating_model_is_shown_to_the_team_only(client, owner, tmp_path):
+    """A condition's generating model names the condition's source as plainly as its key:
+    no reviewer page and nothing in the de-identified package may carry it, while the
+    team's study page shows it."""
+    import zipfile
+
+    from studies.package import package_build
+    from studies.services import condition_set_generating_model
+
+    seeded = make_review_study(owner, slug="genmodel")
+    study = seeded.study
+    pair_tasks_create(study=study, per_reviewer=2, seed=5)
+    models = {"AI_Ideas": "zephyrquill-7b-instruct", "AI_Rerank": "gpt-4o-mini-rerankpass"}
+    for key, model in models.items():
+        condition_set_generating_model(study=study, key=key, model=model, actor=owner)
+    secrets = [*seeded.secrets, *models.values()]
+    client.force_login(owner)
+    page = client.get(f"/studies/{study.slug}/").content.decode()
+    assert all(m in page for m in models.values())
+    client.logout()
+    for user, reviewer in list(zip(seeded.users, seeded.reviewers, strict=True))[:2]:
+        client.force_login(user)
+        crawl(client, "/studies/r/home/", secrets, own=(reviewer.institution,))
+        client.logout()
+    out = tmp_path / "package.zip"
+    package_build(study=study, out=out, use_report=False)
+    with zipfile.ZipFile(out) as z:
+        for name in z.namelist():
+            body = z.read(name).decode(errors="replace")
+            assert not leaks(body, list(models.values())), name

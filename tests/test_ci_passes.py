@@ -1,6 +1,7 @@
 """Which tests each of CI's two passes runs (tests/conftest.py): a browser walk runs in the
 production pass only, a database-free test in the embedded pass only, a database test in
-both; a misspelt pass name stops the run instead of quietly running nothing."""
+both unless it is marked `once` (then in the production pass only); a misspelt pass name
+stops the run instead of quietly running nothing."""
 
 from __future__ import annotations
 
@@ -41,15 +42,32 @@ def items() -> list[FakeItem]:
         FakeItem("worker", fixturenames=("transactional_db",)),
         FakeItem("marked", markers=("django_db",)),
         FakeItem("browser", fixturenames=("live_server",), markers=("e2e",)),
+        FakeItem("report build", fixturenames=("db",), markers=("once",)),
+        FakeItem("once, no database", markers=("once",)),
     ]
 
 
 @pytest.mark.parametrize(
     ("test_pass", "kept"),
     [
-        ("", ["statistics", "r cross-check", "page", "worker", "marked", "browser"]),
-        ("embedded", ["statistics", "r cross-check", "page", "worker", "marked"]),
-        ("production", ["page", "worker", "marked", "browser"]),
+        (
+            "",
+            [
+                "statistics",
+                "r cross-check",
+                "page",
+                "worker",
+                "marked",
+                "browser",
+                "report build",
+                "once, no database",
+            ],
+        ),
+        (
+            "embedded",
+            ["statistics", "r cross-check", "page", "worker", "marked", "once, no database"],
+        ),
+        ("production", ["page", "worker", "marked", "browser", "report build"]),
     ],
 )
 def test_each_pass_keeps_the_tests_whose_outcome_can_differ(monkeypatch, test_pass, kept):

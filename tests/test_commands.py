@@ -30,7 +30,7 @@ def test_simulated_study_round_trips_through_the_generic_importer(tmp_path, owne
     # a huge effect is found in all five replications
     assert "by_review    AI           effect +3.00: 1.000" in text
     from studies.protocol.forms import FormDefinition, Scale
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     scale = Scale("overall", "Overall", "", 1, 10, {i: f"level {i}" for i in range(1, 11)})
     form = FormDefinition("sim", 1, "one metric", (scale,), scale, scale)

@@ -35,16 +35,17 @@ from django.test import Client
 from django.urls import Resolver404, resolve
 
 from judging.services import judge_config_create, judge_run_create, judge_run_execute
-from studies import ideaprep, recruitment
+from studies import services
 from studies.analysis.report import ReportOptions
 from studies.models import Assignment, Idea, JobRun, Reviewer, Study, StudyMember
 from studies.phase_links import phase_link
 from studies.protocol.template import render_sections
 from studies.report_files import report_build
-from studies.services import reviews_import, reviews_parse, study_create
+from studies.services.study import study_create
+from studies.services.transfer import reviews_import, reviews_parse
 from tests.conftest import ROOT, SI_REVIEWS, SI_TITLES
 
-pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+pytestmark = [pytest.mark.slow, pytest.mark.once]  # pages of every state, report builds
 
 LINK = re.compile(r'\b(href|hx-get)="([^"]*)"')
 # What a page offers to send: forms (their action, or the page itself when they have
@@ -295,16 +296,16 @@ def intake_created(world: World) -> None:
 def intake_ideas_in(world: World) -> None:
     study = world.study
     for name in TOPICS:
-        ideaprep.topic_add(study=study, name=name, actor=world.owner)
+        services.topic_add(study=study, name=name, actor=world.owner)
     for key, kind in CONDITIONS.items():
-        ideaprep.condition_add(study=study, key=key, kind=kind, actor=world.owner)
+        services.condition_add(study=study, key=key, kind=kind, actor=world.owner)
     n = 0
     for key in CONDITIONS:
         for k in range(4):
             n += 1
             topic = TOPICS[k % 2]
             external_id = f"XID-{n:02d}"
-            batch = ideaprep.ideas_read_pasted(
+            batch = services.ideas_read_pasted(
                 study=study,
                 text=_proposal(n, topic),
                 external_id=external_id,
@@ -312,13 +313,14 @@ def intake_ideas_in(world: World) -> None:
                 conditions=[key],
                 institution=INSTITUTIONS[k % 2] if CONDITIONS[key] == "human" else "",
             )
-            ideaprep.ideas_import(study=study, batch=batch, source=external_id, actor=world.owner)
+            services.ideas_import(study=study, batch=batch, source=external_id, actor=world.owner)
             world.secrets.append(external_id)
 
 
 def intake_normalizing(world: World, base_url: str) -> None:
     config = judge_config_create(
         name="crawl test server",
+        study=world.study,
         actor=world.owner,
         base_url=base_url,
         model="scripted-1",
@@ -329,9 +331,9 @@ def intake_normalizing(world: World, base_url: str) -> None:
         max_attempts=2,
         backoff_seconds=0.01,
     )
-    ideaprep.normalization_config_choose(study=world.study, config=config, actor=world.owner)
+    services.normalization_config_choose(study=world.study, config=config, actor=world.owner)
     # Inside the test's transaction on_commit never fires: the job stays queued.
-    ideaprep.normalization_enqueue(study=world.study, actor=world.owner)
+    services.normalization_enqueue(study=world.study, actor=world.owner)
 
 
 def intake_open(world: World) -> None:
@@ -342,19 +344,19 @@ def intake_open(world: World) -> None:
     normalize_ideas(job.pk)
     job.refresh_from_db()
     assert job.status == JobRun.Status.DONE, (job.message, job.error)
-    for idea_id in ideaprep.signoff_queue(study):
-        ideaprep.normalization_approve(idea=Idea.objects.get(pk=idea_id), actor=world.owner)
-    ideaprep.study_open_for_review(study=study, actor=world.owner)
+    for idea_id in services.signoff_queue(study):
+        services.normalization_approve(idea=Idea.objects.get(pk=idea_id), actor=world.owner)
+    services.study_open_for_review(study=study, actor=world.owner)
     for j in range(4):
         user = world.reviewer_user if j == 0 else _user(f"crawl-rev-{j}")
-        invitation = recruitment.invitation_create(
+        invitation = services.invitation_create(
             study=study, email=user.email, name=f"Reviewer {j}", actor=world.owner
         )
-        reviewer = recruitment.invitation_accept(
-            token=recruitment.invitation_token(invitation), user=user
+        reviewer = services.invitation_accept(
+            token=services.invitation_token(invitation), user=user
         )
-        recruitment.reviewer_consent(reviewer=reviewer)
-        recruitment.reviewer_profile_save(
+        services.reviewer_consent(reviewer=reviewer)
+        services.reviewer_profile_save(
             reviewer=reviewer,
             data={
                 "institution": f"Crawl Lab {j}",
@@ -365,16 +367,16 @@ def intake_open(world: World) -> None:
                 "preferred_load": 4,
             },
         )
-    recruitment.invitation_create(study=study, email="pending@example.org", actor=world.owner)
-    recruitment.reviewers_screen_by_rule(study=study, actor=world.owner)
+    services.invitation_create(study=study, email="pending@example.org", actor=world.owner)
+    services.reviewers_screen_by_rule(study=study, actor=world.owner)
 
 
 def intake_reviewing(world: World) -> None:
     study = world.study
     study.refresh_from_db()
-    job, result, _ = recruitment.assignment_preview(study=study, seed=3, actor=world.owner)
+    job, result, _ = services.assignment_preview(study=study, seed=3, actor=world.owner)
     assert result.feasible, result.explanation()
-    recruitment.assignment_commit(study=study, job=job, actor=world.owner)
+    services.assignment_commit(study=study, job=job, actor=world.owner)
     metrics = study.form_definition().metric_keys
     answers: dict[str, Any] = {m: 6 for m in metrics}
     answers |= {f"{m}_rationale": "The plan is concrete and testable. " * 6 for m in metrics}
@@ -383,14 +385,14 @@ def intake_reviewing(world: World) -> None:
         mine = list(Assignment.objects.filter(reviewer=reviewer).order_by("pk"))
         # Most reviews submitted, one draft each and (for the first reviewer) pending ones.
         for a in mine[:1] if k == 0 else mine[:-1]:
-            recruitment.review_submit(assignment=a, cleaned=dict(answers))
+            services.review_submit(assignment=a, cleaned=dict(answers))
         if len(mine) > 1:
-            recruitment.review_draft_save(assignment=mine[-1], draft={"novelty": "4"})
-    recruitment.pair_tasks_create(study=study, per_reviewer=2, seed=3, actor=world.owner)
+            services.review_draft_save(assignment=mine[-1], draft={"novelty": "4"})
+    services.pair_tasks_create(study=study, per_reviewer=2, seed=3, actor=world.owner)
 
 
 def intake_closed(world: World) -> None:
-    recruitment.study_close(study=world.study, actor=world.owner)
+    services.study_close(study=world.study, actor=world.owner)
 
 
 def reported(world: World) -> None:
@@ -508,6 +510,9 @@ def crawl_states(world: World, plan: Plan, advance_args: dict[str, Any]) -> list
 def world(db, owner, other_researcher, settings) -> World:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    # No PDFs: chromium costs seconds a report, and the report page without one offers
+    # the rest (the PDF's own link and download are the report page's browser test).
+    settings.IDEAREVIEW_CHROMIUM = "/nonexistent/chromium"
     return World(
         owner=owner,
         editor=_user("crawl-editor"),

@@ -55,7 +55,7 @@ def test_the_admin_says_why_an_idea_or_reviewer_with_reviews_cannot_be_deleted(
 
 @pytest.mark.django_db
 def test_deleting_the_whole_study_still_takes_its_reviews(si2024_study, reviewed, owner):
-    from studies.study_setup import study_delete
+    from studies.services.study import study_delete
 
     study_delete(study=si2024_study, confirm="si2024", actor=owner)
     assert not Study.objects.filter(slug="si2024").exists()

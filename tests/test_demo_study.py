@@ -13,7 +13,7 @@ from judging.models import JudgeRun
 from studies.demo import EFFECTS, demo_study_build
 from studies.models import Assignment, PairTask, Review, Study
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.once]
 
 
 @pytest.fixture
@@ -62,7 +62,15 @@ def test_demo_study_command_builds_the_study_and_finds_the_simulated_effects(tmp
         assert (tmp_path / "report" / name).exists(), name
     with zipfile.ZipFile(tmp_path / "report" / "package.zip") as z:
         names = z.namelist()
+        # The AI condition's generating model is the team's to see, not the package's.
+        for name in names:
+            assert b"gpt-4o" not in z.read(name), name
     assert "package/README.md" in names and "package/manifest.json" in names
+    # Each LLM run asked a fifth of its prompts again: the report has its repetition figures.
+    judges = {j["method"]: j for j in report["agreement"]["judges"]}
+    for method in ("direct", "pairwise"):
+        rows = judges[method]["info"]["reliability"]["rows"]
+        assert any(r["figure"] == "repetition" for r in rows), (method, rows)
 
     # A second run on the same slug refuses clearly and changes nothing.
     with pytest.raises(CommandError, match="exists already"):

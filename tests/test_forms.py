@@ -8,8 +8,8 @@ import pytest
 
 from studies.models import ReviewForm
 from studies.protocol.forms import EXECUTION_FORM, SI2024_FORM, SI2024_V1_FORM, FormFileError
-from studies.review_forms import review_form_resolve
-from studies.services import review_form_ensure, study_create
+from studies.reviewer_forms import review_form_resolve
+from studies.services.study import review_form_ensure, study_create
 
 
 def test_resolve_returns_built_in_forms_by_name_and_version():
@@ -53,7 +53,10 @@ def test_resolve_finds_a_form_stored_earlier_by_its_key(owner):
 def test_new_studies_get_the_second_si2024_version_and_old_rows_keep_theirs(owner):
     old = review_form_ensure(definition=SI2024_V1_FORM)
     study = study_create(owner=owner, slug="fresh")
-    assert (study.review_form.key, study.review_form.version) == ("si2024", 2)
+    assert (study.review_form.key, study.review_form.version) == (
+        SI2024_FORM.key,
+        SI2024_FORM.version,
+    )
     assert ReviewForm.objects.get(pk=old.pk).as_definition() == SI2024_V1_FORM
 
 
@@ -131,7 +134,7 @@ def test_study_form_command_shows_and_sets_the_form_until_reviews_exist(owner, t
 @pytest.mark.django_db
 def test_pair_tasks_compare_on_the_forms_own_dimensions(owner):
     from studies.protocol.forms import form_validate
-    from studies.recruitment import pair_dimensions
+    from studies.services.reviews import pair_dimensions
 
     assert pair_dimensions(study_create(owner=owner, slug="p-exec", form=EXECUTION_FORM)) == [
         "overall",

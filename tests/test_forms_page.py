@@ -13,13 +13,8 @@ from django.urls import reverse
 from studies.import_samples import review_sample_rows, sample_file
 from studies.models import ReviewForm, StudyMember
 from studies.protocol.forms import EXECUTION_FORM, SI2024_FORM
-from studies.services import (
-    reviews_import,
-    reviews_parse,
-    study_create,
-    study_form_locked_reason,
-    study_form_set,
-)
+from studies.services.study import study_create, study_form_locked_reason, study_form_set
+from studies.services.transfer import reviews_import, reviews_parse
 
 
 @pytest.fixture
@@ -72,7 +67,7 @@ def selected_builtin(page: str) -> list[str]:
 def test_a_previewed_built_in_stays_selected_so_use_applies_it(client, owner, study):
     client.force_login(owner)
     url = reverse("studies:study_form", args=[study.slug])
-    assert selected_builtin(client.get(url).content.decode()) == ["si2024@2"]
+    assert selected_builtin(client.get(url).content.decode()) == [f"si2024@{SI2024_FORM.version}"]
     r = client.post(url, {"source": "builtin", "builtin": "execution@1", "intent": "preview"})
     page = r.content.decode()
     assert selected_builtin(page) == ["execution@1"]
@@ -83,7 +78,9 @@ def test_a_previewed_built_in_stays_selected_so_use_applies_it(client, owner, st
     r = client.post(url, {"source": "upload", "file": upload, "intent": "preview"})
     page = r.content.decode()
     assert "under the editor below" in page
-    assert selected_builtin(page) == ["si2024@2"]  # the current form, not the upload
+    assert selected_builtin(page) == [
+        f"si2024@{SI2024_FORM.version}"
+    ]  # the current form, not the upload
 
 
 def test_an_uploaded_form_file_is_validated_naming_the_metric(client, owner, study):

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from studies.models import Assignment, Condition, Idea, IdeaCondition, Reviewer, Study, Topic
 from studies.protocol.forms import EXECUTION_FORM
-from studies.services import study_create
+from studies.services.study import study_create
 
 WORDS = " ".join(["because"] * 30)
 

@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
-CODE_PACKAGES = ("ideareview", "studies", "judging")
+CODE_PACKAGES = ("ideareview", "llm", "accounts", "studies", "judging")
 
 
 def _module_name(path: Path) -> str:
@@ -140,7 +140,7 @@ def test_every_choice_field_is_held_to_its_choices_by_the_database():
     from django.db import models
 
     problems = []
-    for label in ("studies", "judging"):
+    for label in ("llm", "accounts", "studies", "judging"):
         for model in apps.get_app_config(label).get_models():
             allowed = _choice_constraints(model)
             for field in model._meta.fields:
@@ -158,9 +158,9 @@ def test_every_choice_field_is_held_to_its_choices_by_the_database():
 def test_the_database_refuses_inverted_ranges_and_a_judge_without_concurrency(db, owner):
     from django.db import IntegrityError, transaction
 
-    from judging.llm.models import JudgeConfig
+    from llm.models import JudgeConfig
     from studies.models import Study
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     study = study_create(owner=owner, slug="ranges", title="Ranges")
     for field, value in [
@@ -210,7 +210,7 @@ def test_no_class_shares_its_name_with_a_model():
 
     model_homes = {
         model.__name__: model.__module__
-        for label in ("studies", "judging")
+        for label in ("llm", "accounts", "studies", "judging")
         for model in apps.get_app_config(label).get_models(include_auto_created=False)
     }
     sources = {
@@ -264,10 +264,73 @@ def test_every_benchmark_has_a_smoke_run_that_ci_calls():
     assert not missing, f"bench scripts without --smoke: {missing}"
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     target = makefile.split("\nbench-smoke:", 1)[1].split("\n\n", 1)[0]
-    assert "bench/*.py" in target and "--smoke" in target
+    assert "scripts/bench-smoke" in target
+    runner = (ROOT / "scripts" / "bench-smoke").read_text(encoding="utf-8")
+    assert "bench/*.py" in runner and "--smoke" in runner and "exit 1" in runner
     assert "make bench-smoke" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
 
 def test_the_smoke_check_tells_an_option_from_a_mention():
     assert _declares_smoke('ap.add_argument("--smoke", action="store_true")')
     assert not _declares_smoke('ap.add_argument("--sizes")\nprint("--smoke")')
+
+
+# Names every Django project or module defines by convention, and names bound by
+# re-binding another name (`Method = JudgeRun.Method`), are not definitions.
+CONVENTIONAL_NAMES = {"app_name", "urlpatterns", "application", "register", "log", "T", "Id"}
+
+
+def _top_level_definitions(roots: tuple[str, ...]) -> dict[str, list[str]]:
+    """Public top-level name → the app modules that define it (classes, functions and
+    assignments of a value; re-bindings of another name are not definitions)."""
+    found: dict[str, list[str]] = {}
+    for root in roots:
+        for path in sorted((ROOT / root).rglob("*.py")):
+            if {"migrations", "management"} & set(path.parts):
+                continue
+            for node in ast.parse(path.read_text()).body:
+                names: list[str] = []
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    names = [node.name]
+                elif isinstance(node, ast.Assign | ast.AnnAssign) and not isinstance(
+                    node.value, ast.Name | ast.Attribute | None
+                ):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    names = [t.id for t in targets if isinstance(t, ast.Name)]
+                for name in names:
+                    if not name.startswith("_") and name not in CONVENTIONAL_NAMES:
+                        found.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_every_public_top_level_name_has_one_meaning():
+    defined = _top_level_definitions(("ideareview", "llm", "studies", "judging"))
+    clashes = {name: homes for name, homes in defined.items() if len(homes) > 1}
+    assert not clashes, "one name, one meaning: rename one of\n" + "\n".join(
+        f"{name}: {', '.join(homes)}" for name, homes in sorted(clashes.items())
+    )
+
+
+def _recipes() -> dict[str, str]:
+    """The recipes of docs/architecture.md ("Where to add things"), by heading."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    section = doc.split("## Where to add things", 1)[1].split("\n## ", 1)[0]
+    parts = re.split(r"^### (.+)$", section, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_every_file_a_recipe_names_exists():
+    recipes = _recipes()
+    assert {"A review metric", "A judge method", "An export format"} <= set(recipes)
+    for title, text in recipes.items():
+        for path in re.findall(r"`([\w./-]+\.(?:py|md|html))`", text):
+            if "/" in path:
+                assert (ROOT / path).exists(), f"{title}: {path} does not exist"
+
+
+def test_a_recipe_edits_no_more_files_than_it_promises():
+    """Numbered steps are the files a newcomer edits (tests and migrations aside)."""
+    steps = {t: len(re.findall(r"^\d+\. ", x, flags=re.MULTILINE)) for t, x in _recipes().items()}
+    assert steps["A judge method"] <= 3
+    assert steps["A review metric"] <= 2
+    assert steps["An export format"] <= 3

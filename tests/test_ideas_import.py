@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from studies.models import AuditEvent, Condition, Idea, IdeaCondition, IdeaUpload, ImportBatch
-from studies.services import study_create
+from studies.services.study import study_create
 
 FULL = """## Title
 {title}
@@ -128,7 +128,7 @@ def test_the_owner_can_import_the_valid_rows_of_a_bad_batch(study, owner, owner_
 
 
 def test_a_kept_file_of_another_study_is_not_imported(study, owner, owner_client):
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     other = study_create(owner=owner, slug="other", baseline_condition="Human")
     upload(owner_client, "ideas.csv", csv_bytes(BAD_BATCH))
@@ -317,3 +317,29 @@ def test_adding_a_topic_or_condition_confirms_it(study, owner_client):
     assert "Topic &#x27;Safety&#x27; added." in page.content.decode()
     page = owner_client.post(url, {"form": "condition", "key": "Rerank", "kind": "ai"}, follow=True)
     assert "Condition &#x27;Rerank&#x27; (AI) added." in page.content.decode()
+
+
+def test_an_editor_names_a_conditions_generating_model_and_a_viewer_may_not(
+    study, owner, owner_client
+):
+    from django.contrib.auth import get_user_model
+
+    from studies.models import StudyMember
+
+    url = f"/studies/{study.slug}/ideas/import/"
+    r = owner_client.post(url, {"form": "model", "condition": "AI", "generating_model": " gpt-4o "})
+    assert r.status_code == 302
+    assert Condition.objects.get(study=study, key="AI").generating_model == "gpt-4o"
+    assert "gpt-4o" in owner_client.get(url).content.decode()
+    bad = owner_client.post(url, {"form": "model", "condition": "Nope", "generating_model": "x"})
+    assert bad.status_code == 400
+    viewer = get_user_model().objects.create_user("v@example.org", password="pw-Viewer-123")
+    StudyMember.objects.create(study=study, user=viewer, role=StudyMember.Role.VIEWER)
+    c = Client()
+    c.force_login(viewer)
+    assert "gpt-4o" in c.get(f"/studies/{study.slug}/").content.decode()
+    refused = c.post(url, {"form": "model", "condition": "AI", "generating_model": "claude-3"})
+    assert refused.status_code == 403
+    assert Condition.objects.get(study=study, key="AI").generating_model == "gpt-4o"
+    r = owner_client.post(url, {"form": "model", "condition": "AI", "generating_model": ""})
+    assert Condition.objects.get(study=study, key="AI").generating_model == ""

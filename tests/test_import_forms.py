@@ -274,12 +274,12 @@ def test_a_form_file_creates_the_study_with_that_form(analyst, tmp_path):
 def test_the_web_import_refuses_a_mapping_the_form_lacks_naming_it(client, owner, tmp_path):
     from django.urls import reverse
 
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     study = study_create(owner=owner, slug="web-map", form=EXECUTION_FORM)
     client.force_login(owner)
     path = write_csv(tmp_path / "exec.csv", execution_rows(), rename={"code_quality": "code"})
-    url = reverse("studies:study_import", args=[study.slug])
+    url = reverse("studies:reviews_import_page", args=[study.slug])
     with path.open("rb") as fh:
         r = client.post(
             url,

@@ -10,11 +10,12 @@ import pytest
 from django.core import mail
 from django.urls import reverse
 
-from studies import ideaprep
+from studies import services
 from studies.models import Condition, IdeaUpload, Topic
 from studies.protocol.forms import EXECUTION_FORM
-from studies.recruitment import invitations_create_from_csv, invitations_read
-from studies.services import reviews_import, reviews_parse, study_create
+from studies.services.invitations import invitations_create_from_csv, invitations_read
+from studies.services.study import study_create
+from studies.services.transfer import reviews_import, reviews_parse
 
 
 @pytest.fixture
@@ -61,7 +62,7 @@ def test_the_idea_sample_names_the_id_column_and_imports_as_it_is(client, owner,
     client.force_login(owner)
     data = sample(client, study, "ideas", fmt)
     assert b"external_id" in data
-    batch = ideaprep.ideas_read_file(study=study, name=f"ideas.{fmt}", data=data)
+    batch = services.ideas_read_file(study=study, name=f"ideas.{fmt}", data=data)
     assert batch.ok and len(batch.records) == 2, batch.problems
     assert all(len(r.parsed.sections) == 7 for r in batch.records)
 
@@ -78,7 +79,10 @@ def test_the_invitation_sample_reads_as_two_valid_rows(client, owner, study, fmt
 def test_each_import_page_links_its_samples_and_names_its_required_columns(client, owner, study):
     client.force_login(owner)
     pages = {
-        "studies:study_import": ("reviews", ["idea_id", "condition", "topic", "code_quality"]),
+        "studies:reviews_import_page": (
+            "reviews",
+            ["idea_id", "condition", "topic", "code_quality"],
+        ),
         "studies:ideas_import": ("ideas", ["external_id", "topic", "condition", "text"]),
         "studies:study_invitations": ("invitations", ["email"]),
     }

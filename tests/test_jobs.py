@@ -56,7 +56,7 @@ def test_a_queued_job_is_never_taken_for_lost(si2024_study, settings):
 
 @pytest.fixture
 def bare_study(owner):
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     return study_create(owner=owner, slug="bare", title="Bare")
 
@@ -225,12 +225,12 @@ def test_a_broker_that_cannot_take_the_message_fails_the_job_with_a_retry(
 ):
     from kombu.exceptions import OperationalError
 
-    from studies.tasks import build_report
+    from studies.tasks import report_build_task
 
     def refuse(*args, **kwargs):
         raise OperationalError("Error 111 connecting to 127.0.0.1:6399. Connection refused.")
 
-    monkeypatch.setattr(build_report, "apply_async", refuse)
+    monkeypatch.setattr(report_build_task, "apply_async", refuse)
     client.force_login(owner)
     response = client.post(
         reverse("studies:study_report_build", args=["si2024"]), HTTP_HX_REQUEST="true"
@@ -241,7 +241,7 @@ def test_a_broker_that_cannot_take_the_message_fails_the_job_with_a_retry(
     assert job.status == "failed" and "could not be sent to the task queue" in job.error
     assert "Connection refused" in body and "Retry" in body and "hx-trigger" not in body
     # the next click starts a new job instead of waiting for the failed one
-    monkeypatch.setattr(build_report, "apply_async", lambda *a, **k: None)
+    monkeypatch.setattr(report_build_task, "apply_async", lambda *a, **k: None)
     client.post(reverse("studies:job_retry", args=["si2024", job.pk]), HTTP_HX_REQUEST="true")
     job.refresh_from_db()
     assert job.status == "queued"
@@ -258,7 +258,7 @@ def test_every_job_page_polls_the_one_status_endpoint_and_stops_when_lost(
         "duplicates": "studies:duplicates",
         "normalization": "studies:normalization",
         "leakage": "studies:leakage",
-        "import": "studies:study_import",
+        "import": "studies:reviews_import_page",
     }
     for kind, page in pages.items():
         job = running(si2024_study, kind=kind, message="step 3")
@@ -300,7 +300,7 @@ def test_a_large_review_import_runs_as_a_job_with_progress(
     owner, client, settings, django_capture_on_commit_callbacks, monkeypatch
 ):
     from studies.models import Review
-    from studies.services import study_create
+    from studies.services.study import study_create
     from studies.tasks import import_reviews
     from tests.conftest import SI_REVIEWS, SI_TITLES
 
@@ -309,7 +309,7 @@ def test_a_large_review_import_runs_as_a_job_with_progress(
     monkeypatch.setattr(jobs, "job_send", lambda *, job: sent.append(job.pk) or True)
     study = study_create(owner=owner, slug="big", baseline_condition="Human")
     client.force_login(owner)
-    url = reverse("studies:study_import", args=["big"])
+    url = reverse("studies:reviews_import_page", args=["big"])
     upload = {"format": "si2024", "reviews": SI_REVIEWS.open("rb"), "titles": SI_TITLES.open("rb")}
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(url, upload)

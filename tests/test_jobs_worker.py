@@ -25,6 +25,7 @@ from studies.jobs import job_enqueue, job_mark_if_lost, job_retry, job_start
 from studies.models import JobRun, StudyReport
 from tests import jobtasks
 from tests.conftest import ROOT, TEST_VAR_DIR
+from tests.factories import make_judged_study
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -136,7 +137,7 @@ def workers(tmp_path, settings):
 @pytest.fixture
 def bare_study(owner):
     """A study without reviews: enough for the sleep jobs, and quick to make."""
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     return study_create(owner=owner, slug="sleepy", title="Sleepy")
 
@@ -345,29 +346,6 @@ def test_a_job_whose_worker_died_after_taking_its_message_but_before_claiming_it
     assert job.attempts == 1 and len(starts(tmp_path)) == 1
 
 
-def small_judged_study(owner):
-    from studies.models import Condition, Idea, IdeaCondition, Topic
-    from studies.services import study_create
-
-    study = study_create(owner=owner, slug="judged", title="Judged")
-    topic = Topic.objects.create(study=study, name="T")
-    kinds = [Condition.objects.create(study=study, key=k, kind=k.lower()) for k in ("Human", "AI")]
-    for n in range(8):
-        text = f"Idea {n}: ask the model to check its own answer. " * (n + 1)
-        idea = Idea.objects.create(
-            study=study,
-            topic=topic,
-            title=f"Idea {n}",
-            raw_text=text,
-            normalized_text=text,
-            normalization_status=Idea.NormalizationStatus.APPROVED,
-        )
-        IdeaCondition.objects.create(
-            idea=idea, condition=kinds[n % 2], study=study, external_id=f"x{n}"
-        )
-    return study
-
-
 def _point_producer(urls: tuple[str, str, str], options: dict) -> None:
     """Send this process's tasks through another broker (the producer pools are rebuilt
     from the new settings; the write URL is the one the producer uses)."""
@@ -478,13 +456,13 @@ def test_a_build_clicked_while_the_broker_is_down_fails_with_a_message_and_a_ret
 def judged(owner):
     from judging.testserver import Rules, TestServer
 
-    study = small_judged_study(owner)
+    study = make_judged_study(owner)
     with TestServer(Rules(latency=0.3)) as server:
         yield study, server
 
 
 def judge_for(server, **fields):
-    from judging.llm.models import JudgeConfig
+    from llm.models import JudgeConfig
 
     return JudgeConfig.objects.create(
         name="scripted",
@@ -588,6 +566,7 @@ def test_cancel_ends_a_judge_run_whose_worker_is_dead_at_once_and_resume_finishe
 
 def test_a_prefork_workers_killed_pool_process_marks_its_judge_run_lost_at_once(judged, workers):
     from judging.services import judge_run_resume
+    from judging.tasks import judge_run_enqueue
 
     study, server = judged
     # the heartbeat rule alone would wait a minute; nothing polls the run here
@@ -602,7 +581,7 @@ def test_a_prefork_workers_killed_pool_process_marks_its_judge_run_lost_at_once(
     lost = wait_until(lambda: run_row(run).status == "lost", seconds=30, what="marked lost")
     assert lost - killed <= django_settings.CELERY_WORKER_LOST_WAIT + 5 + 1, lost - killed
     assert "SIGKILL" in run.error and f":{child})" in run.error, run.error
-    judge_run_resume(run=run)  # runs in the worker's new pool process
+    judge_run_enqueue(run=judge_run_resume(run=run))  # runs in the worker's new pool process
     wait_until(lambda: run_row(run).status == "done", seconds=60, what="resumed run done")
     assert run.attempts == 2 and run.done_calls == 8 == outcomes(run)
     assert not run.worker.endswith(f":{child}")
@@ -612,6 +591,7 @@ def test_a_judge_run_whose_worker_died_after_taking_its_message_but_before_claim
     judged, tmp_path, workers
 ):
     from judging.services import judge_run_create, judge_run_mark_if_lost, judge_run_resume
+    from judging.tasks import judge_run_enqueue
 
     study, server = judged
     held = tmp_path / "held"
@@ -628,7 +608,7 @@ def test_a_judge_run_whose_worker_died_after_taking_its_message_but_before_claim
     assert lost - killed <= LOST_AFTER + 2
     assert run_row(run).status == "lost" and "never started it" in run.error
     workers.start()
-    judge_run_resume(run=run)
+    judge_run_enqueue(run=judge_run_resume(run=run))
     wait_until(lambda: run_row(run).status == "done", seconds=60, what="resumed run done")
     assert run.attempts == 1 and run.done_calls == 8 and server.requests == 8
 

@@ -13,9 +13,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from judging.llm.models import JudgeConfig, LLMCall
 from judging.testserver import Rules, TestServer, answer_for
-from studies import ideaprep
+from llm.models import JudgeConfig, LLMCall
+from studies import services
 from studies.analysis.leakage import (
     STYLE_FEATURES,
     LeakageError,
@@ -33,7 +33,7 @@ from studies.analysis.leakage import (
 from studies.analysis.leakage_plots import leakage_svg
 from studies.models import AuditEvent, Condition, Idea, IdeaCondition, JobRun, Topic
 from studies.protocol.normalization import normalization_messages
-from studies.services import study_create
+from studies.services.study import study_create
 from studies.tasks import check_leakage, normalize_ideas
 
 # --------------------------------------------------------------------------- synthetic ideas
@@ -268,11 +268,11 @@ def test_the_leakage_job_reports_auc_near_1_before_and_near_half_after_the_rewri
         )
         study.save()
         with django_capture_on_commit_callbacks(execute=False):
-            job = ideaprep.normalization_enqueue(study=study, actor=owner)
+            job = services.normalization_enqueue(study=study, actor=owner)
         normalize_ideas(job.pk)
         assert server.answered == 60
         for idea in study.ideas.all():
-            ideaprep.normalization_approve(idea=idea, actor=owner)
+            services.normalization_approve(idea=idea, actor=owner)
 
         # The check, with the same model also asked to guess each text's source.
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
@@ -280,7 +280,7 @@ def test_the_leakage_job_reports_auc_near_1_before_and_near_half_after_the_rewri
         assert len(callbacks) == 1
         body = response.content.decode()
         assert 'hx-trigger="every 1s"' in body and 'id="leakage-progress"' in body
-        job = JobRun.objects.get(study=study, kind=ideaprep.LEAKAGE_JOB)
+        job = JobRun.objects.get(study=study, kind=services.LEAKAGE_JOB)
         # A fixed seed: the check draws its folds at random, and with 60 texts the
         # after-rewrite AUC of an unlucky draw reaches 0.65 (seen once in CI).
         job.params["seed"] = 1
@@ -299,7 +299,7 @@ def test_the_leakage_job_reports_auc_near_1_before_and_near_half_after_the_rewri
     assert before["llm"]["auc"] == 1.0 and before["llm"]["answered"] == 60
     assert after["llm"]["auc"] == 0.5 and after["llm"]["p_value"] > 0.5
     # the guesses' calls belong to the study: its export carries them, its delete removes them
-    guessed = ideaprep.leakage_call_ids(study)
+    guessed = services.leakage_call_ids(study)
     assert len(guessed) == 120 and LLMCall.objects.filter(pk__in=guessed).count() == 120
 
     poll = c.get(
@@ -326,7 +326,7 @@ def test_the_check_says_why_it_cannot_run_on_a_small_study(db, owner):
     url = reverse("studies:leakage", args=[study.slug])
     response = c.post(url, {"form": "classifier"}, follow=True)
     assert "at least 4 ideas of each source" in response.content.decode()
-    assert not JobRun.objects.filter(study=study, kind=ideaprep.LEAKAGE_JOB).exists()
+    assert not JobRun.objects.filter(study=study, kind=services.LEAKAGE_JOB).exists()
 
 
 def test_another_researcher_cannot_run_or_see_the_check(styled_study, other_researcher):
@@ -336,7 +336,7 @@ def test_another_researcher_cannot_run_or_see_the_check(styled_study, other_rese
     assert c.get(url).status_code == 404
     assert c.post(url, {"form": "classifier"}).status_code == 404
     assert c.get(url + "?fragment=job", HTTP_HX_REQUEST="true").status_code == 404
-    assert not JobRun.objects.filter(kind=ideaprep.LEAKAGE_JOB).exists()
+    assert not JobRun.objects.filter(kind=services.LEAKAGE_JOB).exists()
 
 
 @pytest.fixture
@@ -365,7 +365,7 @@ def unnormalised_study(db, owner):
 
 def _run_check(study, owner, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False):
-        job = ideaprep.leakage_check_enqueue(
+        job = services.leakage_check_enqueue(
             study=study, actor=owner, seed=1, n_permutations=9, n_bootstrap=300
         )
     check_leakage(job.pk)
@@ -379,11 +379,11 @@ def test_opening_a_study_whose_reviewer_texts_leak_takes_a_typed_acknowledgement
     study = unnormalised_study
     job = _run_check(study, owner, django_capture_on_commit_callbacks)
     after = job.params["result"]["after"]
-    assert ideaprep.leakage_side_reading(after)[0] == "easy", after
+    assert services.leakage_side_reading(after)[0] == "easy", after
     c = Client()
     c.force_login(owner)
     page = c.get(reverse("studies:study_open", args=[study.slug])).content.decode()
-    assert 'id="open-leakage"' in page and ideaprep.LEAKAGE_ACKNOWLEDGEMENT in page
+    assert 'id="open-leakage"' in page and services.LEAKAGE_ACKNOWLEDGEMENT in page
 
     url = reverse("studies:study_open", args=[study.slug])
     for typed in ("", "yes", "open anyway"):
@@ -411,8 +411,8 @@ def test_a_check_that_cannot_tell_the_texts_apart_asks_for_no_acknowledgement(
         idea.normalized_text = rewrite(idea.raw_text, "canonical")
         idea.save(update_fields=["normalized_text"])
     job = _run_check(study, owner, django_capture_on_commit_callbacks)
-    assert ideaprep.leakage_side_reading(job.params["result"]["after"])[0] != "easy"
-    assert ideaprep.study_open_status(study)["leakage"] is None
-    ideaprep.study_open_for_review(study=study, actor=owner)
+    assert services.leakage_side_reading(job.params["result"]["after"])[0] != "easy"
+    assert services.study_open_status(study)["leakage"] is None
+    services.study_open_for_review(study=study, actor=owner)
     event = AuditEvent.objects.get(study=study, verb="study_opened_for_review")
     assert "leakage_acknowledged" not in event.detail

@@ -4,6 +4,7 @@ proxies, the admin login too; invitations bound to the invited address."""
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ from django.core.cache import caches
 from django.test import Client, override_settings
 from django.urls import reverse
 
-from studies.throttle import LOGIN_ACCOUNT_LIMIT, LOGIN_PAIR_LIMIT
+from ideareview.throttle import LOGIN_ACCOUNT_LIMIT, LOGIN_PAIR_LIMIT
+from tests.conftest import limits_redis_url
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,17 +34,9 @@ def _fail(client: Client, username: str = "ada", url: str = "/login/", **extra) 
     return client.post(url, data, **extra).status_code
 
 
-def _redis_url() -> str | None:
-    try:
-        import redis
-
-        redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=0.5).ping()
-    except Exception:
-        return None
-    return "redis://127.0.0.1:6379/13"
-
-
-def _failures_in_another_process(cache_url: str, tmp_path: Path, n: int) -> None:
+def _failures_in_another_process(
+    cache_url: str, tmp_path: Path, n: int, *, address: str, username: str
+) -> None:
     """Another server process (another gunicorn worker, another machine) counting
     failed logins of the same account from the same address."""
     env = {
@@ -51,8 +45,8 @@ def _failures_in_another_process(cache_url: str, tmp_path: Path, n: int) -> None
         if not k.startswith(("DJANGO_", "CACHE_", "REDIS_", "IDEAREVIEW_"))
     }
     code = (
-        "from studies.throttle import login_failed\n"
-        f"for _ in range({n}): login_failed(address='127.0.0.1', username='ada')\n"
+        "from ideareview.throttle import login_failed\n"
+        f"for _ in range({n}): login_failed(address={address!r}, username={username!r})\n"
     )
     result = subprocess.run(
         [sys.executable, "manage.py", "shell", "-c", code],
@@ -85,20 +79,23 @@ def test_failed_logins_in_another_process_count_against_the_same_limit(kind, tmp
         cache = {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache"}
         cache["LOCATION"] = str(tmp_path / "cache")
     else:
-        url = _redis_url()
+        url = limits_redis_url()
         if url is None:
             pytest.skip("no Redis on 127.0.0.1:6379")
         cache = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+    # An address and an account of this test's own: the Redis database outlives the run.
+    address = f"10.{secrets.randbelow(250)}.{secrets.randbelow(250)}.{secrets.randbelow(250)}"
+    username = f"ada-{secrets.token_hex(4)}"
     with override_settings(CACHES={"default": cache}):
-        caches["default"].clear()
         limit = LOGIN_PAIR_LIMIT[0]
         half = limit // 2
-        client = Client()
-        assert [_fail(client) for _ in range(half)] == [400] * half
-        _failures_in_another_process(url, tmp_path, limit - half)
+        client = Client(REMOTE_ADDR=address)
+        assert [_fail(client, username) for _ in range(half)] == [400] * half
+        _failures_in_another_process(
+            url, tmp_path, limit - half, address=address, username=username
+        )
         # The other process's failures count here: the limit is reached, not half of it.
-        assert _fail(client) == 429
-        caches["default"].clear()
+        assert _fail(client, username) == 429
 
 
 @pytest.mark.django_db
@@ -170,8 +167,8 @@ def test_the_admin_login_still_logs_in():
 
 
 def _invited(owner, email: str = "ada@example.org") -> str:
-    from studies.recruitment import invitation_create, invitation_token
-    from studies.services import study_create
+    from studies.services.invitations import invitation_create, invitation_token
+    from studies.services.study import study_create
 
     study = study_create(owner=owner, slug="bound", baseline_condition="Human")
     invitation = invitation_create(study=study, email=email, send=False)

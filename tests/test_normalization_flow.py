@@ -11,9 +11,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from judging.llm.models import JudgeConfig, LLMCall
 from judging.testserver import Rules, TestServer
-from studies import ideaprep
+from llm.models import JudgeConfig, LLMCall
+from studies import services
 from studies.models import (
     Assignment,
     AuditEvent,
@@ -60,7 +60,7 @@ def prep(db, owner, config):
 def run_job(study, owner, capture, **kw) -> JobRun:
     """Enqueue as the view does, then run the Celery task in this process."""
     with capture(execute=False) as callbacks:
-        job = ideaprep.normalization_enqueue(study=study, actor=owner, **kw)
+        job = services.normalization_enqueue(study=study, actor=owner, **kw)
     assert len(callbacks) == 1  # the task is sent only once the job row is committed
     normalize_ideas(job.pk)
     job.refresh_from_db()
@@ -79,13 +79,13 @@ def test_the_job_rewrites_over_http_with_retries_and_flags_a_lost_number_and_mod
     server.rules.script = [429, 500]
     server.rules.normalize_drop = ["GPT-4", "42"]
     seen: list[int] = []
-    real_progress = ideaprep.job_progress
+    real_progress = services.job_progress
 
     def spy(*, job, done, total=None, message=""):
         seen.append(done)
         real_progress(job=job, done=done, total=total, message=message)
 
-    monkeypatch.setattr(ideaprep, "job_progress", spy)
+    monkeypatch.setattr("studies.services.ideas.job_progress", spy)
     job = run_job(study, owner, django_capture_on_commit_callbacks)
 
     assert job.status == JobRun.Status.DONE and job.done == job.total == 3
@@ -158,14 +158,14 @@ def test_an_approved_idea_is_never_normalised_again(
 ):
     study, ideas = prep
     run_job(study, owner, django_capture_on_commit_callbacks)
-    ideaprep.normalization_approve(idea=ideas["clean"], actor=owner)
+    services.normalization_approve(idea=ideas["clean"], actor=owner)
     requests = server.requests
-    with pytest.raises(ideaprep.PreparationError, match="already has a rewrite"):
-        ideaprep.normalization_enqueue(study=study, actor=owner)
-    with pytest.raises(ideaprep.PreparationError, match="approved"):
-        ideaprep.normalization_rerun(idea=fresh(ideas["clean"]), actor=owner)
+    with pytest.raises(services.PreparationError, match="already has a rewrite"):
+        services.normalization_enqueue(study=study, actor=owner)
+    with pytest.raises(services.PreparationError, match="approved"):
+        services.normalization_rerun(idea=fresh(ideas["clean"]), actor=owner)
     # a re-run of another idea goes out fresh (not from the cache) and leaves "clean" alone
-    job = ideaprep.normalization_rerun(idea=ideas["gpt"], actor=owner)
+    job = services.normalization_rerun(idea=ideas["gpt"], actor=owner)
     normalize_ideas(job.pk)
     assert server.requests == requests + 1
     assert fresh(ideas["clean"]).normalization_status == "approved"
@@ -251,17 +251,17 @@ def test_approved_text_cannot_change_once_reviewers_have_the_idea(
 ):
     study, ideas = prep
     run_job(study, owner, django_capture_on_commit_callbacks)
-    idea = ideaprep.normalization_approve(idea=ideas["clean"], actor=owner)
+    idea = services.normalization_approve(idea=ideas["clean"], actor=owner)
     reviewer = Reviewer.objects.create(study=study, pseudonym="R001")
     Assignment.objects.create(study=study, reviewer=reviewer, idea=idea)
     # Committed but not open: no reviewer has read it, so it may still change.
     assert not fresh(idea).is_text_locked()
     Study.objects.filter(pk=study.pk).update(status=Study.Status.REVIEWING)
     idea = fresh(idea)
-    with pytest.raises(ideaprep.PreparationError, match="reviewers already have"):
-        ideaprep.normalization_edit(idea=idea, text="Another text.", actor=owner)
-    with pytest.raises(ideaprep.PreparationError, match="reviewers already have"):
-        ideaprep.normalization_reject(idea=idea, actor=owner)
+    with pytest.raises(services.PreparationError, match="reviewers already have"):
+        services.normalization_edit(idea=idea, text="Another text.", actor=owner)
+    with pytest.raises(services.PreparationError, match="reviewers already have"):
+        services.normalization_reject(idea=idea, actor=owner)
     assert fresh(idea).revisions.count() == 1
 
 
@@ -280,7 +280,7 @@ def test_the_page_says_clearly_when_no_endpoint_is_configured(db, owner, setting
     study.refresh_from_db()
     assert study.normalization_config is None
     # a config written around the form, naming no endpoint (the default provider, absent)
-    config = JudgeConfig.objects.create(name="no-endpoint", created_by=owner)
+    config = JudgeConfig.objects.create(name="no-endpoint", created_by=owner, study=study)
     c.post(reverse("studies:normalization_config", args=[study.slug]), {"config": config.pk})
     study.refresh_from_db()
     assert study.normalization_config.name == "no-endpoint"
@@ -316,7 +316,7 @@ def test_the_leakage_export_shuffles_approved_texts_and_keeps_the_key_apart(
     study, ideas = prep
     run_job(study, owner, django_capture_on_commit_callbacks)
     for key in ("clean", "number"):
-        ideaprep.normalization_approve(idea=ideas[key], actor=owner)
+        services.normalization_approve(idea=ideas[key], actor=owner)
     c = Client()
     c.force_login(owner)
     c.post(reverse("studies:leakage", args=[study.slug]))

@@ -6,7 +6,6 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from studies.ideaprep import study_open_for_review
 from studies.models import Idea, Study
 from studies.overview import (
     BLOCKED,
@@ -20,8 +19,8 @@ from studies.overview import (
     study_steps,
 )
 from studies.protocol.template import parse_sections
-from studies.recruitment import assignment_commit, assignment_preview, study_close
-from studies.services import study_create
+from studies.services.assignment import assignment_commit, assignment_preview
+from studies.services.study import study_close, study_create, study_open_for_review
 from tests.factories import make_review_study
 
 NAMES = [
@@ -226,8 +225,8 @@ def test_every_step_has_a_url_that_resolves(owner, status):
 
 
 def test_the_judges_step_counts_the_runs_judging_reports(owner, monkeypatch):
-    from judging.llm.models import JudgeConfig
     from judging.models import JudgeRun
+    from llm.models import JudgeConfig
     from studies import overview
 
     study = study_create(owner=owner, slug="judged", title="Judged")

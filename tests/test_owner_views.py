@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from studies.models import Assignment, JobRun, PairTask, Reviewer
-from studies.recruitment import invitation_create
+from studies.services.invitations import invitation_create
 from studies.tasks import preview_assignment
 from tests.factories import make_review_study
 

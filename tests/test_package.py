@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -23,21 +24,42 @@ from tests.factories import (
     make_agreement_study,
 )
 
-pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+pytestmark = [pytest.mark.slow, pytest.mark.once]  # a judged study, its report
+
+
+@pytest.fixture(scope="module")
+def built_once(django_db_setup, django_db_blocker, tmp_path_factory):
+    """One judged study and its report (with the PDF) for the whole module: building it
+    is most of each test's cost, and no test changes it. Each test still runs in its own
+    transaction, so what a test writes (a payment handle, an audit entry, a re-imported
+    study) is rolled back; the study itself goes at the end of the module."""
+    from django.contrib.auth import get_user_model
+    from django.test import override_settings
+
+    from studies.models import AuditEvent
+    from studies.services.study import study_delete
+
+    tmp = tmp_path_factory.mktemp("pkg")
+    with django_db_blocker.unblock(), override_settings(REPORTS_ROOT=tmp):
+        owner = get_user_model().objects.create_user("pkg-owner")
+        seeded = make_agreement_study(owner, slug="pkg")
+        snap = report_build(study=seeded.study, out_dir=tmp / "rep", options=FAST)
+    yield seeded, snap, tmp
+    with django_db_blocker.unblock(), override_settings(REPORTS_ROOT=tmp):
+        study_delete(study=seeded.study, confirm="pkg", actor=None)
+        AuditEvent.objects.filter(study=None, verb="study_deleted", detail__slug="pkg").delete()
+        owner.delete()
 
 
 @pytest.fixture
-def built(db, owner, tmp_path, settings):
-    settings.REPORTS_ROOT = tmp_path
-    seeded = make_agreement_study(owner, slug="pkg")
-    snap = report_build(study=seeded.study, out_dir=tmp_path / "rep", options=FAST)
-    return seeded, snap, tmp_path
+def built(db, built_once, settings):
+    settings.REPORTS_ROOT = built_once[2]
+    return built_once
 
 
 @pytest.fixture
 def no_pdf(settings, tmp_path):
-    """For tests that do not look at the PDF: chromium costs seconds per report. Listed
-    before `built`, so the report is built without one."""
+    """For tests that do not look at the PDF: chromium costs seconds per report."""
     settings.IDEAREVIEW_CHROMIUM = str(tmp_path / "no-chromium")
 
 
@@ -90,6 +112,7 @@ def test_package_holds_everything_and_nothing_that_identifies(built):
     assert all(r["run"].startswith("J") for r in runs)
     call = json.loads(files["judges/calls.jsonl"].decode().splitlines()[0])
     assert call["prompt_hash"] and call["response_text"] and call["request"]["messages"]
+    assert {"response_model", "system_fingerprint", "reasoning_tokens"} <= set(call)
     prompts = json.loads(files["judges/prompts.json"])["templates"]
     assert all(len(t["template_sha256"]) == 64 for t in prompts.values())
     assert "import_reviews --format generic" in files["README.md"].decode()
@@ -99,7 +122,7 @@ def test_package_keeps_pseudonyms_only_whatever_the_payments_csv_knows(built):
     """The owners' payments CSV names reviewers (name, email, payment details); the
     reproducibility package built from the same rows carries none of it."""
     from studies.models import Reviewer
-    from studies.payments import payment_contacts, payments_csv, study_payment_run
+    from studies.services.payments import payment_contacts, payments_csv, study_payment_run
 
     seeded, snap, tmp = built
     for rev in Reviewer.objects.filter(study=seeded.study):
@@ -222,7 +245,7 @@ def test_study_package_command_writes_the_zip_and_the_pdf_has_pages(built, tmp_p
 
 
 def test_the_package_and_the_report_carry_the_audit_chains_head(built, owner):
-    from studies.services import audit, audit_chain_check
+    from studies.services.audit import audit, audit_chain_check
 
     seeded, snap, tmp = built
     at_report = snap.data["audit"]
@@ -234,3 +257,46 @@ def test_the_package_and_the_report_carry_the_audit_chains_head(built, owner):
     assert chain == now.as_dict() and chain["ok"] and chain["head"] != at_report["head"]
     # the report's own "report_built" entry came after its head was taken, then ours
     assert chain["entries"] == at_report["entries"] + 2
+
+
+def test_a_new_export_format_is_written_offered_and_de_identified(
+    built, tmp_path, settings, no_pdf, monkeypatch, client
+):
+    """The export recipe of docs/architecture.md: one entry in REPORT_FORMATS with its
+    writer, and the report writes it, lists it, offers it for download, and the package
+    carries it with the idea ids swapped for pseudonyms."""
+    from django.urls import reverse
+
+    from studies import report_formats
+
+    def ids_listing(report, df):
+        return "ideas: " + " ".join(sorted(df["source_idea_id"].astype(str).unique())) + "\n"
+
+    extra = report_formats.ReportFormat("ids", "ideas.txt", "idea list", text=True)
+    extra = dataclasses.replace(extra, write=ids_listing)
+    monkeypatch.setattr(report_formats, "REPORT_FORMATS", [*report_formats.REPORT_FORMATS, extra])
+    for module in ("studies.report_files", "studies.views.study"):
+        monkeypatch.setattr(f"{module}.REPORT_FORMATS", report_formats.REPORT_FORMATS)
+    seeded = built[0]
+    settings.REPORTS_ROOT = tmp_path
+    snap = report_build(study=seeded.study, out_dir=tmp_path / "rep", options=FAST)
+    assert snap.data["files"]["ids"] == "ideas.txt"
+    external = [m.external_id for i in seeded.ideas for m in i.memberships.all()]
+    assert any(e in (tmp_path / "rep" / "ideas.txt").read_text() for e in external)
+
+    client.force_login(seeded.study.owner)
+    page = client.get(reverse("studies:study_report", args=["pkg"])).content.decode()
+    assert 'id="download-ids"' in page and "idea list" in page
+    served = client.get(reverse("studies:study_report_file", args=["pkg", "ideas.txt"]))
+    assert served.status_code == 200
+
+    packaged = _members(tmp_path / "rep" / "package.zip")["report/ideas.txt"].decode()
+    assert packaged.startswith("ideas: C") and not any(e in packaged for e in external)
+
+    # A binary format that does not declare itself free of ids cannot enter the package.
+    binary = dataclasses.replace(extra, name="ideas.bin", text=False, write=lambda r, d: b"x")
+    monkeypatch.setattr(report_formats, "REPORT_FORMATS", [binary])
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "ideas.bin").write_bytes(b"x")
+    with pytest.raises(ValueError, match="not declared free of idea ids"):
+        package_build(study=seeded.study, out=tmp_path / "p.zip", report_dir=tmp_path / "bin")

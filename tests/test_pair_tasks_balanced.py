@@ -8,7 +8,7 @@ import pytest
 
 from studies.models import PairTask
 from studies.protocol.pairs import condition_pairs
-from studies.recruitment import pair_tasks_create
+from studies.services.reviews import pair_tasks_create
 from tests.factories import make_review_study
 
 

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from studies import ideaprep
+from studies import services
 from studies.models import (
     Assignment,
     AuditEvent,
@@ -22,8 +22,9 @@ from studies.models import (
     ReviewAcceptance,
     StudyMember,
 )
-from studies.payments import PaymentError, review_decide
-from studies.recruitment import idea_label, review_submit
+from studies.services.ideas import idea_label
+from studies.services.payments import PaymentError, review_decide
+from studies.services.reviews import review_submit
 from tests.factories import cleaned, make_review_study
 
 CONTACT = "ada.lovelace@quill.example"
@@ -147,9 +148,9 @@ def test_the_idea_import_keeps_an_optional_author_contact(owner):
         f'new-1,Bias,Human_Experts,"{text}",grace@example.org\n'
         f'new-2,Bias,AI_Ideas,"{text}",\n'
     ).encode()
-    batch = ideaprep.ideas_read_file(study=s.study, name="ideas.csv", data=data)
+    batch = services.ideas_read_file(study=s.study, name="ideas.csv", data=data)
     assert batch.ok, [str(p) for p in batch.problems]
-    ideaprep.ideas_import(study=s.study, batch=batch, source="ideas.csv", actor=owner)
+    services.ideas_import(study=s.study, batch=batch, source="ideas.csv", actor=owner)
     contacts = {
         m.external_id: m.idea.author_contact
         for m in IdeaCondition.objects.filter(

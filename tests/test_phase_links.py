@@ -24,10 +24,12 @@ from statsmodels.stats.multitest import multipletests
 
 from studies.models import AuditEvent, IdeaCondition, ReviewScore, Study, StudyMember
 from studies.phase_links import phase_link_check
-from studies.plans import study_plan_set
 from studies.report_files import report_build
+from studies.services.study import study_plan_set
 from studies.storage import report_file_open
 from tests.factories import FAST
+
+pytestmark = [pytest.mark.slow, pytest.mark.once]  # reports of linked studies
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = ROOT / "tests" / "data" / "synthetic_execution_release.json"
@@ -140,7 +142,7 @@ def test_the_link_is_refused_while_conditions_disagree(client, owner, phases):
 
 
 def test_a_loop_or_a_study_sharing_no_idea_is_refused(client, owner, phases):
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     ideation, execution = phases
     study_create(owner=owner, slug="empty", title="No ideas yet")
@@ -437,7 +439,7 @@ def test_a_study_with_no_earlier_phase_has_no_phases_section(phases, tmp_path, s
 
 def test_a_study_file_does_not_carry_the_link(phases):
     """The earlier study is a row of this deployment, not of the file."""
-    from studies.transfer import study_export_data
+    from studies.services.transfer import study_export_data
 
     ideation, execution = phases
     execution.previous_phase = ideation

@@ -12,7 +12,7 @@ from studies.models import StudyMember, StudyReport
 
 @pytest.fixture
 def study(db, owner):
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     study = study_create(owner=owner, slug="planned", title="Planned", baseline_condition="Human")
     for key, kind in (("Human", "human"), ("AI", "ai")):

@@ -15,13 +15,13 @@ from django.urls import reverse
 
 from studies.design_sizing import SizingRequest, sizing_enqueue
 from studies.package import package_build
-from studies.plans import study_plan_freeze, study_plan_set
 from studies.preregistrations import study_preregistration
-from studies.protocol.preregistration import SECTIONS
+from studies.protocol.preregistration import PREREGISTRATION_SECTIONS
+from studies.services.study import study_plan_freeze, study_plan_set
 from studies.tasks import size_design
 from tests.factories import make_pilot_study
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.once]
 
 PLAN = {
     "primary_metrics": ["overall"],
@@ -71,7 +71,7 @@ def test_the_document_describes_the_study_from_its_rows_with_both_hashes(study, 
     assert doc["registration"]["frozen_at"] and not doc["registration"]["deviation"]
     assert doc["document_sha256"] == _recomputed_hash(doc)
     assert f"`{study.analysis_plan_hash}`" in md and f"`{doc['document_sha256']}`" in md
-    for _key, heading in SECTIONS:
+    for _key, heading in PREREGISTRATION_SECTIONS:
         assert f"## {heading}" in md
 
     # The form with its anchors, from the study's form definition.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import re
@@ -150,7 +151,7 @@ def test_a_login_through_the_tls_proxy_passes_the_csrf_check(behind_proxy):
 def test_no_module_reads_a_setting_with_a_default_of_its_own():
     offenders = [
         f"{path.relative_to(ROOT)}:{n}"
-        for package in ("ideareview", "studies", "judging", "bench")
+        for package in ("ideareview", "llm", "accounts", "studies", "judging", "bench")
         for path in (ROOT / package).rglob("*.py")
         for n, line in enumerate(path.read_text().splitlines(), start=1)
         if re.search(r"getattr\(\s*settings\b", line)
@@ -160,8 +161,8 @@ def test_no_module_reads_a_setting_with_a_default_of_its_own():
 
 @pytest.mark.django_db
 def test_reminder_mails_link_to_the_configured_base_url(settings, owner):
-    from studies.recruitment import invitation_create
-    from studies.services import study_create
+    from studies.services.invitations import invitation_create
+    from studies.services.study import study_create
 
     settings.IDEAREVIEW_BASE_URL = "https://review.example.org"
     study = study_create(owner=owner, slug="mailed", baseline_condition="Human")
@@ -273,7 +274,7 @@ def test_the_downloaded_report_document_carries_its_own_locked_down_policy(
     from django.urls import reverse
 
     from studies.models import StudyReport
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     settings.REPORTS_ROOT = tmp_path
     study = study_create(owner=owner, slug="doc", baseline_condition="Human")
@@ -286,3 +287,40 @@ def test_the_downloaded_report_document_carries_its_own_locked_down_policy(
     policy = response["Content-Security-Policy"]
     assert "default-src 'none'" in policy and "sandbox" in policy
     assert "script-src" not in policy
+
+
+S3_ENV = {
+    "IDEAREVIEW_S3_BUCKET": "ideareview",
+    "IDEAREVIEW_S3_ENDPOINT_URL": "http://127.0.0.1:9000",
+    "IDEAREVIEW_S3_REGION": "eu-west-1",
+    "IDEAREVIEW_S3_ACCESS_KEY_ID": "access-key-xyz",
+    "IDEAREVIEW_S3_SECRET_ACCESS_KEY": "s3-secret-key-xyz",
+}
+
+
+def test_an_s3_bucket_holds_reports_and_uploads_and_a_second_say_stops_start_up(tmp_path):
+    show = (
+        "from django.conf import settings as s; import json; "
+        "print(json.dumps({k: s.STORAGES[k] for k in ('default', 'reports')}))"
+    )
+    result = _manage("shell", "-c", show, env=S3_ENV, var_dir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    storages = json.loads(result.stdout.splitlines()[-1])
+    for name, folder in (("default", "uploads"), ("reports", "reports")):
+        assert storages[name] == {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": "ideareview",
+                "location": folder,
+                "addressing_style": "path",
+                "default_acl": None,
+                "endpoint_url": "http://127.0.0.1:9000",
+                "region_name": "eu-west-1",
+                "access_key": "access-key-xyz",
+                "secret_key": "s3-secret-key-xyz",
+            },
+        }
+    both = {**S3_ENV, "IDEAREVIEW_REPORTS_STORAGE": "storages.backends.s3.S3Storage"}
+    result = _manage("check", env=both, var_dir=tmp_path)
+    assert result.returncode != 0
+    assert "IDEAREVIEW_S3_BUCKET and IDEAREVIEW_REPORTS_STORAGE both say" in result.stderr

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from studies.ideaprep import StudyNotReady, study_open_for_review
+from ideareview.throttle import rate_limit_hit, rate_limited
 from studies.models import (
     Assignment,
     AuditEvent,
@@ -29,31 +29,29 @@ from studies.models import (
     Reviewer,
     Study,
 )
-from studies.recruitment import (
-    IDLE_CAP_SECONDS,
+from studies.services.assignment import IDLE_CAP_SECONDS, assignment_commit, assignment_preview
+from studies.services.ideas import StudyNotReady
+from studies.services.invitations import (
     InvitationError,
     RecruitmentError,
-    assignment_commit,
-    assignment_preview,
-    idea_sections,
     invitation_accept,
     invitation_check,
     invitation_create,
     invitation_token,
     invitations_create_from_csv,
-    pair_task_submit,
-    pair_tasks_create,
-    rate_limit_hit,
-    rate_limited,
-    reminders_send,
-    review_draft_save,
-    review_submit,
     reviewer_drop,
     reviewer_screen,
     reviewers_screen_by_rule,
-    study_close,
 )
-from studies.services import study_create
+from studies.services.reviews import (
+    idea_sections,
+    pair_task_submit,
+    pair_tasks_create,
+    reminders_send,
+    review_draft_save,
+    review_submit,
+)
+from studies.services.study import study_close, study_create, study_open_for_review
 from tests.factories import (
     BLIND_IDEA_TEXT,
     cleaned,
@@ -342,7 +340,7 @@ def _at(seconds: float):
     from unittest import mock
 
     moment = datetime.fromtimestamp(seconds, tz=UTC)
-    return mock.patch("studies.recruitment.timezone.now", return_value=moment)
+    return mock.patch("ideareview.throttle.timezone.now", return_value=moment)
 
 
 def test_a_limit_reached_just_before_a_window_boundary_still_holds_after_it(db):

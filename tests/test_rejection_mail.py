@@ -13,7 +13,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from studies.models import Reviewer
-from studies.recruitment import reviewer_screen
+from studies.services.invitations import reviewer_screen
 from tests.factories import make_review_study
 
 BASE = "https://review.example.net"

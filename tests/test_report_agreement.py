@@ -10,7 +10,7 @@ import pytest
 
 from tests.factories import FAST, make_agreement_study
 
-pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+pytestmark = [pytest.mark.slow, pytest.mark.once]  # reports
 
 
 @pytest.fixture
@@ -83,3 +83,24 @@ def test_report_pairwise_agreement_has_confusion_diagnostics_and_footnotes(agree
     assert "Human ceiling (human–human)" in html
     csv_text = (out / "agreement.csv").read_text()
     assert "ceiling" in csv_text and f"run{seeded.direct.pk}" in csv_text
+
+
+def test_report_carries_each_judge_runs_reliability_panel(agreement_report):
+    from judging.reliability_panel import run_reliability
+
+    seeded, out, _ = agreement_report
+    report = json.loads((out / "report.json").read_text())
+    judges = {j["key"]: j for j in report["agreement"]["judges"]}
+    direct = judges[f"run{seeded.direct.pk}"]["info"]["reliability"]
+    pair = judges[f"run{seeded.pairwise.pk}"]["info"]["reliability"]
+    # The run page's figures, the same numbers: calibration for the direct run...
+    panel = run_reliability(seeded.direct)
+    slope = next(r for r in direct["rows"] if r["figure"] == "calibration" and r["on"] == "overall" and r["item"] == "slope")  # fmt: skip
+    cal = next(r for r in panel["calibration"] if r["metric"] == "overall")
+    assert slope["judge"] == cal["slope"]
+    # ...Bradley-Terry raw and style-controlled for the pairwise one, and what is missing.
+    assert {r["figure"] for r in pair["rows"]} == {"bt_raw", "bt_style_controlled"}
+    assert any(n.startswith("self-preference") for n in pair["not_measured"])
+    html = (out / "report.html").read_text()
+    assert f'id="judge-reliability-run{seeded.pairwise.pk}"' in html
+    assert "bt_style_controlled" in html

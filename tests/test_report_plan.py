@@ -18,11 +18,11 @@ from statsmodels.stats.multitest import multipletests
 from studies.analysis.plan import PlanError
 from studies.analysis.report import ReportOptions
 from studies.models import Study
-from studies.plans import study_plan_freeze, study_plan_set
 from studies.report_files import report_build
+from studies.services.study import study_plan_freeze, study_plan_set
 from studies.templatetags.report_format import pval
 
-pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+pytestmark = [pytest.mark.slow, pytest.mark.once]  # a report per test
 
 FIVE = ["novelty", "excitement", "soundness", "effectiveness", "overall"]
 ALL = [*FIVE, "faithfulness", "code_quality"]

@@ -140,7 +140,7 @@ def test_the_migration_turns_old_report_paths_into_storage_names(owner, settings
     from django.db import connection
     from django.db.migrations.executor import MigrationExecutor
 
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     settings.REPORTS_ROOT = tmp_path / "reports"
     study = study_create(owner=owner, slug="old", baseline_condition="Human")

@@ -15,13 +15,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from studies.models import Assignment, Review
-from studies.recruitment import (
-    IDLE_CAP_SECONDS,
-    StaleReview,
-    assignment_touch,
-    review_draft_save,
-    review_submit,
-)
+from studies.services.assignment import IDLE_CAP_SECONDS, assignment_touch
+from studies.services.reviews import StaleReview, review_draft_save, review_submit
 from tests.factories import cleaned, review_answers, review_study
 
 

@@ -13,7 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from studies.models import Assignment, Invitation, PairTask, Review, Reviewer
-from studies.recruitment import invitation_create, invitation_token, pair_tasks_create, study_close
+from studies.services.invitations import invitation_create, invitation_token
+from studies.services.reviews import pair_tasks_create
+from studies.services.study import study_close
 from tests.factories import full_answers, make_review_study
 
 

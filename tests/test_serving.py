@@ -122,8 +122,8 @@ def test_a_postgres_pool_is_configured_with_health_checks_when_asked_for(tmp_pat
 def test_beat_mails_the_daily_reminders_of_studies_in_review(owner):
     from ideareview.celery import app
     from studies.models import Study
-    from studies.recruitment import invitation_create
-    from studies.services import study_create
+    from studies.services.invitations import invitation_create
+    from studies.services.study import study_create
     from studies.tasks import send_reminders
 
     entry = settings.CELERY_BEAT_SCHEDULE["send-reminders"]

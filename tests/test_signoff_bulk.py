@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from studies import ideaprep
+from studies import services
 from studies.models import (
     AuditEvent,
     Condition,
@@ -19,7 +19,7 @@ from studies.models import (
     StudyMember,
     Topic,
 )
-from studies.services import study_create
+from studies.services.study import study_create
 
 PASSED = [{"name": "numbers", "passed": True, "detail": "", "lost": []}]
 FAILED = [{"name": "numbers", "passed": False, "detail": "lost 42", "lost": ["42"]}]
@@ -67,7 +67,7 @@ def waiting(db, owner):
 
 def test_only_rewrites_that_passed_every_check_are_offered(waiting):
     study, ideas = waiting
-    assert [i.pk for i in ideaprep.signoff_passed(study)] == [ideas["ok-1"].pk, ideas["ok-2"].pk]
+    assert [i.pk for i in services.signoff_passed(study)] == [ideas["ok-1"].pk, ideas["ok-2"].pk]
 
 
 def test_owner_sees_the_count_confirms_and_exactly_those_are_approved_and_audited(
@@ -115,11 +115,11 @@ def test_owner_sees_the_count_confirms_and_exactly_those_are_approved_and_audite
 
 def test_a_list_that_changed_after_the_confirmation_page_approves_nothing(waiting, owner):
     study, ideas = waiting
-    token = ideaprep.signoff_token(ideaprep.signoff_passed(study))
+    token = services.signoff_token(services.signoff_passed(study))
     topic, cond = ideas["ok-1"].topic, Condition.objects.get(study=study)
     proposed_idea(study, topic, cond, "ok-3", PASSED)
-    with pytest.raises(ideaprep.PreparationError, match="now 3 idea"):
-        ideaprep.normalization_approve_passed(study=study, actor=owner, token=token)
+    with pytest.raises(services.PreparationError, match="now 3 idea"):
+        services.normalization_approve_passed(study=study, actor=owner, token=token)
     assert not Idea.objects.filter(normalization_status="approved").exists()
     assert not AuditEvent.objects.filter(verb="normalization_approved_passed").exists()
 
@@ -130,7 +130,7 @@ def test_another_researcher_gets_404_and_anonymous_is_sent_to_log_in(waiting, ot
     c = Client()
     c.force_login(other_researcher)
     assert c.get(url).status_code == 404
-    token = ideaprep.signoff_token(ideaprep.signoff_passed(study))
+    token = services.signoff_token(services.signoff_passed(study))
     assert c.post(url, {"token": token, "confirm": "yes"}).status_code == 404
     assert Client().get(url).status_code == 302
     assert not Idea.objects.filter(normalization_status="approved").exists()
@@ -146,6 +146,6 @@ def test_a_viewer_sees_the_list_but_cannot_approve(waiting):
     page = c.get(url)
     assert page.status_code == 200 and "ok-1" in page.content.decode()
     assert 'name="confirm"' not in page.content.decode()
-    token = ideaprep.signoff_token(ideaprep.signoff_passed(study))
+    token = services.signoff_token(services.signoff_passed(study))
     assert c.post(url, {"token": token, "confirm": "yes"}).status_code == 403
     assert not Idea.objects.filter(normalization_status="approved").exists()

@@ -19,12 +19,13 @@ from studies.analysis.pilot import size_from_plan
 from studies.analysis.plan import PlanError, parse_plan, plan_document, plan_hash
 from studies.design_sizing import SIZING_JOB, SizingRequest, sizing_check
 from studies.models import AuditEvent, JobRun, StudyMember
-from studies.plans import study_plan, study_plan_set
 from studies.selectors import review_frame
+from studies.services.plans import study_plan
+from studies.services.study import study_plan_set
 from studies.tasks import size_design
 from tests.factories import make_pilot_study
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.once]
 
 QUICK = {"n_boot": 20, "n_reps": 120}
 
@@ -172,7 +173,7 @@ def test_the_page_sizes_a_design_from_the_reviews_at_the_plans_level(
 
 
 def test_a_study_without_reviews_says_so_and_starts_nothing(owner):
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     empty = study_create(
         owner=owner,

@@ -16,9 +16,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from judging.llm.keystore import endpoint_key_save
-from judging.llm.models import JudgeConfig
 from judging.models import JudgeRun
+from llm.keystore import endpoint_key_save
+from llm.models import JudgeConfig
 from studies.models import (
     Condition,
     Idea,
@@ -31,8 +31,8 @@ from studies.models import (
     StudyReport,
     Topic,
 )
-from studies.recruitment import invitation_create
-from studies.services import study_create
+from studies.services.invitations import invitation_create
+from studies.services.study import study_create
 
 V, E, OW = "viewer", "editor", "owner"
 RANK = {"": 0, V: 1, E: 2, OW: 3}
@@ -40,7 +40,7 @@ RANK = {"": 0, V: 1, E: 2, OW: 3}
 # url name -> (extra args, role for GET, role for POST); None: the method is not allowed.
 PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:study_detail": ((), V, None),
-    "studies:study_import": ((), V, E),
+    "studies:reviews_import_page": ((), V, E),
     "studies:study_form": ((), V, E),
     "studies:import_sample": (("sample", "sample_fmt"), V, None),
     "studies:study_report": ((), V, None),
@@ -85,6 +85,7 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:signoff_approve_passed": ((), V, E),
     "studies:study_settings": ((), V, E),
     "studies:study_plan": ((), V, E),
+    "studies:ideas_gold": ((), V, E),
     "studies:study_plan_freeze": ((), None, OW),
     "studies:study_phases": ((), E, None),
     "studies:study_phase_link": ((), None, E),
@@ -99,19 +100,23 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:member_remove": (("member_viewer",), None, OW),
     "studies:study_payments": ((), V, None),
     "studies:payments_export": ((), V, None),
+    "studies:study_platform": ((), V, E),
+    "studies:platform_sweep": ((), None, E),
+    "studies:platform_file": (("platform_kind",), OW, None),
     "studies:payment_reviews": ((), V, None),
     "studies:payment_review_decide": (("review",), None, E),
     "studies:payment_reviews_accept_undecided": ((), None, E),
     "judging:home": ((), V, None),
-    "judging:config_create": ((), V, E),
+    "judging:config_create": ((), OW, OW),
+    "judging:config_delete": (("judge",), None, OW),
     "judging:run_create": ((), V, E),
-    "judging:key_create": ((), None, E),
-    "judging:key_delete": (("endpoint_key",), None, E),
+    "judging:key_create": ((), None, OW),
+    "judging:key_delete": (("endpoint_key",), None, OW),
     "judging:run_detail": (("run",), V, None),
     "judging:run_reliability_csv": (("done_run",), V, None),
     "judging:run_cancel": (("run",), None, E),
     "judging:run_resume": (("run",), None, E),
-    "judging:corpora": ((), V, E),
+    "judging:corpora": ((), V, OW),
 }
 
 
@@ -142,7 +147,7 @@ def team(db, owner, other_researcher, settings, tmp_path) -> Team:
     reviewer_user = User.objects.create_user("rev@example.org", password="rev-pass-12345")
     reviewer = Reviewer.objects.create(study=study, user=reviewer_user, pseudonym="R001")
     users["reviewer"] = reviewer_user
-    config = JudgeConfig.objects.create(name="roles-judge", model="m")
+    config = JudgeConfig.objects.create(name="roles-judge", model="m", study=study)
     args = {
         "name": "report.html",
         "report_job": JobRun.objects.create(study=study, kind="report").pk,
@@ -160,11 +165,13 @@ def team(db, owner, other_researcher, settings, tmp_path) -> Team:
         "member_editor": StudyMember.objects.get(study=study, user=users["co-editor"]).pk,
         "member_viewer": StudyMember.objects.get(study=study, user=users["co-viewer"]).pk,
         "run": JudgeRun.objects.create(study=study, config=config, method="baseline_random").pk,
+        "judge": JudgeConfig.objects.create(name="unused", model="m", study=study).pk,
         "endpoint_key": endpoint_key_save(owner=owner, label="k", secret="sk-roles-0123456789").pk,
         "done_run": JudgeRun.objects.create(
             study=study, config=config, method="direct", status="done"
         ).pk,
         "prereg_fmt": "md",
+        "platform_kind": "approve",
     }
     return Team(study=study, users=users, args=args)
 
@@ -252,14 +259,14 @@ OFFERED = {
     "studies:study_reviewers": ("studies:reviewers_approve_by_rule", E),
     "studies:study_settings": ("studies:study_settings", E),
     "studies:study_plan": ("studies:study_plan", E),
-    "studies:study_import": ("studies:study_import", E),
+    "studies:reviews_import_page": ("studies:reviews_import_page", E),
     "studies:pair_tasks": ("studies:pair_tasks_upload", E),
     "studies:study_open": ("studies:study_open", E),
     "judging:run_create": ("judging:run_create", E),
 }
 
 # Pages that tell a viewer, once, why their actions are missing.
-NOTED = {"studies:study_progress", "studies:study_reviewers", "studies:study_import"}
+NOTED = {"studies:study_progress", "studies:study_reviewers", "studies:reviews_import_page"}
 
 
 def _posts_to(html: str, page_url: str, target: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -23,20 +24,20 @@ from studies.models import (
     StudyMember,
     Topic,
 )
-from studies.recruitment import (
+from studies.services.invitations import (
     InvitationError,
     invitation_accept,
     invitation_create,
     invitation_token,
 )
-from studies.services import study_create
-from studies.study_setup import (
+from studies.services.study import (
     SettingsChange,
     SetupError,
     conditions_parse,
     is_researcher,
     member_add,
     researcher_grant,
+    study_create,
     study_locks,
     study_settings_update,
 )
@@ -107,8 +108,9 @@ def test_a_researcher_creates_a_study_in_the_browser(client, researcher):
         },
     )
     assert response.status_code == 302
-    study = Study.objects.get(slug="ideas-2025")
-    assert response["Location"] == reverse("studies:study_detail", args=["ideas-2025"])
+    study = Study.objects.get(owner=researcher)
+    assert re.fullmatch(r"ideas-2025-[a-z0-9]{6}", study.slug)
+    assert response["Location"] == reverse("studies:study_detail", args=[study.slug])
     assert study.role_of(researcher) == "owner" and study.owner == researcher
     assert study.review_form.key == "execution"
     assert dict(study.conditions.values_list("key", "kind")) == {
@@ -124,8 +126,7 @@ def test_a_researcher_creates_a_study_in_the_browser(client, researcher):
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"slug": "setup"}, "exists already"),
-        ({"slug": "new"}, "names a page"),
+        ({"slug": "not a slug!"}, "Enter a valid"),
         ({"baseline_condition": "Nobody"}, "must be one of the conditions"),
         ({"conditions": "Human, Human"}, "listed twice"),
         ({"conditions": "Human:robot"}, "must be human or ai"),
@@ -148,6 +149,24 @@ def test_a_bad_new_study_says_what_is_wrong_and_creates_nothing(
     response = client.post(reverse("studies:study_new"), data)
     assert response.status_code == 400 and message in response.content.decode()
     assert Study.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_new_study_form_never_says_a_name_is_taken_by_someone_elses_study(
+    client, researcher, other_researcher
+):
+    """Another researcher's study has the slug "taken": the form takes the name as it
+    takes any, and the new study gets an address of its own."""
+    study_create(owner=other_researcher, slug="taken")
+    client.force_login(researcher)
+    data = {"title": "Mine", "review_form": "si2024", "conditions": "Human, AI"}
+    for name in ("taken", "taken", "new"):
+        response = client.post(reverse("studies:study_new"), {**data, "slug": name})
+        assert response.status_code == 302
+        assert "exists" not in client.get(response["Location"]).content.decode()
+    mine = set(Study.objects.filter(owner=researcher).values_list("slug", flat=True))
+    assert len(mine) == 3 and all(re.fullmatch(r"(taken|new)-[a-z0-9]{6}", s) for s in mine)
+    assert Study.objects.get(slug="taken").owner == other_researcher
 
 
 def test_conditions_take_their_kind_from_the_name_or_an_explicit_suffix():
@@ -213,6 +232,7 @@ def _settings_data(study: Study, **change: object) -> dict[str, object]:
         "min_reviews_per_idea": study.min_reviews_per_idea,
         "max_reviews_per_idea": study.max_reviews_per_idea,
         "topic_choice_use": study.topic_choice_use,
+        "gold_per_reviewer": study.gold_per_reviewer,
         "screening_min_papers": study.screening_min_papers,
         "invitation_days": study.invitation_days,
         "reviews_due_at": "",
@@ -239,7 +259,7 @@ def test_each_study_chooses_whether_its_invitation_links_are_bound_to_the_addres
 ):
     from django.test import Client
 
-    from studies.recruitment import invitation_create, invitation_token
+    from studies.services.invitations import invitation_create, invitation_token
 
     settings.IDEAREVIEW_INVITATION_BIND_EMAIL = deployment_binds
     # a new study starts with the deployment's choice, and its settings page shows it
@@ -284,6 +304,7 @@ def test_an_editor_changes_every_kind_of_parameter(client, study, researcher):
         min_load=3,
         max_load=5,
         topic_choice_use="equal",
+        gold_per_reviewer=2,
         payment_per_review="25.00",
         payment_per_idea="300",
         payment_bonus="1000",
@@ -298,6 +319,7 @@ def test_an_editor_changes_every_kind_of_parameter(client, study, researcher):
     assert response.status_code == 302, response.content.decode()[:2000]
     study.refresh_from_db()
     assert (study.min_load, study.max_load, study.topic_choice_use) == (3, 5, "equal")
+    assert study.gold_per_reviewer == 2
     assert (study.payment_per_review, study.payment_bonus_top_k) == (25, 5)
     assert study.rationale_minimum() == 40 and study.reviews_due_at.year == 2030
     assert study.conditions.count() == 3 and study.topics.count() == 3
@@ -438,7 +460,7 @@ def test_a_team_member_cannot_accept_an_invitation_to_review_in_the_study(study,
 
 @pytest.mark.django_db
 def test_the_assignment_never_gives_a_team_member_work(study, researcher):
-    from studies.recruitment import assignment_plan
+    from studies.services.assignment import assignment_plan
 
     math = Topic.objects.get(study=study, name="Math")
     human, ai = Condition.objects.get(key="Human"), Condition.objects.get(key="AI")
@@ -486,11 +508,31 @@ def test_only_an_owner_deletes_a_study_and_only_after_typing_its_slug(client, st
 
 @pytest.mark.django_db
 def test_a_study_with_imported_reviews_can_be_deleted(si2024_study, owner):
-    from studies.study_setup import study_delete
+    from studies.services.study import study_delete
 
     study_delete(study=si2024_study, confirm="si2024", actor=owner)
     assert not Study.objects.filter(slug="si2024").exists()
     assert not Review.objects.exists() and not Idea.objects.exists()
+
+
+@pytest.mark.django_db
+def test_deleting_a_study_removes_its_runs_batch_records_and_keeps_other_studies(owner):
+    from judging.models import JudgeRun
+    from llm.models import JudgeConfig, LLMBatch
+    from studies.services.study import study_create, study_delete
+
+    batches = {}
+    for slug in ("gone", "kept"):
+        study = study_create(owner=owner, slug=slug, title=slug, baseline_condition="Human")
+        config = JudgeConfig.objects.create(
+            study=study, name="batched", base_url="http://127.0.0.1:9/v1", model="m"
+        )
+        run = JudgeRun.objects.create(study=study, config=config, method=JudgeRun.Method.DIRECT)
+        batches[slug] = LLMBatch.objects.create(
+            batch_id=f"batch_{slug}", input_file_id="file_1", base_url=config.base_url, run=run
+        )
+    study_delete(study=Study.objects.get(slug="gone"), confirm="gone", actor=owner)
+    assert list(LLMBatch.objects.values_list("batch_id", flat=True)) == ["batch_kept"]
 
 
 def test_the_settings_page_shows_every_parameter_once():

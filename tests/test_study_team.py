@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from studies.models import Study, StudyMember
-from studies.services import study_create
+from studies.services.study import study_create
 
 
 @pytest.fixture

@@ -10,12 +10,12 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from judging.llm.models import LLMCall
 from judging.models import JudgeRun
+from llm.models import LLMCall
 from studies.models import Review, ReviewRevision, Study, Topic
-from studies.services import audit_chain_check
+from studies.services.audit import audit_chain_check
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.once]
 
 
 @pytest.fixture
@@ -106,12 +106,14 @@ def test_every_model_of_studies_judging_and_llm_is_in_the_study_file():
     # A new model that a study's rows hang on must be registered, or exports lose it.
     from django.apps import apps
 
-    from studies.transfer import SHARED_MODELS, STUDY_SECTIONS
+    from studies.services.transfer import SHARED_MODELS, STUDY_SECTIONS
 
     covered = {s.model for s in STUDY_SECTIONS} | {s.model for s in SHARED_MODELS.values()}
     # A researcher's own endpoint keys never leave the installation (encrypted under its
     # secrets, and a secret either way): a moved judge config arrives without its key.
-    kept_here = {"llm.EndpointKey"}
+    # A Batch API request's bookkeeping (file and batch ids at this installation's
+    # endpoint account) means nothing elsewhere; its calls travel as calls.
+    kept_here = {"llm.EndpointKey", "llm.LLMBatch"}
     missing = [
         model._meta.label
         for app in ("studies", "judging", "llm")
@@ -119,7 +121,7 @@ def test_every_model_of_studies_judging_and_llm_is_in_the_study_file():
         if model not in covered and model._meta.label not in kept_here
     ]
     assert missing == []
-    from judging.llm.models import JudgeConfig
+    from llm.models import JudgeConfig
 
     shared = next(s for s in SHARED_MODELS.values() if s.model is JudgeConfig)
     assert "endpoint_key" not in shared.fields
@@ -129,9 +131,8 @@ def test_a_deleted_study_leaves_nothing_behind_and_its_export_imports_back(
     demo, owner, tmp_path, settings
 ):
     from studies.models import AuditEvent, Idea, NormalizationResult
-    from studies.services import study_create
+    from studies.services.study import _study_calls, study_create, study_delete
     from studies.storage import reports_storage
-    from studies.study_setup import _study_calls, study_delete
 
     settings.REPORTS_ROOT = tmp_path / "reports"
     storage = reports_storage()

@@ -7,8 +7,8 @@ import io
 import pytest
 from django.urls import reverse
 
-from studies.ideaprep import ideas_exclude
 from studies.models import Review, StudyReport
+from studies.services.ideas import ideas_exclude
 from tests.conftest import SI_REVIEWS, SI_TITLES
 from tests.factories import make_prep_study
 
@@ -16,7 +16,7 @@ from tests.factories import make_prep_study
 def owner_urls(slug: str) -> list[str]:
     return [
         reverse("studies:study_detail", args=[slug]),
-        reverse("studies:study_import", args=[slug]),
+        reverse("studies:reviews_import_page", args=[slug]),
         reverse("studies:study_report", args=[slug]),
         reverse("studies:study_report_file", args=[slug, "report.json"]),
     ]
@@ -93,11 +93,11 @@ def test_report_build_requires_post_and_csrf(si2024_study, owner):
 
 @pytest.mark.django_db
 def test_owner_imports_through_the_web_and_a_bad_file_changes_nothing(client, owner):
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     study = study_create(owner=owner, slug="web", baseline_condition="Human")
     client.force_login(owner)
-    url = reverse("studies:study_import", args=["web"])
+    url = reverse("studies:reviews_import_page", args=["web"])
     bad = io.BytesIO(b'{"idea_id": ["x"]')
     bad.name = "broken.json"
     response = client.post(url, {"format": "si2024", "reviews": bad})

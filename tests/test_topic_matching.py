@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from studies import ideaprep
+from studies import services
 from studies.models import (
     AuditEvent,
     Condition,
@@ -17,7 +17,7 @@ from studies.models import (
     JobRun,
     Topic,
 )
-from studies.services import study_create
+from studies.services.study import study_create
 from studies.tasks import find_duplicates
 
 
@@ -55,44 +55,44 @@ def unbalanced(db, owner):
 
 
 def test_the_table_counts_ideas_per_topic_and_condition(unbalanced):
-    table = ideaprep.topic_matching_table(study=unbalanced)
+    table = services.topic_matching_table(study=unbalanced)
     assert table.conditions == ["AI", "Human"]
     assert table.counts == {"Bias": {"AI": 2, "Human": 3}, "Coding": {"AI": 1, "Human": 1}}
     assert table.unbalanced == ["Bias"] and not table.balanced
 
 
 def test_the_study_cannot_open_while_counts_differ_unless_a_reason_is_recorded(unbalanced, owner):
-    with pytest.raises(ideaprep.StudyNotReady, match="conditions differ in ideas per topic"):
-        ideaprep.study_open_for_review(study=unbalanced, actor=owner)
+    with pytest.raises(services.StudyNotReady, match="conditions differ in ideas per topic"):
+        services.study_open_for_review(study=unbalanced, actor=owner)
     unbalanced.refresh_from_db()
     assert unbalanced.status == "draft"
-    ideaprep.study_topic_reason_set(
+    services.study_topic_reason_set(
         study=unbalanced, reason="Pilot: the AI agent made fewer Bias ideas.", actor=owner
     )
-    study = ideaprep.study_open_for_review(study=unbalanced, actor=owner)
+    study = services.study_open_for_review(study=unbalanced, actor=owner)
     assert study.status == "reviewing"
     event = AuditEvent.objects.get(verb="study_opened_for_review")
     assert event.detail["topic_mismatch_reason"].startswith("Pilot")
 
 
 def test_the_seeded_proposal_matches_counts_and_the_owner_applies_it(unbalanced, owner):
-    first = ideaprep.topic_matching_propose(study=unbalanced, seed=7)
-    again = ideaprep.topic_matching_propose(study=unbalanced, seed=7)
+    first = services.topic_matching_propose(study=unbalanced, seed=7)
+    again = services.topic_matching_propose(study=unbalanced, seed=7)
     assert [i.pk for i in first] == [i.pk for i in again]
     # only a Human-only Bias idea can go: idea 3 is also in AI, which has no surplus
     assert len(first) == 1 and first[0].title in {"Idea 1", "Idea 2"}
-    ideaprep.ideas_exclude(
+    services.ideas_exclude(
         study=unbalanced, ideas=first, reason="topic matching (seed 7)", seed=7, actor=owner
     )
-    assert ideaprep.topic_matching_table(study=unbalanced).balanced
-    assert ideaprep.study_open_for_review(study=unbalanced, actor=owner).status == "reviewing"
+    assert services.topic_matching_table(study=unbalanced).balanced
+    assert services.study_open_for_review(study=unbalanced, actor=owner).status == "reviewing"
 
 
 def test_the_assignment_plan_names_why_each_idea_is_left_out(unbalanced, owner):
-    from studies.recruitment import assignment_plan
+    from studies.services.assignment import assignment_plan
 
-    (surplus,) = ideaprep.topic_matching_propose(study=unbalanced, seed=7)
-    ideaprep.ideas_exclude(
+    (surplus,) = services.topic_matching_propose(study=unbalanced, seed=7)
+    services.ideas_exclude(
         study=unbalanced, ideas=[surplus], reason="topic matching (seed 7)", seed=7, actor=owner
     )
     coding = Topic.objects.get(study=unbalanced, name="Coding")
@@ -114,9 +114,9 @@ def test_the_web_page_shows_the_table_and_the_gate_and_applies_a_proposal(unbala
     assert unbalanced.status == "draft"
     proposal = c.get(url, {"seed": 3}).content.decode()
     assert 'id="proposal"' in proposal
-    ids = ",".join(str(i.pk) for i in ideaprep.topic_matching_propose(study=unbalanced, seed=3))
+    ids = ",".join(str(i.pk) for i in services.topic_matching_propose(study=unbalanced, seed=3))
     c.post(reverse("studies:topic_matching_apply", args=["topics"]), {"seed": 3, "idea_ids": ids})
-    assert ideaprep.topic_matching_table(study=unbalanced).balanced
+    assert services.topic_matching_table(study=unbalanced).balanced
     c.post(reverse("studies:study_open", args=["topics"]))
     unbalanced.refresh_from_db()
     assert unbalanced.status == "reviewing"
@@ -149,7 +149,7 @@ def test_owner_pages_name_ideas_by_external_id_and_row_never_by_database_id(unba
     assert "Idea e7</strong>" in edit
 
     url = reverse("studies:topic_matching", args=["topics"])
-    proposal = ideaprep.topic_matching_propose(study=unbalanced, seed=3)
+    proposal = services.topic_matching_propose(study=unbalanced, seed=3)
     page = c.get(url, {"seed": 3}).content.decode()
     for idea in proposal:
         label = IdeaCondition.objects.filter(idea=idea).order_by("pk")[0].external_id
@@ -168,10 +168,10 @@ def test_owner_pages_name_ideas_by_external_id_and_row_never_by_database_id(unba
 
 
 def test_unsigned_ideas_also_keep_the_study_closed(unbalanced, owner):
-    ideaprep.study_topic_reason_set(study=unbalanced, reason="fine", actor=owner)
+    services.study_topic_reason_set(study=unbalanced, reason="fine", actor=owner)
     Idea.objects.filter(title="Idea 6").update(normalization_status="proposed")
-    with pytest.raises(ideaprep.StudyNotReady, match="1 idea\\(s\\) have no approved"):
-        ideaprep.study_open_for_review(study=unbalanced, actor=owner)
+    with pytest.raises(services.StudyNotReady, match="1 idea\\(s\\) have no approved"):
+        services.study_open_for_review(study=unbalanced, actor=owner)
 
 
 def test_another_researcher_cannot_open_or_change_the_study(unbalanced, other_researcher):
@@ -203,7 +203,7 @@ def test_a_planted_near_duplicate_pair_is_found_by_the_job(
     b = add_idea(unbalanced, bias, [ai], 11, text=PLANTED_B)
     add_idea(unbalanced, bias, [ai], 12, text="Bake bread with two cups of flour.")
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        job = ideaprep.duplicates_enqueue(study=unbalanced, actor=owner)
+        job = services.duplicates_enqueue(study=unbalanced, actor=owner)
     assert len(callbacks) == 1 and job.total == 9
     find_duplicates(job.pk)
     job.refresh_from_db()

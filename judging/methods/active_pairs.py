@@ -31,6 +31,7 @@ again mostly repeats itself, so repeats do not carry independent information.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Hashable, Iterable, Sequence
 
@@ -40,6 +41,7 @@ from scipy.stats import norm
 from judging.methods.bradley_terry import RIDGE, BTFit, fit_bradley_terry
 
 __all__ = [
+    "CRITERIA",
     "MAX_PER_PAIR",
     "centred_se",
     "mean_interval_width",
@@ -75,6 +77,59 @@ def _pair_counts(
     return counts
 
 
+CRITERIA = ("width", "discordant")
+"""What a batch is chosen to shrink: "width", the summed interval half-widths (the
+default); "discordant", the expected number of pairs of ideas the fit orders wrongly
+(docs/judge-reliability.md compares them)."""
+
+
+def _discordance_weights(theta: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """a_ml: how much a unit fall of var(θ_m − θ_l) lowers the chance that the fit orders
+    m and l wrongly, averaged over the posterior of their true difference.
+
+    With the posterior Δ ~ N(μ, v) and the fit's order sign(μ), P(misordered) =
+    Φ(−|μ|/s) (s = √v), whose derivative in v at a fixed gap is φ(x)·|x| / (2v) with
+    x = Δ/s. Evaluated at the fitted gap alone it is 0 for ideas the fit cannot yet tell
+    apart (μ = 0), which would leave the first games to chance; averaged over the
+    posterior, X ~ N(z, 1) with z = μ/s, it is E[φ(X)|X|] / (2v) =
+    e^(−z²/4)·[e^(−z²/4)/√π + (z/2)(1 − 2Φ(−z/√2))] / (2√π · 2v)."""
+    sd = np.sqrt(np.clip(v, 1e-12, None))
+    z = np.abs(theta[:, None] - theta[None, :]) / sd
+    half = z / 2.0
+    mean_abs = np.exp(-(z**2) / 4.0) / math.sqrt(math.pi) + half * (
+        1.0 - 2.0 * norm.cdf(-z / math.sqrt(2.0))
+    )
+    a = np.exp(-(z**2) / 4.0) * mean_abs / (2.0 * math.sqrt(math.pi)) / (2.0 * sd**2)
+    np.fill_diagonal(a, 0.0)
+    return a
+
+
+def _quadratic(cov: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """uᵀ C W C u for every u = e_i − e_j, with W = diag(weights) as a matrix."""
+    b = cov @ weights @ cov
+    d = np.diag(b)
+    return d[:, None] + d[None, :] - 2.0 * b
+
+
+def _gain_quadratic(cov: np.ndarray, theta: np.ndarray, criterion: str) -> np.ndarray:
+    """For each pair (i, j): the criterion's first-order fall per unit of
+    c = w / (1 + w·uᵀCu), i.e. Σ_m a_m·((HCu)_m)² ("width", a_m = 1 / (2·sd_m) of the
+    centred strengths) or Σ_{m<l} a_ml·((Cu)_m − (Cu)_l)² ("discordant")."""
+    n = len(theta)
+    if criterion == "width":
+        h = np.eye(n) - 1.0 / n
+        a = h @ cov  # column i is H C e_i
+        sd = np.sqrt(np.clip(np.diag(a @ h), 1e-300, None))
+        b = a.T @ (a / (2.0 * sd)[:, None])
+        d = np.diag(b)
+        return d[:, None] + d[None, :] - 2.0 * b
+    diag = np.diag(cov)
+    v = diag[:, None] + diag[None, :] - 2.0 * cov
+    a = _discordance_weights(theta, v)
+    laplacian = np.diag(a.sum(axis=1)) - a  # Σ_{m<l} a_ml (x_m − x_l)² = xᵀ L x
+    return _quadratic(cov, laplacian)
+
+
 def select_pairs(
     comparisons: Iterable[tuple[Id, Id, float]],
     ideas: Sequence[Id],
@@ -83,6 +138,7 @@ def select_pairs(
     max_per_pair: int = MAX_PER_PAIR,
     ridge: float = RIDGE,
     seed: int | str = 0,
+    criterion: str = "width",
 ) -> list[tuple[Id, Id]]:
     """The next `k` pairs to judge, given the (i, j, score of i) outcomes so far.
 
@@ -93,6 +149,8 @@ def select_pairs(
         raise ValueError("k must be non-negative and max_per_pair at least 1")
     if ridge <= 0:
         raise ValueError("active selection needs ridge > 0 (a finite covariance before any game)")
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {', '.join(CRITERIA)}, not {criterion!r}")
     games = list(comparisons)
     fit = fit_bradley_terry(games, ideas, ridge=ridge)
     n = len(fit.ideas)
@@ -102,22 +160,18 @@ def select_pairs(
     p = 1.0 / (1.0 + np.exp(-(fit.theta[:, None] - fit.theta[None, :])))
     w = p * (1.0 - p)
     cov = fit.cov.copy()
-    h = np.eye(n) - 1.0 / n
     coin = random.Random(f"active-pairs:{seed}:{len(games)}")
     chosen: list[tuple[Id, Id]] = []
     for _ in range(k):
         free = upper & (counts < max_per_pair)
         if not free.any():
             break
-        a = h @ cov  # column i is H C e_i
-        sd = np.sqrt(np.clip(np.diag(a @ h), 1e-300, None))
-        b = a.T @ (a / (2.0 * sd)[:, None])
-        quad = np.diag(b)[:, None] + np.diag(b)[None, :] - 2.0 * b
+        quad = _gain_quadratic(cov, fit.theta, criterion)
         diag = np.diag(cov)
         v = diag[:, None] + diag[None, :] - 2.0 * cov
         gain = np.where(free, w * quad / (1.0 + w * v), -np.inf)
         best = gain.max()
-        ties = np.argwhere(gain >= best - 1e-12 * max(abs(best), 1.0))
+        ties = np.argwhere(gain >= best - 1e-12 * max(abs(best), 1e-300))
         i, j = (int(x) for x in ties[coin.randrange(len(ties))])
         cu = cov[:, i] - cov[:, j]
         cov -= w[i, j] / (1.0 + w[i, j] * v[i, j]) * np.outer(cu, cu)

@@ -20,9 +20,8 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
-from judging.methods.parsing import PairwiseVerdict, Unparseable
+from judging.methods.parsing import PairwiseVerdict, Unparseable, Winner
 
 __all__ = [
     "PairCall",
@@ -37,7 +36,6 @@ __all__ = [
 ]
 
 Id = Hashable
-Winner = Literal["A", "B", "tie"]
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from string import Template
 from typing import Any
 
-from judging.llm.wire import METHOD_HEADER, prompt_hash
 from judging.methods.parsing import FORMALISATION_KEYS, FormalisedParts
+from llm.wire import METHOD_HEADER, prompt_hash
 
 __all__ = [
     "ABSOLUTE",
@@ -31,7 +31,7 @@ __all__ = [
     "METHOD_HEADER",
     "PAIRWISE",
     "SWISS",
-    "TEMPLATES",
+    "PROMPT_TEMPLATES",
     "MetricSpec",
     "PromptTemplate",
     "absolute_messages",
@@ -425,7 +425,7 @@ def ligbench_novelty_messages(idea: FormalisedParts | Mapping[str, str]) -> Mess
     )
 
 
-TEMPLATES: dict[str, PromptTemplate] = {
+PROMPT_TEMPLATES: dict[str, PromptTemplate] = {
     t.name: t
     for t in (
         DIRECT_SCORING,

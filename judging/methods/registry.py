@@ -11,7 +11,7 @@ entry here and its tests.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -35,10 +35,9 @@ LIGBENCH_SELECTION = "probe"
 what their verdicts tell, then a probe that the ε-stop can end on (`ligbench.py`). The
 paper's random order is `"paper"`."""
 LIGBENCH_CALIBRATION = 10
-"""Scored examples the initial-scoring call shows. The paper's prompt shows three; with
-three, the initial score's Kendall τ at an 80 % judge is ~0.42–0.50 in the benchmark, and
-the chains do not reach the paper's τ within 25 comparisons; with ten spread over the
-score range it is ~0.70 (docs/ligbench.md)."""
+"""Scored examples the initial-scoring call shows. The paper's prompt shows three; ten
+spread over the score range give a better initial score, with which the chains reach the
+paper's Kendall τ (the figures: docs/ligbench.md and docs/measurements.md)."""
 ADAPTIVE_MAX_STEPS = 12
 """T_max of the "nearest" selection rule: it runs to this call budget (it rarely stops on
 ε: a reference near the idea's own score keeps |S − E| near ½)."""
@@ -48,9 +47,8 @@ budget (docs/ligbench.md: τ against T_max)."""
 LIGBENCH_ESTIMATE = "posterior"
 """What the paper rule reports: the posterior mean given the initial score and the
 chain's verdicts; "chain" (the chain's final score) is the paper's. With the same stop
-rule and calls, the posterior lifts Kendall τ at an 80 % judge from ~0.71 to ~0.78 under
-flat noise and from ~0.78 to ~0.80 under gap noise in `bench/elo_convergence.py`
-(docs/ligbench.md)."""
+rule and calls the posterior ranks the ideas closer to the truth in
+`bench/elo_convergence.py` (the figures: docs/ligbench.md and docs/measurements.md)."""
 """A parameter value that asks the method to choose (e.g. the newest usable corpus)."""
 
 COMMON_PARAMS: Mapping[str, Any] = MappingProxyType(
@@ -178,7 +176,7 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec(
             key="ligbench",
             label="LigBench formalisation + Elo",
-            driver="judging.services.drivers.ligbench:build",
+            driver="judging.services.drivers.ligbench_peers:build",
             llm=True,
             corpus=True,
             # Its overall dimension and its fused novelty rate the form's metrics of the
@@ -298,7 +296,52 @@ def method_spec(key: str) -> MethodSpec:
     return METHODS[str(key)]
 
 
-LLM_METHODS = frozenset(k for k, s in METHODS.items() if s.llm)
-BASELINE_METHODS = frozenset(k for k, s in METHODS.items() if s.baseline)
-CORPUS_METHODS = frozenset(k for k, s in METHODS.items() if s.corpus)
-DEFAULT_PARAMS: dict[str, dict[str, Any]] = {k: dict(s.defaults) for k, s in METHODS.items()}
+class MethodKeys(Set[str]):
+    """The keys of the registered methods with one property, read from `METHODS` each
+    time it is asked (so an entry added later, a test's included, is in it)."""
+
+    def __init__(self, keep: Callable[[MethodSpec], bool]) -> None:
+        self._keep = keep
+
+    def __contains__(self, key: object) -> bool:
+        spec = METHODS.get(str(key))
+        return spec is not None and self._keep(spec)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([k for k, s in METHODS.items() if self._keep(s)])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return f"MethodKeys({sorted(self)})"
+
+
+class _DefaultParams(Mapping[str, dict[str, Any]]):
+    """Method key → a fresh copy of its defaults, read from `METHODS` each time."""
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        return dict(METHODS[key].defaults)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(METHODS))
+
+    def __len__(self) -> int:
+        return len(METHODS)
+
+
+LLM_METHODS = MethodKeys(lambda s: s.llm)
+BASELINE_METHODS = MethodKeys(lambda s: s.baseline)
+CORPUS_METHODS = MethodKeys(lambda s: s.corpus)
+DEFAULT_PARAMS: Mapping[str, dict[str, Any]] = _DefaultParams()
+
+
+def method_choices() -> list[tuple[str, str]]:
+    """(key, label) of every method, in the registry's order: the run form's choices."""
+    return [(key, spec.label) for key, spec in METHODS.items()]
+
+
+def method_label(key: str) -> str:
+    """A method's label; the key itself for one no longer registered (an old row's)."""
+    spec = METHODS.get(str(key))
+    return spec.label if spec is not None else str(key)

@@ -19,7 +19,7 @@ references: docs/judge-reliability.md.
 - `fit_style_bt`: logit P(a beats b) = θ_g(a) − θ_g(b) + Σ_k β_k·d_k (+ a first-position
   term), with g the group rated (condition or generating model), d_k the normalised
   difference (f_a − f_b)/(f_a + f_b) of each style feature (length in words, markdown
-  density, list items; `style_features`), as Chatbot Arena's style control does: θ is the
+  density, list items; `style_covariates`), as Chatbot Arena's style control does: θ is the
   rating with style held equal, β the pull of each feature.
 - `calibration`: the least-squares line human mean = a + b·judge score over ideas (b = 1
   and a = 0 when the judge's scores mean what the reviewers' do), and
@@ -35,19 +35,16 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import matplotlib
+import numpy as np
+from scipy.stats import t as student_t
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from scipy.stats import t as student_t  # noqa: E402
-
-from judging.methods.bradley_terry import RIDGE  # noqa: E402
-from judging.methods.svg import figure_svg  # noqa: E402
+from judging.methods.bradley_terry import RIDGE
+from judging.methods.svg import figure_svg
+from studies.analysis.plots import pyplot
 
 __all__ = [
     "N_BOOT",
-    "STYLE_FEATURES",
+    "STYLE_COVARIATES",
     "Estimate",
     "SelfPreference",
     "StyleFit",
@@ -62,13 +59,13 @@ __all__ = [
     "self_preference",
     "style_bt_intervals",
     "style_differences",
-    "style_features",
+    "style_covariates",
     "vertex_bootstrap",
 ]
 
 Id = Hashable
 N_BOOT = 1000
-STYLE_FEATURES = ("length", "markdown_density", "list_items")
+STYLE_COVARIATES = ("length", "markdown_density", "list_items")
 
 
 @dataclass(frozen=True)
@@ -291,7 +288,7 @@ _MARKUP = re.compile(
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\S", re.MULTILINE)
 
 
-def style_features(text: str) -> dict[str, float]:
+def style_covariates(text: str) -> dict[str, float]:
     """Length in words; markdown density: headings, bold, italic, inline code and links
     per 100 words; list items: lines that start a bulleted or numbered item."""
     words = len(text.split())
@@ -304,7 +301,7 @@ def style_features(text: str) -> dict[str, float]:
 
 
 def style_differences(
-    a: Mapping[str, float], b: Mapping[str, float], features: Sequence[str] = STYLE_FEATURES
+    a: Mapping[str, float], b: Mapping[str, float], features: Sequence[str] = STYLE_COVARIATES
 ) -> np.ndarray:
     """(f_a − f_b)/(f_a + f_b) per feature, 0 where both are 0: in [−1, 1] whatever the
     feature's unit."""
@@ -377,7 +374,7 @@ def fit_style_bt(
     groups: Mapping[Id, Hashable] | None = None,
     *,
     rated: Sequence[Hashable] = (),
-    names: Sequence[str] = STYLE_FEATURES,
+    names: Sequence[str] = STYLE_COVARIATES,
     position: bool = True,
     ridge: float = RIDGE,
     weights: np.ndarray | None = None,
@@ -481,7 +478,7 @@ def style_bt_intervals(
     groups: Mapping[Id, Hashable] | None = None,
     *,
     rated: Sequence[Hashable] = (),
-    names: Sequence[str] = STYLE_FEATURES,
+    names: Sequence[str] = STYLE_COVARIATES,
     position: bool = True,
     n_boot: int = 200,
     level: float = 0.95,
@@ -631,7 +628,7 @@ def reliability_plot(
     xs = np.array([float(judge[i]) for i in ids])
     ys = np.array([float(human[i]) for i in ids])
     lo, hi = scale or (float(min(xs.min(), ys.min())), float(max(xs.max(), ys.max())))
-    fig, ax = plt.subplots(figsize=(4.6, 4.2))
+    fig, ax = pyplot().subplots(figsize=(4.6, 4.2))
     ax.plot([lo, hi], [lo, hi], color="#999999", lw=1, ls="--", label="perfect calibration")
     ax.plot(xs, ys, "o", color="#2f5da8", alpha=0.18, ms=3)
     rows = reliability_bins(judge, human, bins=bins)

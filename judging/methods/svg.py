@@ -7,13 +7,11 @@ import io
 import re
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from studies.analysis.plots import pyplot
 
 
 def figure_svg(fig: Any, title: str) -> str:
+    plt = pyplot()
     buf = io.StringIO()
     with plt.rc_context({"svg.fonttype": "none"}):
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Title": title})

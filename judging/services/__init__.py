@@ -2,12 +2,14 @@
 
 Public API (keyword-only `<entity>_<action>` functions):
 
-- `judge_config_create(name=..., base_url=..., model=..., ...)` → JudgeConfig
+- `judge_config_create(name=..., study=..., base_url=..., model=..., ...)` → JudgeConfig
+  of the study's team; `judge_configs_of(study)`: the judges its team sees and uses
 - `judge_run_create(study=, method=, config=None, params=None, budget_calls=None,
   budget_cost=None, actor=None)` → JudgeRun (queued; `tasks.judge_run_enqueue` sends it)
 - `judge_run_execute(run=)` → JudgeRun: does the work in the calling process
-- `judge_run_cancel(run=)`, `judge_run_resume(run=, enqueue=True, force=False,
-  budget=None, actor=None)`: `budget` (a `RunBudget`) replaces the run's limits first
+- `judge_run_cancel(run=)`, `judge_run_resume(run=, force=False, budget=None,
+  actor=None)` → JudgeRun (queued; the caller sends it): `budget` (a `RunBudget`)
+  replaces the run's limits first
 - `judge_run_mark_if_lost(run=)` → bool: a page marks a run whose worker died lost
 - `judge_run_plan(study=, method=, params=)` → total units and the ideas a run would use
 - `judge_run_results(run=)` → plain dict of ratings for views and the agreement report
@@ -18,9 +20,14 @@ outcomes), `base` (what drivers share), `drivers/` (one module per method) and `
 LLM or baseline, corpus, agreement mapping — is its entry in `judging.methods.registry`.
 """
 
+from llm.services import (
+    JudgeConfigRefused,
+    judge_config_create,
+    judge_config_delete,
+    judge_configs_of,
+)
 from studies.selectors import idea_text
 
-from ..llm.services import judge_config_create, judge_configs_for
 from ..methods.registry import AUTO, CORPUS_METHODS, DEFAULT_PARAMS, LLM_METHODS
 from .base import JudgeRunRefused, Unit
 from .drivers.ligbench import LIGBENCH_NOVELTY, NOVELTY_LLM
@@ -46,11 +53,13 @@ __all__ = [
     "LLM_METHODS",
     "NOVELTY_LLM",
     "PROGRESS_EVERY",
+    "JudgeConfigRefused",
     "JudgeRunRefused",
     "Unit",
     "idea_text",
     "judge_config_create",
-    "judge_configs_for",
+    "judge_config_delete",
+    "judge_configs_of",
     "judge_run_cancel",
     "judge_run_create",
     "judge_run_execute",

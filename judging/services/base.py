@@ -6,19 +6,22 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from llm.models import LLMCall
 from studies.models import Idea, Study
 from studies.selectors import idea_text
 
-from ..llm.models import LLMCall
 from ..methods.pairwise import PairCall
 from ..methods.parsing import Unparseable, parse_reasoned_verdicts
+from ..methods.schemas import schema_for_prompt
 from ..models import IdeaRating, JudgeRun, PairwiseOutcome, ReferenceComparison, ReferenceCorpus
 
 Verdict = PairwiseOutcome.Verdict
+REPEAT = "repeat"
+"""The first element of a repeated unit's key."""
 
 
 class JudgeRunRefused(ValueError):
@@ -66,9 +69,50 @@ class Driver:
         """Write the unit's outcome rows; True when the answer was unparseable."""
         raise NotImplementedError
 
+    # --- repetition: a seeded share of prompts asked a second time -------------------
+
+    def repeated_among(self, items: list[Any], key: Callable[[Any], tuple[Any, ...]]) -> list[Any]:
+        """The items whose prompts are asked again: `repeat_share` of them, rounded, and at
+        least one when the share is above 0, so a run on a few ideas still measures its
+        repetition. Which ones is a shuffle seeded by the run's seed and each item's key, so a
+        resumed run chooses the same; the chosen keep their order in `items`."""
+        share = float(self.params.get("repeat_share") or 0.0)
+        if share <= 0.0 or not items:
+            return []
+        seed = self.params.get("seed", 0)
+        count = min(len(items), max(1, round(share * len(items))))
+        rank = sorted(
+            range(len(items)),
+            key=lambda i: random.Random(f"repeat:{seed}:{key(items[i])!r}").random(),
+        )
+        chosen = set(rank[:count])
+        return [item for i, item in enumerate(items) if i in chosen]
+
+    def repeat_unit(self, unit: Unit) -> Unit:
+        """The same request once more. Only the salt differs, so the cache key differs and
+        the call is really made (and paid for, inside the run's budget); the prompt, the
+        parameters and the temperature are the run's."""
+        salt = f"{unit.salt}|repeat=1" if unit.salt else "repeat=1"
+        return dataclasses.replace(unit, key=(REPEAT, *unit.key), salt=salt)
+
+    def store_repeat(self, unit: Unit, call: LLMCall | None) -> bool:
+        """A repeat's answer writes no outcome row (it must not count twice in ratings):
+        its call, tied to this run and parsed, is what the reliability panel reads."""
+        parsed = self.parse_repeat(call.response_text if call else "")
+        mark_parsed(call, parsed)
+        return isinstance(parsed, Unparseable)
+
+    def parse_repeat(self, text: str) -> Any:
+        raise NotImplementedError
+
     def after(self, unit: Unit) -> list[Unit]:
         """Units that became possible once `unit` was stored."""
         return []
+
+    def answer_schema(self, unit: Unit) -> dict[str, Any] | None:
+        """The JSON schema of the unit's expected answer, for judges with structured
+        outputs (None: ask without one). By the unit's prompt by default."""
+        return schema_for_prompt(unit.prompt_version.partition("@")[0])
 
     def finish(self) -> dict[str, Any]:
         """Ratings from all outcomes; returns the run summary."""

@@ -1,7 +1,7 @@
 """The engine that executes a driver's units: a thread pool for HTTP, every database
 write on the calling thread, grouped commits, cancel and budget checks between units.
 
-Units are sent through the LLM layer's send pool (`judging/llm/pool.py`, shared with
+Units are sent through the LLM layer's send pool (`llm/pool.py`, shared with
 normalization), `config.concurrency` calls at a time; the threads only
 do HTTP (`client.send`) and the calling thread does every database write, which keeps
 SQLite happy and the run's bookkeeping single-threaded. Between units the engine checks
@@ -27,7 +27,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from ..llm.client import (
+from llm.client import (
     Attempt,
     Prepared,
     budget_problem,
@@ -37,8 +37,10 @@ from ..llm.client import (
     record,
     run_spend,
 )
-from ..llm.models import LLMCall
-from ..llm.pool import SendPool
+from llm.models import LLMCall
+from llm.pool import SendPool
+
+from ..methods.schemas import response_format
 from ..models import JudgeRun
 from .base import Driver, Unit
 
@@ -101,6 +103,20 @@ class Engine:
         self.batch = _Batch()
         self.idle = 0.0  # seconds spent waiting for HTTP, to tell our own overhead apart
         self.units = 0
+        self.structured = bool(self.config and self.config.structured_outputs)
+        """Ask with the method's JSON schema: until the endpoint refuses one."""
+        self.schema_refused = ""
+
+    def structured_outputs(self) -> dict[str, Any] | None:
+        """For the run's summary: whether the judge asked with JSON schemas, and whether
+        the endpoint refused them (None: the judge does not use them)."""
+        if not (self.config and self.config.structured_outputs):
+            return None
+        return {"used": self.structured, "refused": self.schema_refused}
+
+    def extra_summary(self) -> dict[str, Any]:
+        """What the engine adds to the run's summary."""
+        return {"structured_outputs": self.structured_outputs()}
 
     def flush(self, force: bool = False, message: str = "") -> None:
         now = time.monotonic()
@@ -244,22 +260,32 @@ class Engine:
     def _prepare(self, unit: Unit) -> Prepared:
         assert self.config is not None
         params = self.config.parameters or {}
-        override = None
+        override: dict[str, Any] = {}
         if unit.seed_offset and "seed" in params:
             # k samples of one prompt: vary the seed so a seeded server does not repeat
             # itself; the salt keeps the cache keys apart either way.
-            override = {"seed": int(params["seed"]) + unit.seed_offset}
+            override["seed"] = int(params["seed"]) + unit.seed_offset
+        schema = self.driver.answer_schema(unit) if self.structured else None
+        if schema is not None:
+            name = unit.prompt_version.partition("@")[0] or "answer"
+            override["response_format"] = response_format(name, schema)
         return prepare(
             self.config,
             unit.messages or [],
             prompt_version=unit.prompt_version,
             salt=unit.salt,
-            parameters=override,
+            parameters=override or None,
+            study_id=self.run.study_id,
         )
 
     def _record(self, unit: Unit, prepared: Prepared, attempt: Attempt) -> None:
         self.batch.ensure()
         call = record(prepared, attempt, run=self.run)
+        if attempt.schema_refused and not attempt.error and self.structured:
+            # The endpoint answered once the schema was left out: leave it out from now on.
+            self.structured = False
+            self.schema_refused = attempt.schema_refused
+            log.info("run %s: structured outputs refused (%s)", self.run.pk, self.schema_refused)
         if call.run_id == self.run.pk:
             self.calls += 1
             self.cost += call.cost

@@ -98,19 +98,34 @@ def _pair_rows(run: JudgeRun, labels: dict[int, str]) -> pd.DataFrame | None:
 
 
 def _label(run: JudgeRun) -> str:
-    if run.is_baseline:
-        return f"{run.get_method_display()} (run {run.pk})"
+    if run.method_is_baseline:
+        return f"{run.method_label} (run {run.pk})"
     return f"{run.config.name if run.config else run.method} · {run.method} (run {run.pk})"
 
 
 def _run_info(run: JudgeRun) -> dict[str, Any]:
-    return {
+    info: dict[str, Any] = {
         "run_id": run.pk,
         "params": run.params,
         "cost": float(run.cost),
         "http_calls": run.http_calls,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
     }
+    if not run.method_is_baseline:
+        from ..run_calls import run_calls
+
+        calls = run_calls(run)
+        tokens = calls["tokens"]
+        info["tokens"] = {
+            k: tokens[k] for k in ("input_tokens", "output_tokens", "reasoning_tokens")
+        }
+        info["answering_models"] = calls["models"]
+        from ..reliability_panel import reliability_for_report
+
+        reliability = reliability_for_report(run)
+        if reliability is not None:
+            info["reliability"] = reliability
+    return info
 
 
 def judge_data(
@@ -123,7 +138,7 @@ def judge_data(
     """One finished run as the agreement module's inputs. A method that never compares
     two of the study's ideas (LigBench) gets, for the pairs reviewers rated, the order of
     its scores as its preference (`judging.methods.alignment`)."""
-    model = run.config.resolved_model() if run.config and not run.is_baseline else ""
+    model = run.config.resolved_model() if run.config and not run.method_is_baseline else ""
     spec = method_spec(run.method)
     pairs = None
     if spec.agreement == SCORES:
@@ -143,7 +158,7 @@ def judge_data(
         key=f"run{run.pk}",
         label=_label(run),
         method=str(run.method),
-        baseline=run.is_baseline,
+        baseline=run.method_is_baseline,
         model=model,
         judge_scores=scores,
         judge_pairs=pairs,

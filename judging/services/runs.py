@@ -40,6 +40,9 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from llm.client import BudgetExhausted, JudgeNotConfigured, budget_problem, run_spend
+from llm.models import JudgeConfig
+from llm.services import judge_config_usable
 from studies.jobs import (
     job_cancel,
     job_mark_if_lost,
@@ -49,18 +52,16 @@ from studies.jobs import (
 )
 from studies.models import Idea, Study
 from studies.selectors import idea_text
-from studies.services import audit
+from studies.services.audit import audit
 
-from ..llm.client import BudgetExhausted, JudgeNotConfigured, budget_problem, run_spend
-from ..llm.models import JudgeConfig
-from ..methods.registry import AUTO, LLM_METHODS, method_spec
+from ..methods.registry import AUTO, LLM_METHODS, METHODS, method_spec
 from ..models import IdeaRating, JudgeRun
 from .base import Driver, JudgeRunRefused
+from .batch import BatchEngine
 from .engine import Engine
 
 log = logging.getLogger("judging.services")
 
-Method = JudgeRun.Method
 Status = JudgeRun.Status
 
 HELD = (Status.RUNNING, Status.CANCELLED)
@@ -86,7 +87,18 @@ def make_driver(
 
 def _params(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
     merged = method_spec(method).params()
-    unknown = sorted(set(params or {}) - set(merged))
+    params = dict(params or {})
+    batch = params.pop("batch", False)
+    if batch not in (True, False):
+        raise JudgeRunRefused("batch must be true or false")
+    if batch and method_spec(method).baseline:
+        raise JudgeRunRefused(f"{method} makes no calls; it has no batch mode")
+    if batch:
+        merged["batch"] = True  # only then: other runs' parameters stay as they were
+    share = params.pop("repeat_share", 0)
+    if share:
+        merged["repeat_share"] = _repeat_share(method, share)
+    unknown = sorted(set(params) - set(merged))
     if unknown:
         raise JudgeRunRefused(f"unknown parameters for {method}: {', '.join(unknown)}")
     merged.update(params or {})
@@ -97,6 +109,26 @@ def _params(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
     if merged.get("group_by", "topic") not in ("topic", "all"):
         raise JudgeRunRefused("group_by must be 'topic' or 'all'")
     return merged
+
+
+#: Methods whose drivers can ask a share of their prompts again (`repeat_share`).
+REPEATABLE = frozenset({"direct", "absolute", "pairwise"})
+
+
+def _repeat_share(method: str, value: Any) -> float:
+    """The share of prompts asked a second time, for repetition stability."""
+    if method not in REPEATABLE:
+        raise JudgeRunRefused(
+            f"{method} cannot ask prompts again (repeat_share); "
+            f"methods that can: {', '.join(sorted(REPEATABLE))}"
+        )
+    try:
+        share = float(value)
+    except (TypeError, ValueError):
+        raise JudgeRunRefused(f"repeat_share must be a number from 0 to 1, not {value!r}") from None
+    if not 0.0 < share <= 1.0 or isinstance(value, bool):
+        raise JudgeRunRefused(f"repeat_share must be a number from 0 to 1, not {value!r}")
+    return share
 
 
 def _ideas(study: Study, params: dict[str, Any]) -> list[Idea]:
@@ -130,7 +162,7 @@ def judge_run_plan(
     *, study: Study, method: str, params: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """What a run would do: its parameters, ideas and number of units (calls)."""
-    if method not in Method.values:
+    if method not in METHODS:
         raise JudgeRunRefused(f"unknown method {method!r}")
     spec = method_spec(method)
     merged = _params(method, params)
@@ -148,9 +180,9 @@ def judge_run_plan(
 
 def _resolve_corpus(study: Study, method: str, value: Any) -> int | None:
     """The corpus id a run will use (stored in its params, so a resume uses the same one)."""
-    from ..corpus import reference_corpora_for
+    from ..corpus import reference_corpora_of
 
-    usable = reference_corpora_for(study.owner)
+    usable = reference_corpora_of(study)
     if value == AUTO:
         corpus = usable.first()
         if corpus is None and not method_spec(method).judges_ideas:
@@ -164,7 +196,10 @@ def _resolve_corpus(study: Study, method: str, value: Any) -> int | None:
     if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
         corpus = usable.filter(pk=int(value)).first()
     elif isinstance(value, str):
-        corpus = usable.filter(name=value).first()
+        # A shared corpus imported later may carry the name of one of the owner's: the
+        # owner's own is meant.
+        named = usable.filter(name=value)
+        corpus = named.filter(created_by__isnull=False).first() or named.first()
     if corpus is None:
         raise JudgeRunRefused(f"no reference corpus {value!r} that this study's owner may use")
     return corpus.pk
@@ -181,6 +216,9 @@ def judge_run_create(
     actor: Any = None,
 ) -> JudgeRun:
     plan = judge_run_plan(study=study, method=method, params=params)
+    if not judge_config_usable(config, study):
+        # Another team's judge is named as a missing one would be: nothing about it.
+        raise JudgeRunRefused("choose one of this study's judges")
     if method in LLM_METHODS:
         if config is None:
             raise JudgeRunRefused(f"{method} needs a judge config")
@@ -265,14 +303,14 @@ def _budget_check(run: JudgeRun, budget: RunBudget) -> None:
 def judge_run_resume(
     *,
     run: JudgeRun,
-    enqueue: bool = True,
     force: bool = False,
     budget: RunBudget | None = None,
     actor: Any = None,
 ) -> JudgeRun:
     """Queue a stopped, failed, lost or cancelled run again under the same row; finished
     units are not redone. With `budget` the run's limits are replaced first (a run
-    stopped by its budget resumes only under one it has not spent yet).
+    stopped by its budget resumes only under one it has not spent yet). As after
+    `judge_run_create`, the caller sends the run (`judging.tasks.judge_run_enqueue`).
 
     A run still marked running is taken over only once its heartbeat is stale (it is
     marked lost first), or with `force` when the caller knows its worker is gone.
@@ -306,10 +344,6 @@ def judge_run_resume(
             )
         if not job_requeue(job=run, cancel_requested=False, message="queued to resume"):
             raise JudgeRunRefused(f"run {run.pk} changed meanwhile; reload the page")
-    if enqueue:
-        from ..tasks import judge_run_enqueue
-
-        judge_run_enqueue(run=run)
     return run
 
 
@@ -347,7 +381,7 @@ def judge_run_execute(*, run: JudgeRun) -> JudgeRun:
         if run.method in LLM_METHODS and (run.config is None or not run.config.is_configured()):
             raise JudgeNotConfigured("the run's judge has no endpoint or model")
         driver = make_driver(run.method, run=run, ideas=ideas, params=run.params, study=run.study)
-        engine = Engine(run, driver)
+        engine = (BatchEngine if run.params.get("batch") else Engine)(run, driver)
         started = time.perf_counter()
         with lease_heartbeat(run):
             engine.execute()
@@ -376,6 +410,7 @@ def judge_run_execute(*, run: JudgeRun) -> JudgeRun:
             "last_error": engine.last_error,
             "done": driver.done,
             "total": driver.total,
+            **engine.extra_summary(),
             # Our own time per unit (the calling thread's time not spent waiting on HTTP).
             "engine": {
                 "wall_s": round(wall, 3),
@@ -431,7 +466,7 @@ def judge_run_results(*, run: JudgeRun) -> dict[str, Any]:
         )
     return {
         "method": run.method,
-        "baseline": run.is_baseline,
+        "baseline": run.method_is_baseline,
         "status": run.status,
         "summary": run.summary,
         "ratings": dict(out),

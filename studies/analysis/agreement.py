@@ -46,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -53,6 +54,7 @@ import pandas as pd
 from scipy import stats
 
 from .consistency import (
+    Resampling,
     Rows,
     _extremes_hits,
     _row_medians,
@@ -92,10 +94,27 @@ _KENDALL_VECTOR_MAX = 300
 #: about constant. Never fewer than MIN_DRAWS draws (or what was asked, if less).
 SCALE_UNITS = 1500
 MIN_DRAWS = 100
+DEFAULT_RESAMPLING = Resampling()
+"""The options a judge's consistency uses unless given others (`Resampling`'s defaults)."""
 
 
 def scaled_draws(n: int, n_units: int, *, floor: int = MIN_DRAWS) -> int:
-    """``n`` draws scaled down for ``n_units`` idea units (see ``SCALE_UNITS``)."""
+    """``n`` draws scaled down for ``n_units`` idea units (see ``SCALE_UNITS``).
+
+    Parameters
+    ----------
+    n
+        The draws asked for.
+    n_units
+        The study's (condition, idea) units.
+    floor
+        Never fewer than this many draws (nor more than ``n``).
+
+    Returns
+    -------
+    int
+        The draws to make.
+    """
     scale = min(1.0, SCALE_UNITS / max(n_units, 1))
     return max(min(floor, n), int(n * scale))
 
@@ -133,14 +152,40 @@ def _validate_judge_scores(judge_scores: pd.DataFrame) -> None:
 
 
 def judge_idea_scores(judge_scores: pd.DataFrame, metric: str) -> pd.Series:
-    """The judge's score per idea for one metric: the mean of its parseable samples."""
+    """The judge's score per idea for one metric: the mean of its parseable samples.
+
+    Parameters
+    ----------
+    judge_scores
+        One judge run's scores (module text).
+    metric
+        The metric read.
+
+    Returns
+    -------
+    pandas.Series
+        Mean score by idea id, sorted by id; ideas without a parseable score are absent.
+    """
     _validate_judge_scores(judge_scores)
     rows = judge_scores[(judge_scores["metric"] == metric) & judge_scores["score"].notna()]
     return rows.groupby("idea_id", sort=True)["score"].mean().astype(float)
 
 
 def human_idea_means(frame: pd.DataFrame, metric: str) -> tuple[pd.Series, pd.Series]:
-    """Per idea: the mean human score and the number of reviews (each review once)."""
+    """Per idea: the mean human score and the number of reviews (each review once).
+
+    Parameters
+    ----------
+    frame
+        The review frame (module text).
+    metric
+        The metric read.
+
+    Returns
+    -------
+    tuple of pandas.Series
+        The mean score and the number of reviews, both by idea id, sorted by id.
+    """
     validate_frame(frame, [metric], require=("review_id", "idea_id"))
     rows = unique_reviews(frame)
     rows = rows[rows[metric].notna()]
@@ -246,8 +291,29 @@ def correlation_with_ci(
 
     The bootstrap resamples pairs (ideas) with replacement; a resample in which either side
     is constant has no correlation and is left out (`n_bootstrap_used` says how many were
-    kept). Kendall is tau-b, which corrects for the many ties of 1-10 scores. `resamples`
-    (n_bootstrap x n indices) are the draws of `rng` when the caller has made them already.
+    kept). Kendall is tau-b, which corrects for the many ties of 1-10 scores.
+
+    Parameters
+    ----------
+    x, y
+        The paired values (judge score and human mean per idea).
+    method
+        ``"spearman"``, ``"kendall"`` (tau-b) or ``"pearson"``.
+    n_bootstrap
+        Bootstrap resamples (0: no interval).
+    confidence
+        Level of the interval, in (0, 1).
+    rng
+        Generator of the resamples (default: seed 0), unless `resamples` is given.
+    resamples
+        ``n_bootstrap x n`` indices already drawn by the caller.
+
+    Returns
+    -------
+    dict
+        method, n, estimate, p_value, confidence, n_bootstrap, n_bootstrap_used, ci_low,
+        ci_high, reason; with fewer than 3 pairs or a constant side only method, n,
+        estimate (None) and reason.
     """
     _check_confidence(confidence)
     x, y = np.asarray(x, float), np.asarray(y, float)
@@ -311,13 +377,29 @@ def absolute_agreement(
 
     Units are ideas with at least one parseable judge score and one human review for the
     metric; each review counts once. CIs are percentile bootstraps over ideas (all three
-    correlations use the same resamples). `metrics=None` takes every judged metric that is
-    a frame column.
+    correlations use the same resamples).
 
-    Returns {"metrics", "n_bootstrap", "confidence", "seed", "by_metric": {metric: {metric,
-    n_ideas, n_reviews, n_ideas_without_judge, n_ideas_without_reviews, spearman, kendall,
-    pearson}}}; each correlation is {method, n, estimate, p_value, ci_low, ci_high,
-    n_bootstrap_used, reason}.
+    Parameters
+    ----------
+    frame
+        The review frame (module text).
+    judge_scores
+        One judge run's scores (module text).
+    metrics
+        The metrics compared; None: every judged metric that is a frame column.
+    n_bootstrap
+        Bootstrap resamples of ideas.
+    confidence
+        Level of the intervals, in (0, 1).
+    seed
+        Seed of the resamples.
+
+    Returns
+    -------
+    dict
+        {"metrics", "n_bootstrap", "confidence", "seed", "by_metric": {metric: {metric,
+        n_ideas, n_reviews, n_ideas_without_judge, n_ideas_without_reviews, spearman,
+        kendall, pearson}}}; each correlation is `correlation_with_ci`'s dict.
     """
     metrics = _metrics_to_use(frame, judge_scores, metrics)
     by_metric: dict[str, Any] = {}
@@ -579,23 +661,111 @@ def _too_few_judged_units(n_units: int, top_fraction: float) -> str:
     )
 
 
+@dataclass
+class JudgeConsistency:
+    """Si et al.'s consistency of one judge on one metric (`judge_consistency`).
+
+    Attributes
+    ----------
+    metric, rows
+        The metric and which rows counted (`Resampling.rows`).
+    n_units
+        Units with >= 2 reviews whose idea the judge scored.
+    n_reviews
+        Reviews in those units.
+    n_selected
+        Units picked per split: the top and the bottom ``top_fraction`` together.
+    n_units_without_judge
+        Units with >= 2 reviews the judge did not score (left out).
+    top_fraction, seed, n_splits
+        The options used (`Resampling`; the draws may have been scaled down).
+    chance
+        Balanced accuracy of guessing: 0.5.
+    judge_constant
+        Whether the judge gave every unit the same score (its picks are then random).
+    ceiling
+        The human-human consistency on the same units and draws
+        (`consistency.inter_reviewer_consistency`'s dict), or None.
+    reason
+        Why the figure cannot be computed; None when it was.
+    balanced_accuracy
+        The judge's balanced accuracy, mean over the splits; None when not computable.
+    split_sd, split_low, split_high
+        Spread of the per-split accuracies: sd and 2.5 / 97.5 % quantiles.
+    human_same_splits
+        Half A's accuracy against the same half B on the same splits (paired).
+    difference
+        ``balanced_accuracy - human_same_splits``.
+    confidence, n_bootstrap, splits_per_resample
+        The bootstrap's options.
+    ci_low, ci_high
+        Percentile bootstrap interval (over units) of the judge's accuracy.
+    difference_ci_low, difference_ci_high
+        The same for the paired difference.
+    n_permutations
+        Shuffles of the judge's scores across units for the null.
+    null_mean
+        Mean accuracy under the null.
+    p_value
+        ``(1 + #null >= observed) / (1 + n_permutations)``; None without permutations.
+    """
+
+    metric: str
+    rows: Rows
+    n_units: int
+    n_reviews: int
+    n_selected: int
+    n_units_without_judge: int
+    top_fraction: float
+    seed: int
+    n_splits: int
+    chance: float
+    judge_constant: bool
+    ceiling: dict[str, Any] | None
+    reason: str | None
+    balanced_accuracy: float | None = None
+    split_sd: float | None = None
+    split_low: float | None = None
+    split_high: float | None = None
+    human_same_splits: float | None = None
+    difference: float | None = None
+    confidence: float | None = None
+    n_bootstrap: int | None = None
+    splits_per_resample: int | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    difference_ci_low: float | None = None
+    difference_ci_high: float | None = None
+    n_permutations: int | None = None
+    null_mean: float | None = None
+    p_value: float | None = None
+
+    @property
+    def computed(self) -> bool:
+        return self.reason is None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the report: the fields in order; a figure that could
+        not be computed stops at `balanced_accuracy` (None) beside its `reason`."""
+        names = [f.name for f in fields(self)]
+        if not self.computed:
+            names = names[: names.index("balanced_accuracy") + 1]
+        return {name: getattr(self, name) for name in names}
+
+
 def _judge_observed(
-    out: dict[str, Any],
+    out: JudgeConsistency,
     *,
     P: np.ndarray,
     codes: np.ndarray,
     rng: np.random.Generator,
-    top_fraction: float,
-    n_splits: int,
-    n_bootstrap: int,
-    n_permutations: int,
-    splits_per_resample: int,
-    confidence: float,
+    resampling: Resampling,
     plans: dict[str, list[Any]] | None = None,
 ) -> float:
     """Fill `out` with the judge's and the paired human accuracy over the splits (the
     resampled figures left empty); the judge's mean balanced accuracy. `plans`: see
     `_run_batches`."""
+    r = resampling
     n_units = P.shape[0]
     units = _Units(P)
 
@@ -606,52 +776,39 @@ def _judge_observed(
         return None if codes_only else units.broadcast(m * per_rep), C
 
     judge_acc, human_acc = _run_batches(
-        observed, n_splits, 1, rng, top_fraction, n_units,
+        observed, r.n_splits, 1, rng, r.top_fraction, n_units,
         plan=None if plans is None else plans["observed"],
     )  # fmt: skip
     acc = float(judge_acc.mean())
-    out.update(
-        {
-            "balanced_accuracy": acc,
-            "split_sd": json_float(judge_acc.std(ddof=1)) if n_splits > 1 else None,
-            "split_low": json_float(np.quantile(judge_acc, 0.025)),
-            "split_high": json_float(np.quantile(judge_acc, 0.975)),
-            "human_same_splits": float(human_acc.mean()),
-            "difference": float(acc - human_acc.mean()),
-            "confidence": confidence,
-            "n_bootstrap": n_bootstrap,
-            "splits_per_resample": splits_per_resample,
-            "ci_low": None,
-            "ci_high": None,
-            "difference_ci_low": None,
-            "difference_ci_high": None,
-            "n_permutations": n_permutations,
-            "null_mean": None,
-            "p_value": None,
-        }
-    )
+    out.balanced_accuracy = acc
+    out.split_sd = json_float(judge_acc.std(ddof=1)) if r.n_splits > 1 else None
+    out.split_low = json_float(np.quantile(judge_acc, 0.025))
+    out.split_high = json_float(np.quantile(judge_acc, 0.975))
+    out.human_same_splits = float(human_acc.mean())
+    out.difference = float(acc - human_acc.mean())
+    out.confidence = r.confidence
+    out.n_bootstrap = r.n_bootstrap
+    out.splits_per_resample = r.splits_per_resample
+    out.n_permutations = r.n_permutations
     return acc
 
 
 def _judge_resampling(
-    out: dict[str, Any],
+    out: JudgeConsistency,
     *,
     P: np.ndarray,
     codes: np.ndarray,
     rng: np.random.Generator,
     acc: float,
-    top_fraction: float,
-    n_bootstrap: int,
-    n_permutations: int,
-    splits_per_resample: int,
-    confidence: float,
+    resampling: Resampling,
     plans: dict[str, list[Any]] | None = None,
 ) -> None:
     """Fill `out` with the bootstrap CIs over units and the permutation p-value. `plans`:
     see `_run_batches`."""
+    r = resampling
     n_units = P.shape[0]
     units = _Units(P)
-    if n_bootstrap > 0:
+    if r.n_bootstrap > 0:
 
         def resampled(
             g: np.random.Generator, m: int, per_rep: int, codes_only: bool
@@ -660,12 +817,12 @@ def _judge_resampling(
             return None if codes_only else units.take(idx), codes[idx]
 
         bj, bh = _run_batches(
-            resampled, n_bootstrap, splits_per_resample, rng, top_fraction, n_units,
+            resampled, r.n_bootstrap, r.splits_per_resample, rng, r.top_fraction, n_units,
             plan=None if plans is None else plans["bootstrap"],
         )  # fmt: skip
-        out["ci_low"], out["ci_high"] = _interval(bj, confidence)
-        out["difference_ci_low"], out["difference_ci_high"] = _interval(bj - bh, confidence)
-    if n_permutations > 0:
+        out.ci_low, out.ci_high = _interval(bj, r.confidence)
+        out.difference_ci_low, out.difference_ci_high = _interval(bj - bh, r.confidence)
+    if r.n_permutations > 0:
 
         def permuted(
             g: np.random.Generator, m: int, per_rep: int, codes_only: bool
@@ -675,11 +832,11 @@ def _judge_resampling(
             return None if codes_only else units.broadcast(m * per_rep), C
 
         null, _ = _run_batches(
-            permuted, n_permutations, splits_per_resample, rng, top_fraction, n_units,
+            permuted, r.n_permutations, r.splits_per_resample, rng, r.top_fraction, n_units,
             human=False, plan=None if plans is None else plans["permutations"],
         )  # fmt: skip
-        out["null_mean"] = json_float(null.mean())
-        out["p_value"] = float((1 + np.sum(null >= acc - 1e-12)) / (1 + n_permutations))
+        out.null_mean = json_float(null.mean())
+        out.p_value = float((1 + np.sum(null >= acc - 1e-12)) / (1 + r.n_permutations))
 
 
 def _judge_ceiling(
@@ -687,35 +844,19 @@ def _judge_ceiling(
     judge: pd.Series,
     metric: str,
     *,
-    rows: Rows,
-    top_fraction: float,
-    n_splits: int,
-    n_bootstrap: int,
-    splits_per_resample: int,
-    confidence: float,
-    seed: int,
+    resampling: Resampling,
     ceiling_cache: dict[Any, Any] | None,
 ) -> dict[str, Any]:
     """The human-human consistency on the judged ideas, from `ceiling_cache` when another
     judge with the same ideas and settings has computed it."""
     ideas = np.sort(judge.index.astype(str).to_numpy())
-    key = (
-        metric, rows, top_fraction, n_splits, n_bootstrap, splits_per_resample,
-        confidence, seed, hashlib.sha256("\x1f".join(ideas).encode()).hexdigest(),
-    )  # fmt: skip
+    # No permutations: the ceiling is shown with its interval, not tested.
+    r = replace(resampling, n_permutations=0)
+    key = (metric, r, hashlib.sha256("\x1f".join(ideas).encode()).hexdigest())
     cache = ceiling_cache if ceiling_cache is not None else {}
     if key not in cache:
         cache[key] = inter_reviewer_consistency(
-            frame[frame["idea_id"].isin(judge.index)],
-            metric,
-            rows=rows,
-            top_fraction=top_fraction,
-            n_splits=n_splits,
-            n_bootstrap=n_bootstrap,
-            n_permutations=0,
-            splits_per_resample=splits_per_resample,
-            confidence=confidence,
-            seed=seed,
+            frame[frame["idea_id"].isin(judge.index)], metric, **r.keywords()
         )
     return cache[key]
 
@@ -725,119 +866,87 @@ def judge_consistency(
     judge_scores: pd.DataFrame,
     metric: str = "overall",
     *,
-    rows: Rows = "all",
-    top_fraction: float = 0.25,
-    n_splits: int = 1000,
-    n_bootstrap: int = 1000,
-    n_permutations: int = 1000,
-    splits_per_resample: int = 10,
-    confidence: float = 0.95,
-    seed: int = 0,
+    resampling: Resampling = DEFAULT_RESAMPLING,
     ceiling: bool = True,
     ceiling_cache: dict[Any, Any] | None = None,
-) -> dict[str, Any]:
+) -> JudgeConsistency:
     """Si et al.'s consistency metric with the judge in the place of one half of the reviewers.
 
-    Units are those of `consistency.score_matrix` (>= 2 reviews; `rows` as there) whose idea
-    the judge scored. In each split the reviews of every unit are halved exactly as for the
-    human-human figure; the judge's ranking picks the top and bottom `top_fraction` of units
-    (ties at the cut broken at random), half B predicts "top" above its median, and the
-    score is the balanced accuracy, averaged over `n_splits` splits. Half A's picks are
-    scored against the same half B, which gives a paired human-human value and the
-    difference judge - human.
+    Units are those of `consistency.score_matrix` (>= 2 reviews; `resampling.rows` as
+    there) whose idea the judge scored. In each split the reviews of every unit are halved
+    exactly as for the human-human figure; the judge's ranking picks the top and bottom
+    `top_fraction` of units (ties at the cut broken at random), half B predicts "top" above
+    its median, and the score is the balanced accuracy, averaged over `n_splits` splits.
+    Half A's picks are scored against the same half B, which gives a paired human-human
+    value and the difference judge - human.
 
     The bootstrap resamples units (each replicate the mean of `splits_per_resample`
     splits) for CIs of the judge's accuracy and of the paired difference; the permutation
-    null shuffles the judge's scores across units. With `ceiling=True` the human-human
-    value of `inter_reviewer_consistency` on the same units (same seed and settings) is
-    returned under "ceiling"; a ``ceiling_cache`` dict shared by several judges computes it
-    once for each metric, setting and set of judged ideas, and also keeps the splits,
-    resamples and permutations of the units (none depends on the judge), which the next
-    judge of the same units replays instead of drawing and splitting the reviews again.
+    null shuffles the judge's scores across units.
 
-    Returns: metric, rows, n_units, n_reviews, n_selected, n_units_without_judge,
-    top_fraction, seed, n_splits, balanced_accuracy, split_sd, split_low, split_high,
-    confidence, n_bootstrap, splits_per_resample, ci_low, ci_high, human_same_splits,
-    difference, difference_ci_low, difference_ci_high, n_permutations, null_mean, p_value,
-    chance, judge_constant, ceiling (dict or None), reason (None unless not computable).
+    Parameters
+    ----------
+    frame
+        The review frame (module text).
+    judge_scores
+        One judge run's scores (module text); only `metric`'s rows are read.
+    metric
+        The review-form metric compared.
+    resampling
+        Rows, top fraction, splits, bootstrap, permutations, confidence and seed.
+    ceiling
+        Also compute the human-human value of `inter_reviewer_consistency` on the same
+        units with the same options (its `n_permutations` 0).
+    ceiling_cache
+        A dict shared by several judges: the ceiling is computed once for each metric,
+        options and set of judged ideas, and the splits, resamples and permutations of the
+        units (none depends on the judge) are recorded by the first judge and replayed by
+        the next ones instead of drawn again.
+
+    Returns
+    -------
+    JudgeConsistency
+        The figures; `reason` says why they could not be computed (too few units).
     """
-    _check_confidence(confidence)
-    if not 0 < top_fraction <= 0.5:
-        raise ValueError("top_fraction must be in (0, 0.5]")
-    if n_splits < 1 or splits_per_resample < 1:
-        raise ValueError("n_splits and splits_per_resample must be >= 1")
+    r = resampling
     judge = judge_idea_scores(judge_scores, metric)
-    P, unit_ideas, has_judge = _judged_units(frame, judge, metric, rows, ceiling_cache)
+    P, unit_ideas, has_judge = _judged_units(frame, judge, metric, r.rows, ceiling_cache)
     n_units = P.shape[0]
     J = judge.reindex(unit_ideas).to_numpy(float)
-    k = int(np.floor(top_fraction * n_units))
-    out: dict[str, Any] = {
-        "metric": metric,
-        "rows": rows,
-        "n_units": int(n_units),
-        "n_reviews": int(np.sum(~np.isnan(P))),
-        "n_selected": 2 * k,
-        "n_units_without_judge": int((~has_judge).sum()),
-        "top_fraction": top_fraction,
-        "seed": seed,
-        "n_splits": n_splits,
-        "chance": 0.5,
-        "judge_constant": bool(n_units > 0 and np.ptp(J) == 0),
-        "ceiling": None,
-        "reason": None,
-    }
+    k = int(np.floor(r.top_fraction * n_units))
+    out = JudgeConsistency(
+        metric=metric,
+        rows=r.rows,
+        n_units=int(n_units),
+        n_reviews=int(np.sum(~np.isnan(P))),
+        n_selected=2 * k,
+        n_units_without_judge=int((~has_judge).sum()),
+        top_fraction=r.top_fraction,
+        seed=r.seed,
+        n_splits=r.n_splits,
+        chance=0.5,
+        judge_constant=bool(n_units > 0 and np.ptp(J) == 0),
+        ceiling=None,
+        reason=None,
+    )
     if k < 1:
-        reason = _too_few_judged_units(n_units, top_fraction)
-        return {**out, "balanced_accuracy": None, "reason": reason}
+        out.reason = _too_few_judged_units(n_units, r.top_fraction)
+        return out
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(r.seed)
     codes = np.unique(np.round(J, _TIE_DECIMALS), return_inverse=True)[1].astype(float)
-    # The splits, resamples and permutations of units do not depend on the judge: the
-    # first judge of these units and settings records them, the next ones replay them.
+    # The splits, resamples and permutations of units do not depend on the judge (nor on
+    # the confidence level): the first judge of these units and options records them, the
+    # next ones replay them.
     cache = ceiling_cache if ceiling_cache is not None else {}
-    plan_key = ("splits", metric, rows, top_fraction, n_splits, n_bootstrap, n_permutations,
-                splits_per_resample, seed, _units_digest(P, unit_ideas))  # fmt: skip
+    plan_key = ("splits", replace(r, confidence=0.5), _units_digest(P, unit_ideas))
     plans = cache.get(plan_key) or {"observed": [], "bootstrap": [], "permutations": []}
-    acc = _judge_observed(
-        out,
-        P=P,
-        codes=codes,
-        rng=rng,
-        top_fraction=top_fraction,
-        n_splits=n_splits,
-        n_bootstrap=n_bootstrap,
-        n_permutations=n_permutations,
-        splits_per_resample=splits_per_resample,
-        confidence=confidence,
-        plans=plans,
-    )
-    _judge_resampling(
-        out,
-        P=P,
-        codes=codes,
-        rng=rng,
-        acc=acc,
-        top_fraction=top_fraction,
-        n_bootstrap=n_bootstrap,
-        n_permutations=n_permutations,
-        splits_per_resample=splits_per_resample,
-        confidence=confidence,
-        plans=plans,
-    )
+    acc = _judge_observed(out, P=P, codes=codes, rng=rng, resampling=r, plans=plans)
+    _judge_resampling(out, P=P, codes=codes, rng=rng, acc=acc, resampling=r, plans=plans)
     cache.setdefault(plan_key, plans)
     if ceiling:
-        out["ceiling"] = _judge_ceiling(
-            frame,
-            judge,
-            metric,
-            rows=rows,
-            top_fraction=top_fraction,
-            n_splits=n_splits,
-            n_bootstrap=n_bootstrap,
-            splits_per_resample=splits_per_resample,
-            confidence=confidence,
-            seed=seed,
-            ceiling_cache=ceiling_cache,
+        out.ceiling = _judge_ceiling(
+            frame, judge, metric, resampling=r, ceiling_cache=ceiling_cache
         )
     return out
 
@@ -863,12 +972,20 @@ def judge_pair_preferences(judge_pairs: pd.DataFrame) -> pd.DataFrame:
     """The judge's preference per (dimension, pair), summed over both orders and rounds.
 
     Each parseable verdict scores +1 for the winner's side, 0 for a tie (the
-    scientific-ideation-eval benchmark's summation); the preference is the side with the positive margin, "tie" at 0 (which is
-    also what a verdict that flips with the order gives). Pairs whose every verdict was
-    unparseable have no preference and are left out.
+    scientific-ideation-eval benchmark's summation); the preference is the side with the
+    positive margin, "tie" at 0 (which is also what a verdict that flips with the order
+    gives). Pairs whose every verdict was unparseable have no preference and are left out.
 
-    Columns: dimension, x, y, margin (x wins - y wins), n_verdicts, n_unparseable,
-    preference in {"x", "y", "tie"}.
+    Parameters
+    ----------
+    judge_pairs
+        One judge run's pairwise outcomes (module text).
+
+    Returns
+    -------
+    pandas.DataFrame
+        dimension, x, y, margin (x wins - y wins), n_verdicts, n_unparseable, preference
+        in {"x", "y", "tie"}.
     """
     _validate_pairs(judge_pairs, JUDGE_PAIR_COLUMNS, "judge_pairs")
     bad = set(judge_pairs["verdict"].dropna()) - set(VERDICTS)
@@ -898,7 +1015,15 @@ def judge_pair_preferences(judge_pairs: pd.DataFrame) -> pd.DataFrame:
 def human_pair_winners(human_pairs: pd.DataFrame) -> pd.DataFrame:
     """Reviewers' pair ratings in canonical orientation.
 
-    Columns: reviewer_id, dimension, x, y, winner in {"x", "y", "tie"}.
+    Parameters
+    ----------
+    human_pairs
+        The reviewers' pair ratings (module text).
+
+    Returns
+    -------
+    pandas.DataFrame
+        reviewer_id, dimension, x, y, winner in {"x", "y", "tie"}.
     """
     _validate_pairs(human_pairs, HUMAN_PAIR_COLUMNS, "human_pairs")
     bad = set(human_pairs["choice"].dropna()) - set(CHOICES)
@@ -936,7 +1061,17 @@ def symmetric_kappa(first: Sequence[str], second: Sequence[str]) -> float | None
     (through the marginals). Counting every item once as is and once with x and y swapped
     makes the marginals of x and y equal and the value independent of the labelling;
     observed agreement is unchanged. Equals sklearn's cohen_kappa_score on the doubled
-    lists. None when expected agreement is 1 (every label the same).
+    lists.
+
+    Parameters
+    ----------
+    first, second
+        Labels of the same items, in the same order.
+
+    Returns
+    -------
+    float or None
+        Kappa; None when expected agreement is 1 (every label the same).
     """
     f = list(first) + [_SWAP[v] for v in first]
     s = list(second) + [_SWAP[v] for v in second]
@@ -954,8 +1089,17 @@ def symmetric_kappa(first: Sequence[str], second: Sequence[str]) -> float | None
 def label_agreement(first: Sequence[str], second: Sequence[str]) -> dict[str, Any]:
     """Accuracy and symmetric kappa of two label lists, with ties and with tied items dropped.
 
-    Returns {n, with_ties: {n, accuracy, kappa}, without_ties: {n, n_dropped, accuracy,
-    kappa}, confusion: 3 x 3 counts (rows first, columns second, order LABELS), labels}.
+    Parameters
+    ----------
+    first, second
+        Labels in {"x", "y", "tie"} of the same items, in the same order.
+
+    Returns
+    -------
+    dict
+        {n, with_ties: {n, accuracy, kappa}, without_ties: {n, n_dropped, accuracy,
+        kappa}, confusion: 3 x 3 counts (rows first, columns second, order LABELS),
+        labels}.
     """
     f, s = np.asarray(first, dtype=object), np.asarray(second, dtype=object)
     n = len(f)
@@ -1031,9 +1175,25 @@ def pairwise_agreement(
     - human_human: for pairs rated by >= 2 reviewers, every unordered pair of those
       reviewers is one item; judge_on_same_pairs is the judge against each rating of the
       same pairs, so the two are on equal footing.
-    Each item block is `label_agreement` (accuracy and symmetric kappa, with and without
-    ties) plus its n. Ratings of pairs the judge never compared are counted in
-    n_ratings_unmatched.
+
+    Parameters
+    ----------
+    judge_pairs
+        One judge run's pairwise outcomes (module text).
+    human_pairs
+        The reviewers' pair ratings; None: no comparison with ratings.
+    frame
+        The review frame; None: no comparison with review means.
+    dimensions
+        The dimensions compared; None: every dimension the judge compared.
+
+    Returns
+    -------
+    dict
+        {"dimensions", "by_dimension": {dimension: {vs_human_ratings, vs_human_means,
+        human_human, ...}}}; each item block is `label_agreement`'s dict plus its n, or a
+        reason when it cannot be computed. Ratings of pairs the judge never compared are
+        counted in n_ratings_unmatched.
     """
     prefs_all = judge_pair_preferences(judge_pairs)
     winners_all = human_pair_winners(human_pairs) if human_pairs is not None else None
@@ -1108,25 +1268,98 @@ def _top_probability(values: np.ndarray, k: int) -> np.ndarray:
     return p
 
 
+@dataclass(frozen=True)
+class TopKOverlap:
+    """How far one judge's top ideas on one metric are the reviewers' (`top_k_overlap`).
+
+    Attributes
+    ----------
+    metric
+        The metric compared.
+    n_ideas
+        Ideas with both a judge score and a human mean.
+    n_reviews
+        Reviews of those ideas (each once).
+    n_ideas_without_judge, n_ideas_without_reviews
+        Ideas reviewed but not judged, and judged but not reviewed (left out).
+    k
+        Size of each top set used; `k_requested` is what was asked (a share or a count).
+    overlap
+        Expected number of ideas in both top sets over the tie-breaking draws; None when
+        not computable (`reason` says why).
+    share
+        ``overlap / k``.
+    expected_by_chance
+        ``k * k / n_ideas``, the overlap of two independent random k-sets.
+    lift
+        ``overlap / expected_by_chance``.
+    p_value
+        Hypergeometric P(overlap >= observed, rounded down) under random selection.
+    n_tied_at_cut_judge, n_tied_at_cut_human
+        Ideas whose place in the top set was decided by a tie at the cut.
+    ideas
+        Every idea with a chance to be in either top set: idea_id, judge_score,
+        human_mean, p_judge_top, p_human_top.
+    reason
+        Why the overlap cannot be computed; None when it was.
+    """
+
+    metric: str
+    n_ideas: int
+    n_reviews: int
+    n_ideas_without_judge: int
+    n_ideas_without_reviews: int
+    k: int
+    k_requested: float | int
+    overlap: float | None
+    share: float | None = None
+    expected_by_chance: float | None = None
+    lift: float | None = None
+    p_value: float | None = None
+    n_tied_at_cut_judge: int | None = None
+    n_tied_at_cut_human: int | None = None
+    ideas: list[dict[str, Any]] | None = None
+    reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the report; one not computed stops at `overlap` (None)
+        beside its `reason`."""
+        names = [f.name for f in fields(self)]
+        if self.overlap is None:
+            names = [*names[: names.index("overlap") + 1], "reason"]
+        return {name: getattr(self, name) for name in names}
+
+
 def top_k_overlap(
     frame: pd.DataFrame,
     judge_scores: pd.DataFrame,
     metric: str = "overall",
     *,
     k: float | int = 0.25,
-) -> dict[str, Any]:
+) -> TopKOverlap:
     """How many of the humans' k best ideas are among the judge's k best (Si et al. Table 12).
 
-    Ideas with both a judge score and a human mean take part (n). `k` below 1 is a share
-    of n (floored, at least 1), an integer >= 1 a count. Ties at the cut are broken at
-    random, and the overlap reported is its expectation over those draws (so it can be
-    fractional). Chance is k*k/n (two independent random k-sets); p is the hypergeometric
-    P(overlap >= observed, rounded down) under random selection.
+    Ideas with both a judge score and a human mean take part (n). Ties at the cut are
+    broken at random, and the overlap reported is its expectation over those draws (so it
+    can be fractional). Chance is k*k/n (two independent random k-sets); p is the
+    hypergeometric P(overlap >= observed, rounded down) under random selection.
 
-    Returns: metric, n_ideas, k, overlap, share (overlap / k), expected_by_chance, lift
-    (overlap / chance), p_value, n_tied_at_cut_judge, n_tied_at_cut_human, ideas (every idea
-    with a chance to be in either top k: idea_id, judge_score, human_mean, p_judge_top,
-    p_human_top), reason.
+    Parameters
+    ----------
+    frame
+        The review frame (module text).
+    judge_scores
+        One judge run's scores (module text).
+    metric
+        The metric compared.
+    k
+        Below 1 a share of n (floored, at least 1); an integer >= 1 a count.
+
+    Returns
+    -------
+    TopKOverlap
+        The overlap, its chance level and p-value, and the ideas near either cut; its
+        `reason` says why it is None (no common idea, or k not below n).
     """
     common, x, y, info = _common(frame, judge_scores, metric)
     n = len(common)
@@ -1135,9 +1368,11 @@ def top_k_overlap(
     kk = int(k) if k >= 1 else max(1, int(math.floor(k * n)))
     base = {**info, "k": kk, "k_requested": k}
     if n == 0:
-        return {**base, "overlap": None, "reason": "no idea has both a judge and a human score"}
+        return TopKOverlap(
+            **base, overlap=None, reason="no idea has both a judge and a human score"
+        )
     if kk >= n:
-        return {**base, "overlap": None, "reason": f"k = {kk} is not below the {n} ideas"}
+        return TopKOverlap(**base, overlap=None, reason=f"k = {kk} is not below the {n} ideas")
     pj, ph = _top_probability(x, kk), _top_probability(y, kk)
     overlap = float(pj @ ph)
     chance = kk * kk / n
@@ -1152,18 +1387,18 @@ def top_k_overlap(
         }
         for i, a, b, p, q in zip(common[show], x[show], y[show], pj[show], ph[show], strict=True)
     ]
-    return {
+    return TopKOverlap(
         **base,
-        "overlap": overlap,
-        "share": overlap / kk,
-        "expected_by_chance": chance,
-        "lift": overlap / chance,
-        "p_value": json_float(stats.hypergeom.sf(math.floor(overlap + 1e-9) - 1, n, kk, kk)),
-        "n_tied_at_cut_judge": int(((pj > 0) & (pj < 1)).sum()),
-        "n_tied_at_cut_human": int(((ph > 0) & (ph < 1)).sum()),
-        "ideas": ideas,
-        "reason": None,
-    }
+        overlap=overlap,
+        share=overlap / kk,
+        expected_by_chance=chance,
+        lift=overlap / chance,
+        p_value=json_float(stats.hypergeom.sf(math.floor(overlap + 1e-9) - 1, n, kk, kk)),
+        n_tied_at_cut_judge=int(((pj > 0) & (pj < 1)).sum()),
+        n_tied_at_cut_human=int(((ph > 0) & (ph < 1)).sum()),
+        ideas=ideas,
+        reason=None,
+    )
 
 
 # ------------------------------------------------------------------ diagnostics
@@ -1216,11 +1451,25 @@ def judge_diagnostics(
     - first_position_win_rate: share of decisive verdicts won by the idea shown first
       (0.5 = no position bias), with a two-sided binomial p.
     - longer_text_win_rate: share of decisive verdicts between texts of unequal length won
-      by the longer text; lengths from columns len_a / len_b or `lengths` (idea id ->
-      length). Without lengths: None with reason "cannot compute: no text lengths".
+      by the longer text. Without lengths: None with reason "cannot compute: no text
+      lengths".
     - tie_rate and unparseable_rate over all verdicts.
     Direct (`judge_scores`): unparseable_rate over all rows (score NaN).
-    cost_per_idea: total `cost` over distinct ideas judged, per output; needs a cost column.
+
+    Parameters
+    ----------
+    judge_pairs
+        The run's pairwise outcomes (module text), if any.
+    judge_scores
+        The run's scores (module text), if any.
+    lengths
+        Idea id → text length, for pairs without len_a / len_b columns.
+
+    Returns
+    -------
+    dict
+        "pairwise" and/or "direct" blocks as above, each with cost_per_idea (total `cost`
+        over the distinct ideas judged; needs a cost column, else a reason).
     """
     out: dict[str, Any] = {}
     if judge_pairs is not None:
@@ -1342,9 +1591,23 @@ def krippendorff_with_judges(
     their rank in the pooled distribution, so a judge on another scale than the reviewers
     (1-5 against 1-10) should be rescaled first; `outside_human_range` flags it.
 
-    Returns {metric, level, humans: {alpha, n_units, n_values, reason}, judges: {name:
-    {alpha, n_units, n_values, delta (alpha - human alpha), n_judged_ideas,
-    outside_human_range, reason}}}.
+    Parameters
+    ----------
+    frame
+        The review frame (module text).
+    judges
+        Judge name → that run's scores (module text).
+    metric
+        The metric rated.
+    level
+        Krippendorff's level of measurement.
+
+    Returns
+    -------
+    dict
+        {metric, level, humans: {alpha, n_units, n_values, reason}, judges: {name: {alpha,
+        n_units, n_values, delta (alpha - human alpha), n_judged_ideas,
+        outside_human_range, reason}}}.
     """
     validate_frame(frame, [metric], require=("review_id", "idea_id"))
     human = _alpha_block(frame, metric, level)
@@ -1380,6 +1643,93 @@ def krippendorff_with_judges(
 # ------------------------------------------------------------------- one judge run
 
 
+@dataclass(frozen=True)
+class Draws:
+    """The resampling draws a judge's figures used.
+
+    Attributes
+    ----------
+    n_units
+        The frame's (condition, idea) units.
+    n_splits, n_bootstrap, n_permutations, splits_per_resample
+        The draws asked for, scaled down in proportion past ``SCALE_UNITS`` units (as the
+        report's consistency section does).
+    scaled
+        Whether they were scaled down.
+    """
+
+    n_units: int
+    n_splits: int
+    n_bootstrap: int
+    n_permutations: int
+    splits_per_resample: int
+    scaled: bool
+
+    @classmethod
+    def for_units(cls, resampling: Resampling, n_units: int) -> Draws:
+        scale = min(1.0, SCALE_UNITS / max(n_units, 1))
+        return cls(
+            n_units=n_units,
+            n_splits=scaled_draws(resampling.n_splits, n_units),
+            n_bootstrap=scaled_draws(resampling.n_bootstrap, n_units),
+            n_permutations=scaled_draws(resampling.n_permutations, n_units),
+            splits_per_resample=max(1, round(resampling.splits_per_resample * scale)),
+            scaled=n_units > SCALE_UNITS,
+        )
+
+    def applied(self, resampling: Resampling) -> Resampling:
+        """`resampling` with these draws."""
+        return replace(
+            resampling,
+            n_splits=self.n_splits,
+            n_bootstrap=self.n_bootstrap,
+            n_permutations=self.n_permutations,
+            splits_per_resample=self.splits_per_resample,
+        )
+
+
+@dataclass(frozen=True)
+class JudgeAgreement:
+    """Every per-judge figure of this module for one judge run (`judge_agreement`).
+
+    Attributes
+    ----------
+    draws
+        The resampling draws used.
+    absolute
+        `absolute_agreement`'s dict; None without judge scores.
+    consistency
+        Metric → `JudgeConsistency`; None without judge scores.
+    top_k
+        Metric → `TopKOverlap`; None without judge scores.
+    pairwise
+        `pairwise_agreement`'s dict; None without judge pairs.
+    diagnostics
+        `judge_diagnostics`'s dict.
+    """
+
+    draws: Draws
+    absolute: dict[str, Any] | None
+    consistency: dict[str, JudgeConsistency] | None
+    top_k: dict[str, TopKOverlap] | None
+    pairwise: dict[str, Any] | None
+    diagnostics: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the report (a part that was not computed is absent)."""
+        out: dict[str, Any] = {"draws": asdict(self.draws)}
+        if self.absolute is not None:
+            out["absolute"] = self.absolute
+        if self.consistency is not None:
+            out["consistency"] = {m: c.as_dict() for m, c in self.consistency.items()}
+        if self.top_k is not None:
+            out["top_k"] = {m: t.as_dict() for m, t in self.top_k.items()}
+        if self.pairwise is not None:
+            out["pairwise"] = self.pairwise
+        out["diagnostics"] = self.diagnostics
+        return out
+
+
 def judge_agreement(
     frame: pd.DataFrame,
     *,
@@ -1388,69 +1738,80 @@ def judge_agreement(
     human_pairs: pd.DataFrame | None = None,
     metrics: Sequence[str] | None = None,
     lengths: Mapping[Any, float] | pd.Series | None = None,
-    rows: Rows = "all",
-    top_fraction: float = 0.25,
+    resampling: Resampling = DEFAULT_RESAMPLING,
     top_k: float | int = 0.25,
-    n_splits: int = 1000,
-    n_bootstrap: int = 1000,
-    n_permutations: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
     ceiling_cache: dict[Any, Any] | None = None,
-) -> dict[str, Any]:
-    """Every per-judge statistic of this module for one judge run, in one JSON-ready dict.
+) -> JudgeAgreement:
+    """Every per-judge statistic of this module for one judge run.
 
-    Keys: draws (the resampling draws used: past ``SCALE_UNITS`` idea units they shrink in
-    proportion, as in the consistency section), absolute, consistency ({metric:
-    judge_consistency}), top_k ({metric: top_k_overlap}) when `judge_scores` is given (a
-    pairwise run passes its per-idea ratings there); pairwise when `judge_pairs` is given;
-    diagnostics always. Krippendorff's alpha pools several judges and is computed by
-    `krippendorff_with_judges`. Pass one ``ceiling_cache`` dict for all judges of a report
-    so the human ceiling is computed once per metric.
+    Krippendorff's alpha pools several judges and is computed by
+    `krippendorff_with_judges`.
+
+    Parameters
+    ----------
+    frame
+        The review frame (module text).
+    judge_scores
+        The run's scores (module text); a pairwise run passes its per-idea ratings here.
+    judge_pairs
+        The run's pairwise outcomes (module text).
+    human_pairs
+        The reviewers' pair ratings, compared with `judge_pairs`.
+    metrics
+        The metrics compared; None: every judged metric that is a frame column.
+    lengths
+        Text length per idea, for the diagnostics' length bias.
+    resampling
+        The draws asked for, before scaling (`Draws`), and the other options of the
+        consistency figures; its seed and confidence also serve the correlations.
+    top_k
+        The share (or number) of top ideas `top_k_overlap` compares.
+    ceiling_cache
+        One dict for all judges of a report, so the human ceiling is computed once per
+        metric (`judge_consistency`).
+
+    Returns
+    -------
+    JudgeAgreement
+        The absolute agreement, consistency and top-k overlap per metric when
+        `judge_scores` is given, the pairwise agreement when `judge_pairs` is given, the
+        diagnostics always.
     """
     n_units = int(frame.groupby(["condition", "idea_id"]).ngroups)
-    draws = {
-        "n_units": n_units,
-        "n_splits": scaled_draws(n_splits, n_units),
-        "n_bootstrap": scaled_draws(n_bootstrap, n_units),
-        "n_permutations": scaled_draws(n_permutations, n_units),
-        "splits_per_resample": max(1, round(10 * min(1.0, SCALE_UNITS / max(n_units, 1)))),
-    }
-    draws["scaled"] = n_units > SCALE_UNITS
-    out: dict[str, Any] = {"draws": draws}
+    draws = Draws.for_units(resampling, n_units)
+    scaled = draws.applied(resampling)
+    absolute = consistency = top = None
     if judge_scores is not None:
         used = _metrics_to_use(frame, judge_scores, metrics)
-        out["absolute"] = absolute_agreement(
+        absolute = absolute_agreement(
             frame,
             judge_scores,
             used,
-            n_bootstrap=draws["n_bootstrap"],
-            confidence=confidence,
-            seed=seed,
+            n_bootstrap=draws.n_bootstrap,
+            confidence=resampling.confidence,
+            seed=resampling.seed,
         )
-        out["consistency"] = {
+        consistency = {
             m: judge_consistency(
-                frame,
-                judge_scores,
-                m,
-                rows=rows,
-                top_fraction=top_fraction,
-                n_splits=draws["n_splits"],
-                n_bootstrap=draws["n_bootstrap"],
-                n_permutations=draws["n_permutations"],
-                splits_per_resample=draws["splits_per_resample"],
-                confidence=confidence,
-                seed=seed,
-                ceiling_cache=ceiling_cache,
+                frame, judge_scores, m, resampling=scaled, ceiling_cache=ceiling_cache
             )
             for m in used
         }
-        out["top_k"] = {m: top_k_overlap(frame, judge_scores, m, k=top_k) for m in used}
-    if judge_pairs is not None:
-        out["pairwise"] = pairwise_agreement(
+        top = {m: top_k_overlap(frame, judge_scores, m, k=top_k) for m in used}
+    pairwise = (
+        None
+        if judge_pairs is None
+        else pairwise_agreement(
             judge_pairs, human_pairs=human_pairs, frame=frame, dimensions=metrics
         )
-    out["diagnostics"] = judge_diagnostics(
-        judge_pairs=judge_pairs, judge_scores=judge_scores, lengths=lengths
     )
-    return out
+    return JudgeAgreement(
+        draws=draws,
+        absolute=absolute,
+        consistency=consistency,
+        top_k=top,
+        pairwise=pairwise,
+        diagnostics=judge_diagnostics(
+            judge_pairs=judge_pairs, judge_scores=judge_scores, lengths=lengths
+        ),
+    )

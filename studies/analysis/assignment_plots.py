@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from .plots import PALETTE, _svg, plt
+from .plots import PALETTE, _svg, pyplot
 
 
 def _bars(ax: Any, levels: list[int], series: Mapping[str, Counter[int]]) -> None:
@@ -38,7 +38,7 @@ def load_plot(summary: Mapping[str, Any]) -> str:
     rows = summary["reviewers"]
     asked = Counter(r["load_min"] for r in rows)
     got = Counter(r["assigned"] for r in rows)
-    fig, ax = plt.subplots(figsize=(3.6, 2.4))
+    fig, ax = pyplot().subplots(figsize=(3.6, 2.4))
     _bars(ax, sorted(set(asked) | set(got)) or [0], {"asked for": asked, "assigned": got})
     ax.set_xlabel("ideas per reviewer")
     ax.set_ylabel("reviewers")
@@ -47,7 +47,7 @@ def load_plot(summary: Mapping[str, Any]) -> str:
 
 def reviews_per_idea_plot(summary: Mapping[str, Any]) -> str:
     hist = Counter({k: n for k, n in summary["reviews_per_idea"]})
-    fig, ax = plt.subplots(figsize=(3.6, 2.4))
+    fig, ax = pyplot().subplots(figsize=(3.6, 2.4))
     _bars(ax, sorted(hist) or [0], {"ideas": hist})
     ax.set_xlabel("reviews per idea")
     ax.set_ylabel("ideas")
@@ -60,7 +60,7 @@ def conditions_plot(summary: Mapping[str, Any]) -> str:
         c: Counter(r["conditions"][k] for r in summary["reviewers"]) for k, c in enumerate(conds)
     }
     levels = sorted({x for counts in series.values() for x in counts}) or [0]
-    fig, ax = plt.subplots(figsize=(3.6, 2.4))
+    fig, ax = pyplot().subplots(figsize=(3.6, 2.4))
     _bars(ax, levels, series)
     ax.set_xlabel("ideas of the condition per reviewer")
     ax.set_ylabel("reviewers")
@@ -69,7 +69,7 @@ def conditions_plot(summary: Mapping[str, Any]) -> str:
 
 def topic_choice_plot(summary: Mapping[str, Any]) -> str:
     use = summary["topic_choice"]
-    fig, ax = plt.subplots(figsize=(3.6, 1.6))
+    fig, ax = pyplot().subplots(figsize=(3.6, 1.6))
     labels = ["first choice", "second choice"]
     values = [use["first"], use["second"]]
     ax.barh(labels, values, color=PALETTE[:2])

@@ -11,13 +11,12 @@ Which rows count is a parameter because it moves the number:
 
 - `rows="all"` (default): every review x condition row, each (condition, idea) a unit.
   An idea in two conditions is two units carrying copies of the same reviews, as in the
-  released data, whose per-condition idea ids differ. This is the reading that gives
-  ~56.5 % on the 337 si2024 rows (147 units), next to the paper's 56.1 %.
-- `rows="unique"`: each review once, units are `idea_id` (129 si2024 ideas, 296
-  reviews); gives ~55.3 % on si2024.
+  released data, whose per-condition idea ids differ. This is the reading that comes
+  nearest the paper's figure on si2024 (docs/measurements.md, "Split-half consistency").
+- `rows="unique"`: each review once, units are `idea_id`.
 
 (All rows with merged idea ids would put both copies of a review inside one idea and
-let a review agree with itself, ~58.6 %; that combination is not offered.)
+let a review agree with itself, inflating the figure; that combination is not offered.)
 
 Everything runs on a padded units x reviews matrix so that many splits, bootstrap
 resamples and permutations are a handful of array operations.
@@ -25,6 +24,7 @@ resamples and permutations are a handful of array operations.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -33,6 +33,58 @@ import pandas as pd
 from .frame import json_float, unique_reviews, validate_frame
 
 Rows = Literal["all", "unique"]
+
+
+@dataclass(frozen=True)
+class Resampling:
+    """How a split-half consistency figure is drawn and resampled, as one value.
+
+    Parameters
+    ----------
+    rows
+        Which rows count: ``"all"`` (every review x condition row, each (condition, idea)
+        a unit) or ``"unique"`` (each review once, units are ideas); see the module text.
+    top_fraction
+        The share of units picked as top, and as bottom, by one half, in (0, 0.5].
+    n_splits
+        Random halvings of every unit's reviews averaged for the estimate (>= 1).
+    n_bootstrap
+        Bootstrap resamples of units for the confidence intervals (0: none).
+    n_permutations
+        Shuffles of the scores across units for the permutation null (0: none).
+    splits_per_resample
+        Splits averaged within one bootstrap or permutation replicate (>= 1).
+    confidence
+        Level of the percentile intervals, in (0, 1).
+    seed
+        Seed of every random draw; the same seed and options give the same figures.
+    """
+
+    rows: Rows = "all"
+    top_fraction: float = 0.25
+    n_splits: int = 1000
+    n_bootstrap: int = 1000
+    n_permutations: int = 1000
+    splits_per_resample: int = 10
+    confidence: float = 0.95
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.rows not in ("all", "unique"):
+            raise ValueError(f"rows must be 'all' or 'unique', not {self.rows!r}")
+        if not 0 < self.confidence < 1:
+            raise ValueError("confidence must be in (0, 1)")
+        if not 0 < self.top_fraction <= 0.5:
+            raise ValueError("top_fraction must be in (0, 0.5]")
+        if self.n_splits < 1 or self.splits_per_resample < 1:
+            raise ValueError("n_splits and splits_per_resample must be >= 1")
+        if self.n_bootstrap < 0 or self.n_permutations < 0:
+            raise ValueError("n_bootstrap and n_permutations must be >= 0")
+
+    def keywords(self) -> dict[str, Any]:
+        """The options as the keyword arguments of `inter_reviewer_consistency`."""
+        return asdict(self)
+
 
 # Scores closer than this count as tied; far below any gap between means of 1-10 scores.
 _TIE_DECIMALS = 9
@@ -269,12 +321,27 @@ def inter_reviewer_consistency(
     cost of a slightly wider null and CI (conservative). p = (1 + #null >= observed) /
     (1 + n_permutations). Set n_bootstrap or n_permutations to 0 to skip them.
 
-    Returns a JSON-ready dict with keys: metric, rows, n_units, n_reviews, n_selected,
-    top_fraction, seed, balanced_accuracy (mean over splits, 0-1), n_splits, split_sd,
-    split_low, split_high (2.5 / 97.5 percentiles of single splits), confidence,
-    n_bootstrap, splits_per_resample, ci_low, ci_high (percentile bootstrap over units),
-    n_permutations, null_mean, null_sd, p_value, chance (0.5). `splits_out`, when given,
-    receives the accuracy of each split.
+    Parameters
+    ----------
+    df
+        The review frame (`frame.py`).
+    metric
+        The metric whose scores are split.
+    rows, top_fraction, n_splits, n_bootstrap, n_permutations
+        As the fields of `Resampling` (``**resampling.keywords()`` passes one).
+    splits_per_resample, confidence, seed
+        As the fields of `Resampling`.
+    splits_out
+        A list that receives the accuracy of each split, when given.
+
+    Returns
+    -------
+    dict
+        JSON-ready: metric, rows, n_units, n_reviews, n_selected, top_fraction, seed,
+        balanced_accuracy (mean over splits, 0-1), n_splits, split_sd, split_low,
+        split_high (2.5 / 97.5 percentiles of single splits), confidence, n_bootstrap,
+        splits_per_resample, ci_low, ci_high (percentile bootstrap over units),
+        n_permutations, null_mean, null_sd, p_value, chance (0.5).
     """
     if n_splits < 1:
         raise ValueError("n_splits must be >= 1")

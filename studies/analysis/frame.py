@@ -13,7 +13,7 @@ line and the tests.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,9 @@ ID_COLUMNS: tuple[str, ...] = (
 #: Per-review descriptors of the review itself; floats with NaN allowed.
 QUALITY_COLUMNS: tuple[str, ...] = ("familiarity", "confidence", "minutes", "rationale_words")
 #: Reviews that failed consent or the no-AI honor code; kept, but reportable.
+Progress = Callable[[int, int, str], None]
+"""A long computation's progress callback: steps done, steps in all, what it is doing."""
+
 FLAG_COLUMN = "flagged"
 #: Every column of the contract other than the metric columns.
 REQUIRED_COLUMNS: tuple[str, ...] = (*ID_COLUMNS, *QUALITY_COLUMNS, FLAG_COLUMN)
@@ -129,3 +132,14 @@ def json_float(x: Any) -> float | None:
 
 def json_int(x: Any) -> int:
     return int(np.asarray(x).item())
+
+
+def plain_value(v: Any) -> Any:
+    """A numpy or pandas scalar as the plain Python value JSON takes."""
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if v is pd.NA or v is pd.NaT:
+        return None
+    return v

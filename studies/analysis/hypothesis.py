@@ -65,7 +65,7 @@ from scipy import special
 
 from .frame import has_reviewer_ids, json_float, ordered_conditions, validate_frame
 
-CONFIDENCE = 0.95
+CONFIDENCE_LEVEL = 0.95
 PUBLISHED_CONVENTION = "Si et al. (2024)"
 _REQUIRED = ("idea_id", "condition")
 
@@ -78,7 +78,7 @@ def _t_quantile(q: float, dof: float) -> float:
     return float(special.stdtrit(dof, q))
 
 
-def welch(x: np.ndarray, y: np.ndarray, *, confidence: float = CONFIDENCE) -> dict[str, Any]:
+def welch(x: np.ndarray, y: np.ndarray, *, confidence: float = CONFIDENCE_LEVEL) -> dict[str, Any]:
     """Welch's t-test of mean(x) - mean(y) with the Welch-Satterthwaite df and CI.
 
     The same statistic as `scipy.stats.ttest_ind(x, y, equal_var=False)` (the released
@@ -121,7 +121,7 @@ def welch(x: np.ndarray, y: np.ndarray, *, confidence: float = CONFIDENCE) -> di
     }
 
 
-def one_sample(d: np.ndarray, *, confidence: float = CONFIDENCE) -> dict[str, Any]:
+def one_sample(d: np.ndarray, *, confidence: float = CONFIDENCE_LEVEL) -> dict[str, Any]:
     """One-sample t-test of mean(d) against 0 with its t interval."""
     d = np.asarray(d, float)
     n = len(d)
@@ -167,7 +167,7 @@ def _envelope(
             "n_corrected": len(metrics),
             "columns": ["p_two_sided", "p_two_sided_bonferroni"],
         },
-        "confidence": CONFIDENCE,
+        "confidence": CONFIDENCE_LEVEL,
         "comparisons": [],
     }
 

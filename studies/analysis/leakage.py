@@ -29,13 +29,16 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import sparse
 from scipy.stats import rankdata
+
+if TYPE_CHECKING:
+    from .frame import Progress
 
 __all__ = [
     "STYLE_FEATURES",
@@ -58,7 +61,6 @@ __all__ = [
     "verdict",
 ]
 
-Progress = Callable[[int, int, str], None]
 
 MIN_FOLDS = 2
 DEFAULT_FOLDS = 5

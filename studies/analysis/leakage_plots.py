@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .plots import PALETTE, _svg, plt
+from .plots import PALETTE, _svg, pyplot
 
 __all__ = ["leakage_svg"]
 
@@ -22,7 +22,7 @@ def leakage_svg(results: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     side's AUC with its CI against 0.5 (chance) and 1 (the source is obvious).
     """
     shown = [(label, r) for label, r in results if r.get("auc") is not None]
-    fig, (roc_ax, auc_ax) = plt.subplots(
+    fig, (roc_ax, auc_ax) = pyplot().subplots(
         1, 2, figsize=(6.4, 2.6), gridspec_kw={"width_ratios": [1, 1.15]}
     )
     roc_ax.plot([0, 1], [0, 1], color="#999999", lw=0.8, ls=":")

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .plots import _colors, _svg, plt
+from .plots import _colors, _svg, pyplot
 
 __all__ = ["phase_slopes"]
 
@@ -47,7 +47,7 @@ def phase_slopes(
     """
     colors = _colors(conditions)
     n = len(metrics)
-    fig, axes = plt.subplots(1, n, figsize=(2.3 * n + 0.8, 3.0), sharey=False, squeeze=False)
+    fig, axes = pyplot().subplots(1, n, figsize=(2.3 * n + 0.8, 3.0), sharey=False, squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
         part = ideas[(ideas["metric"] == metric)].dropna(subset=["mean_first", "mean_second"])
         for cond in conditions:

@@ -39,7 +39,7 @@ from scipy import special, stats
 from . import hypothesis as hyp
 from .frame import json_float, validate_frame
 from .mixed import MixedResult, fit_mixed
-from .plan import METHODS, AnalysisPlan, adjust, sided_p
+from .plan import CORRECTIONS, AnalysisPlan, adjust, sided_p
 
 __all__ = [
     "PHASE_TEST",
@@ -61,7 +61,6 @@ __all__ = [
 #: The test name a plan's hypotheses are matched against (a hypothesis with ``test: "*"``
 #: applies to the phase comparison as to every other test).
 PHASE_TEST = "phases"
-CONFIDENCE = 0.95
 SPEARMAN_CI_METHOD = "Fisher z with the Bonett-Wright variance (1 + rho^2/2) / (n - 3)"
 PEARSON_CI_METHOD = "Fisher z, variance 1 / (n - 3)"
 
@@ -508,7 +507,7 @@ class PhaseComparison:
                 "match": self.match.to_dict(),
                 "multiplicity": {
                     "method": self.method,
-                    "method_label": METHODS[self.method],
+                    "method_label": CORRECTIONS[self.method],
                     "alpha": self.alpha,
                     "family_scope": self.family_scope,
                 },
@@ -1127,7 +1126,7 @@ def compare_phases(
     on_disagreement: str = "refuse",
     top_k: int = 10,
     n_moves: int = 5,
-    confidence: float = CONFIDENCE,
+    confidence: float = hyp.CONFIDENCE_LEVEL,
     mixed: bool = True,
     mixed_starts: int = 3,
     seed: int = 0,

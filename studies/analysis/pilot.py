@@ -19,7 +19,7 @@ The bootstrap's re-fits use a dense profiled-REML fit (:class:`DenseReml`, lme4'
 formulation as in :mod:`lmm_sparse`), because a pilot's random-effect levels are few: it
 reaches the same optimum as :func:`lmm_sparse.fit_lmm` (the tests check that) at a small
 fraction of its cost per fit, and hundreds of re-fits are needed. Pilots with more than
-``DENSE_MAX_LEVELS`` levels are re-fitted with :func:`lmm_sparse.fit_lmm` instead.
+``PILOT_DENSE_MAX_LEVELS`` levels are re-fitted with :func:`lmm_sparse.fit_lmm` instead.
 
 Pure module: no Django imports.
 """
@@ -41,7 +41,7 @@ from .frame import has_reviewer_ids, json_float
 from .mixed import fit_mixed, prepare_mixed_data
 from .plan import AnalysisPlan, ComparisonLevel, comparison_level
 from .sizing import (
-    ALTERNATIVES,
+    SIZING_ALTERNATIVES,
     TESTS,
     Design,
     PowerEngine,
@@ -63,10 +63,10 @@ __all__ = [
 ]
 
 #: Above this many random-effect levels the bootstrap re-fits with the sparse engine.
-DENSE_MAX_LEVELS = 1500
+PILOT_DENSE_MAX_LEVELS = 1500
 #: The grouping factors of the pilot's model, by their names in the review frame.
 _GROUPS = {"topic": "topic", "reviewer": "reviewer_id"}
-Progress = Callable[[float, str], None]
+FractionProgress = Callable[[float, str], None]
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,9 @@ class PrimaryHypothesis:
     def __post_init__(self) -> None:
         if self.test not in TESTS:
             raise ValueError(f"test: {self.test!r} is not one of {', '.join(TESTS)}")
-        if self.alternative not in ALTERNATIVES:
+        if self.alternative not in SIZING_ALTERNATIVES:
             raise ValueError(
-                f"alternative: {self.alternative!r} is not one of {', '.join(ALTERNATIVES)}"
+                f"alternative: {self.alternative!r} is not one of {', '.join(SIZING_ALTERNATIVES)}"
             )
         if self.condition == self.baseline:
             raise ValueError("the condition and the baseline must differ")
@@ -304,7 +304,7 @@ def _refit(
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     codes = list(d.codes.values())
-    if sum(int(c.max()) + 1 for c in codes) <= DENSE_MAX_LEVELS:
+    if sum(int(c.max()) + 1 for c in codes) <= PILOT_DENSE_MAX_LEVELS:
         thetas, sigma2, betas, _ = DenseReml(d.X, codes).fit(Y, theta0, progress)
         return thetas, sigma2, betas
     from .lmm_sparse import fit_lmm
@@ -533,7 +533,7 @@ def size_from_pilot(
     max_ideas_per_condition: int = 2000,
     n_starts: int = 3,
     seed: int = 0,
-    progress: Progress | None = None,
+    progress: FractionProgress | None = None,
     plan_level: ComparisonLevel | None = None,
     curve_points: int = 14,
     engine: PowerEngine | None = None,

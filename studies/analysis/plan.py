@@ -30,9 +30,10 @@ import numpy as np
 from scipy import stats
 
 from ..protocol import jsonsafe
+from .quality_rules import FLAG_KINDS, UNITS, ExclusionRule, QualityRules
 
 __all__ = [
-    "METHODS",
+    "CORRECTIONS",
     "HYPOTHESIS_TESTS",
     "PLAN_SCHEMA",
     "TESTS",
@@ -53,7 +54,7 @@ __all__ = [
 
 PLAN_SCHEMA = "ideareview.plan/1"
 #: Multiple-testing methods: name -> label.
-METHODS = {
+CORRECTIONS = {
     "none": "no correction",
     "bonferroni": "Bonferroni",
     "holm": "Holm",
@@ -165,6 +166,8 @@ class AnalysisPlan:
     phase_metrics: tuple[str, ...] = ()
     phase_direction: str = ""
     phase_leave_out: tuple[str, ...] = ()
+    # The quality flags' thresholds and the pre-registered exclusion rules.
+    quality: QualityRules = QualityRules()
 
     def option_overrides(self) -> dict[str, Any]:
         """The report options this plan sets (names as in ``ReportOptions``)."""
@@ -277,6 +280,7 @@ def _direction_problems(
 _TOP_KEYS = {
     "schema", "primary_metrics", "secondary_metrics", "tests", "mixed_model", "hypotheses",
     "multiple_testing", "alpha", "consistency", "agreement", "seed", "primary", "phases",
+    "quality",
 }  # fmt: skip
 
 
@@ -341,6 +345,8 @@ def parse_plan(source: str | bytes | Mapping[str, Any] | None) -> AnalysisPlan:
         field(lambda: kwargs.__setitem__("primary", _primary(data["primary"])))
     if "phases" in data:
         field(lambda: kwargs.update(_phases(data["phases"])))
+    if "quality" in data:
+        field(lambda: kwargs.__setitem__("quality", _quality(data["quality"])))
     if problems:
         raise PlanError(*problems, partial=AnalysisPlan(**kwargs))
     return AnalysisPlan(**kwargs)
@@ -374,6 +380,70 @@ def _primary(value: Any) -> PrimaryTest:
         condition=data["condition"].strip(),
         effect=None if effect is None else float(effect),
         power=float(power),
+    )
+
+
+def _quality(value: Any) -> QualityRules:
+    """The ``quality`` object: the flags' thresholds and the exclusion rules."""
+    data = _object(
+        value,
+        "quality",
+        {
+            "min_minutes",
+            "straight_line_items",
+            "duplicate_cosine",
+            "duplicate_min_words",
+            "exclude",
+        },
+    )
+    problems: list[str] = []
+    default = QualityRules()
+    minutes = data.get("min_minutes", default.min_minutes)
+    if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not minutes >= 0:
+        problems.append(f"quality.min_minutes: minutes, a number of at least 0 (got {minutes!r})")
+    cos = data.get("duplicate_cosine", default.duplicate_cosine)
+    if isinstance(cos, bool) or not isinstance(cos, int | float) or not 0 < cos <= 1:
+        problems.append(f"quality.duplicate_cosine: a number above 0 and at most 1 (got {cos!r})")
+    ints = {}
+    for key in ("straight_line_items", "duplicate_min_words"):
+        try:
+            ints[key] = _int(data.get(key, getattr(default, key)), f"quality.{key}", low=1)
+        except PlanError as exc:
+            problems.extend(exc.problems)
+    rules = []
+    raw = data.get("exclude", [])
+    if not isinstance(raw, list):
+        problems.append("quality.exclude: a list of flag names or {flag, unit} objects")
+        raw = []
+    for i, item in enumerate(raw):
+        where = f"quality.exclude[{i}]"
+        rule = item if isinstance(item, dict) else {"flag": item}
+        unknown = sorted(set(rule) - {"flag", "unit"})
+        flag = rule.get("flag")
+        unit = rule.get("unit", "reviewer" if flag == "gold" else "review")
+        if unknown:
+            problems.append(f"{where}: unknown field(s) {', '.join(unknown)}")
+        elif flag not in FLAG_KINDS:
+            problems.append(f"{where}: {flag!r} is not a flag ({', '.join(FLAG_KINDS)})")
+        elif unit not in UNITS:
+            problems.append(f"{where}.unit: 'review' or 'reviewer', got {unit!r}")
+        elif flag == "gold" and unit != "reviewer":
+            problems.append(
+                f"{where}: a gold review is never analysed; a gold miss can only remove the "
+                "reviewer's reviews (unit 'reviewer')"
+            )
+        elif ExclusionRule(flag, unit) in rules:
+            problems.append(f"{where}: the rule {flag!r} ({unit}) is listed twice")
+        else:
+            rules.append(ExclusionRule(flag, unit))
+    if problems:
+        raise PlanError(*problems)
+    return QualityRules(
+        min_minutes=float(minutes),
+        straight_line_items=ints["straight_line_items"],
+        duplicate_cosine=float(cos),
+        duplicate_min_words=ints["duplicate_min_words"],
+        exclude=tuple(rules),
     )
 
 
@@ -494,8 +564,10 @@ def _multiple_testing(value: Any) -> dict[str, Any]:
     obj = _object(value, "multiple_testing", {"method", "families"})
     out: dict[str, Any] = {}
     method = obj.get("method", "bonferroni")
-    if method not in METHODS:
-        raise PlanError(f"multiple_testing.method: {method!r} is not one of {', '.join(METHODS)}")
+    if method not in CORRECTIONS:
+        raise PlanError(
+            f"multiple_testing.method: {method!r} is not one of {', '.join(CORRECTIONS)}"
+        )
     out["method"] = method
     fams = obj.get("families", "per_comparison")
     if isinstance(fams, str):
@@ -605,6 +677,16 @@ def plan_document(plan: AnalysisPlan) -> dict[str, Any]:
             "direction": plan.phase_direction or "two-sided",
             "leave_out": list(plan.phase_leave_out),
         }
+    if plan.quality != QualityRules():
+        # Only when set, as above: older plans keep their hash.
+        q = plan.quality
+        doc["quality"] = {
+            "min_minutes": q.min_minutes,
+            "straight_line_items": q.straight_line_items,
+            "duplicate_cosine": q.duplicate_cosine,
+            "duplicate_min_words": q.duplicate_min_words,
+            "exclude": [{"flag": r.flag, "unit": r.unit} for r in q.exclude],
+        }
     return doc
 
 
@@ -619,7 +701,7 @@ def plan_hash(plan: AnalysisPlan) -> str:
 
 def adjust(p: Sequence[float], method: str) -> np.ndarray:
     """Adjusted p-values of one family (NaN entries stay NaN and do not count)."""
-    if method not in METHODS:
+    if method not in CORRECTIONS:
         raise PlanError(f"unknown multiple-testing method {method!r}")
     arr = np.asarray(p, dtype=float)
     out = np.full(arr.shape, np.nan)
@@ -727,7 +809,7 @@ def apply_plan(
             families.setdefault(m.family, []).append(m)
     section: dict[str, Any] = {
         "method": plan.method,
-        "method_label": METHODS[plan.method],
+        "method_label": CORRECTIONS[plan.method],
         "alpha": plan.alpha,
         "family_scope": plan.family_scope,
         "families": [],
@@ -792,7 +874,7 @@ class ComparisonLevel:
             "family": self.family,
             "family_size": self.family_size,
             "method": self.method,
-            "method_label": METHODS[self.method],
+            "method_label": CORRECTIONS[self.method],
             "alpha": self.alpha,
             "level": self.level,
             "alternative": self.alternative,

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .plan import METHODS, AnalysisPlan
+from .plan import CORRECTIONS, AnalysisPlan
 
 __all__ = ["STAR_STEPS", "TEST_NAMES", "plan_voice", "stars_for", "planned_summary"]
 
@@ -125,7 +125,7 @@ def plan_voice(
     members = [m for fam in multiplicity.get("families") or [] for m in fam["members"]]
     kind, sided = _sidedness(members, baseline)
     alpha = float(plan.alpha)
-    method = METHODS[plan.method]
+    method = CORRECTIONS[plan.method]
     families = _families_words(plan, multiplicity, baseline)
     stars = {mark: alpha / divisor for mark, divisor in STAR_STEPS}
     published = (
@@ -176,7 +176,7 @@ def _default_voice(n_metrics: int) -> dict[str, Any]:
         "sidedness": "two-sided",
         "sidedness_text": "two-sided",
         "method": "bonferroni",
-        "method_label": METHODS["bonferroni"],
+        "method_label": CORRECTIONS["bonferroni"],
         "family_scope": "per_comparison",
         "families_text": f"over the {n_metrics} metrics",
         "alpha": 0.05,
@@ -200,7 +200,7 @@ def planned_summary(result: Mapping[str, Any], *, test: str, plan: AnalysisPlan)
     return {
         "in_plan": test in plan.tests,
         "method": plan.method,
-        "method_label": METHODS[plan.method],
+        "method_label": CORRECTIONS[plan.method],
         "alpha": float(plan.alpha),
         "alternatives": sorted({r["alternative"] for r in planned}),
         "families": list(dict.fromkeys(r["family"] for r in planned)),

@@ -6,17 +6,14 @@ into the self-contained HTML file, the web page and, later, a PDF.
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import numpy as np
+import pandas as pd
 
 #: Above this many markers in one panel a scatter's markers become one bitmap.
 RASTER_POINTS = 2000
@@ -24,16 +21,30 @@ RASTER_POINTS = 2000
 RASTER_DPI = 200
 
 PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3"]
-plt.rcParams.update(
-    {
-        "svg.fonttype": "none",  # text stays text: searchable, small, crisp
-        "font.size": 9,
-        "axes.spines.top": False,
-        "axes.spines.right": False,
-        "axes.titlesize": 10,
-        "figure.dpi": 100,
-    }
-)
+STYLE = {
+    "svg.fonttype": "none",  # text stays text: searchable, small, crisp
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.titlesize": 10,
+    "figure.dpi": 100,
+}
+
+
+@functools.cache
+def pyplot() -> Any:
+    """matplotlib's pyplot on its file-only backend with the figures' style, imported by the
+    first figure drawn. Every figure of the app (the report's and the judge pages') comes
+    through here, so all share one style. Importing pyplot is one of the costliest imports
+    of the app, which a web or worker process that draws nothing does not pay at start-up
+    (docs/measurements.md)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.style.use(STYLE)
+    return plt
 
 
 def _svg(fig: Any, title: str, *, dpi: float | None = None) -> str:
@@ -47,7 +58,7 @@ def _svg(fig: Any, title: str, *, dpi: float | None = None) -> str:
         metadata={"Date": None, "Title": title},
         dpi=dpi or "figure",
     )
-    plt.close(fig)
+    pyplot().close(fig)
     text = buf.getvalue()
     start = text.find("<svg")
     text = text[start:] if start >= 0 else text
@@ -73,7 +84,7 @@ def score_distributions(
     `lo`-`hi`."""
     colors = _colors(conditions)
     n = len(metrics)
-    fig, axes = plt.subplots(1, n, figsize=(3.0 * n, 2.6), sharey=True, squeeze=False)
+    fig, axes = pyplot().subplots(1, n, figsize=(3.0 * n, 2.6), sharey=True, squeeze=False)
     width = 0.8 / max(len(conditions), 1)
     for ax, metric in zip(axes[0], metrics, strict=True):
         m_lo, m_hi = (scales or {}).get(metric, (lo, hi))
@@ -106,7 +117,7 @@ def topic_means(table: pd.DataFrame, metric: str, conditions: Sequence[str]) -> 
     colors = _colors(conditions)
     t = table[table["metric"] == metric]
     topics = sorted(t["topic"].unique())
-    fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(topics) + 1.0))
+    fig, ax = pyplot().subplots(figsize=(6.4, 0.45 * len(topics) + 1.0))
     offsets = np.linspace(-0.25, 0.25, max(len(conditions), 1))
     for j, cond in enumerate(conditions):
         rows = t[t["condition"] == cond].set_index("topic").reindex(topics)
@@ -138,7 +149,7 @@ def topic_means(table: pd.DataFrame, metric: str, conditions: Sequence[str]) -> 
 def correlation_heatmap(matrix: pd.DataFrame, *, title: str = "") -> str:
     labels = list(matrix.columns)
     values = matrix.to_numpy(dtype=float)
-    fig, ax = plt.subplots(figsize=(0.75 * len(labels) + 1.6, 0.65 * len(labels) + 0.8))
+    fig, ax = pyplot().subplots(figsize=(0.75 * len(labels) + 1.6, 0.65 * len(labels) + 0.8))
     im = ax.imshow(values, vmin=-1, vmax=1, cmap="RdBu_r")
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, rotation=35, ha="right")
@@ -166,7 +177,7 @@ def coefficient_plot(rows: Sequence[Mapping[str, Any]], *, baseline: str) -> str
     """Forest plot of condition effects (vs the baseline) with 95 % CIs, one row per
     metric × condition. `rows` hold metric, term, coef, ci_low, ci_high."""
     rows = [r for r in rows if r.get("coef") is not None]
-    fig, ax = plt.subplots(figsize=(6.4, 0.32 * len(rows) + 1.0))
+    fig, ax = pyplot().subplots(figsize=(6.4, 0.32 * len(rows) + 1.0))
     terms = sorted({r["term"] for r in rows})
     colors = {t: PALETTE[i % len(PALETTE)] for i, t in enumerate(terms)}
     for i, r in enumerate(rows):
@@ -185,7 +196,7 @@ def coefficient_plot(rows: Sequence[Mapping[str, Any]], *, baseline: str) -> str
 def histogram(
     values: Sequence[float], *, xlabel: str, reference: Mapping[str, float] | None = None
 ) -> str:
-    fig, ax = plt.subplots(figsize=(5.0, 2.4))
+    fig, ax = pyplot().subplots(figsize=(5.0, 2.4))
     ax.hist(np.asarray(values, dtype=float), bins=30, color=PALETTE[0], alpha=0.85)
     for i, (label, x) in enumerate((reference or {}).items()):
         ax.axvline(x, color=PALETTE[(i + 1) % len(PALETTE)], ls="--", lw=1, label=label)
@@ -220,7 +231,7 @@ def judge_scatter(
     colors = {j: PALETTE[i % len(PALETTE)] for i, j in enumerate(judges)}
     groups = {key: part for key, part in table.groupby(["metric", "judge"], sort=False)}
     n = len(metrics)
-    fig, axes = plt.subplots(1, n, figsize=(2.9 * n, 2.7), squeeze=False)
+    fig, axes = pyplot().subplots(1, n, figsize=(2.9 * n, 2.7), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
         panel = [groups[(metric, j)] for j in judges if (metric, j) in groups]
         raster = sum(len(part) for part in panel) > RASTER_POINTS
@@ -250,7 +261,7 @@ def agreement_bars(
 
     `rows`: label, cells {metric: {value, ci_low, ci_high}}; `ceiling`: {metric: cell}."""
     rows = [r for r in rows if any((r["cells"].get(m) or {}).get("value") for m in metrics)]
-    fig, ax = plt.subplots(figsize=(max(4.8, 1.3 * len(metrics) + 2.4), 2.9))
+    fig, ax = pyplot().subplots(figsize=(max(4.8, 1.3 * len(metrics) + 2.4), 2.9))
     width = 0.8 / max(len(rows), 1)
     for i, m in enumerate(metrics):
         c = ceiling.get(m) or {}
@@ -295,7 +306,7 @@ def confusion_matrices(blocks: Sequence[Mapping[str, Any]]) -> str:
     if not blocks:
         return ""
     n = len(blocks)
-    fig, axes = plt.subplots(1, n, figsize=(2.6 * n, 2.6), squeeze=False)
+    fig, axes = pyplot().subplots(1, n, figsize=(2.6 * n, 2.6), squeeze=False)
     labels = ["first id", "second id", "tie"]
     for ax, b in zip(axes[0], blocks, strict=True):
         m = np.asarray(b["matrix"], dtype=float)

@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 from .frame import FLAG_COLUMN, ID_COLUMNS, QUALITY_COLUMNS
+from .plan import TESTS
 
 SI2024_LIKE_CONDITIONS: dict[str, float] = {"Human": 0.0, "AI": 0.76, "AI_Rerank": 0.90}
-TESTS = ("by_review", "by_idea", "by_reviewer", "mixed")
 Runner = Callable[[pd.DataFrame], dict[str, float | None]]
 
 

@@ -55,10 +55,11 @@ import scipy.linalg as la
 import scipy.sparse as sp
 from scipy import special, stats
 
+from .plan import TESTS
 from .simulate import Layout, draw_layout
 
 __all__ = [
-    "ALTERNATIVES",
+    "SIZING_ALTERNATIVES",
     "TESTS",
     "Design",
     "MixedLayout",
@@ -72,9 +73,8 @@ __all__ = [
     "smallest_design",
 ]
 
-TESTS = ("by_review", "by_idea", "by_reviewer", "mixed")
 #: The alternative of condition 1 against the baseline: "greater" means condition > baseline.
-ALTERNATIVES = ("two-sided", "greater", "less")
+SIZING_ALTERNATIVES = ("two-sided", "greater", "less")
 #: The ratio between neighbouring idea counts the search tries (after the small counts,
 #: where every integer is tried): finer than the Monte Carlo error of a few hundred reps.
 GRID_RATIO = 1.06
@@ -475,8 +475,8 @@ class PowerEngine:
         """The share of replications (for ``mixed``: the mean over layouts of the exact
         power) in which the test rejects at ``alpha`` in the ``alternative``'s direction.
         A replication whose statistic cannot be computed counts as not rejecting."""
-        if alternative not in ALTERNATIVES:
-            raise ValueError(f"alternative must be one of {', '.join(ALTERNATIVES)}")
+        if alternative not in SIZING_ALTERNATIVES:
+            raise ValueError(f"alternative must be one of {', '.join(SIZING_ALTERNATIVES)}")
         if not 0 < alpha < 1:
             raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
         built = self._prepare(design)

@@ -10,9 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from matplotlib.ticker import FuncFormatter, NullFormatter
-
-from .plots import PALETTE, _svg, plt
+from .plots import PALETTE, _svg, pyplot
 
 __all__ = ["power_curve_svg"]
 
@@ -33,7 +31,7 @@ def power_curve_svg(result: Mapping[str, Any]) -> str:
     design = result.get("design")
     level = float(result.get("level", 0.9))
     best_k = design["reviews_per_idea"] if design else None
-    fig, ax = plt.subplots(figsize=(6.4, 3.3))
+    fig, ax = pyplot().subplots(figsize=(6.4, 3.3))
     for i, k in enumerate(sorted({r["reviews_per_idea"] for r in curve})):
         rows = sorted(
             (r for r in curve if r["reviews_per_idea"] == k), key=lambda r: r["ideas_per_condition"]
@@ -89,6 +87,8 @@ def power_curve_svg(result: Mapping[str, Any]) -> str:
 
 
 def _plain_ticks(axis: Any) -> None:
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     axis.set_minor_formatter(NullFormatter())
 

@@ -205,6 +205,10 @@ class AssignmentResult:
 # --------------------------------------------------------------------------- preparation
 
 
+# A reviewer's groups: {group: (topic rank, or None if only submitted reviews; capacity)}.
+_Eligible = dict[int, tuple[int | None, int]]
+
+
 @dataclass
 class _Group:
     topic: str
@@ -268,8 +272,21 @@ def _prepare(inputs: AssignmentInputs) -> _Prepared:
             problems.append(Problem("input", rev.id, f"reviewer id {rev.id} appears twice"))
         reviewer_index[rev.id] = r
 
-    idea_keys = [institution_keys(idea.institutions) for idea in ideas]
-    reviewer_keys = [institution_keys([rev.institution], [rev.email]) for rev in reviewers]
+    # Many ideas and reviewers share a spelling: each distinct one is normalised once.
+    idea_memo: dict[tuple[str, ...], frozenset[str]] = {}
+    idea_keys = []
+    for idea in ideas:
+        authors = tuple(idea.institutions)
+        if authors not in idea_memo:
+            idea_memo[authors] = institution_keys(authors)
+        idea_keys.append(idea_memo[authors])
+    rev_memo: dict[tuple[str, str], frozenset[str]] = {}
+    reviewer_keys = []
+    for rev in reviewers:
+        spelled = (rev.institution, rev.email)
+        if spelled not in rev_memo:
+            rev_memo[spelled] = institution_keys([rev.institution], [rev.email])
+        reviewer_keys.append(rev_memo[spelled])
 
     groups: list[_Group] = []
     group_lookup: dict[tuple[str, tuple[str, ...]], int] = {}
@@ -318,12 +335,20 @@ def _prepare(inputs: AssignmentInputs) -> _Prepared:
             for k in idea_keys[i]:
                 by_key[k].add(i)
         group_inst.append(by_key)
-    eligible: dict[int, dict[int, tuple[int | None, int]]] = {}
+    eligible: dict[int, _Eligible] = {}
     cond_avail: dict[int, list[str]] = {}
+    # A reviewer with nothing submitted depends only on their topics and institutions:
+    # each such combination is worked out once.
+    plain: dict[tuple[tuple[str, ...], frozenset[str]], tuple[_Eligible, list[str]]] = {}
     for r in active:
         rev, keys = reviewers[r], reviewer_keys[r]
+        combo = (tuple(rev.topics), keys)
+        if combo in plain and r not in fixed_by_reviewer:
+            known_entry, known_avail = plain[combo]
+            eligible[r], cond_avail[r] = dict(known_entry), list(known_avail)
+            continue
         fixed_set = set(fixed_by_reviewer.get(r, ()))
-        entry: dict[int, tuple[int | None, int]] = {}
+        entry: _Eligible = {}
         for rank, topic in enumerate(dict.fromkeys(rev.topics)):
             for g in topic_groups.get(topic, ()):
                 blocked_sets = [group_inst[g][k] for k in keys if k in group_inst[g]]
@@ -342,6 +367,8 @@ def _prepare(inputs: AssignmentInputs) -> _Prepared:
         eligible[r] = entry
         avail = {c for g in entry for c in groups[g].signature}
         cond_avail[r] = [c for c in cond_keys if c in avail]
+        if not fixed_set:
+            plain[combo] = (dict(entry), list(cond_avail[r]))
 
     return _Prepared(
         inputs=inputs,
@@ -376,7 +403,8 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
     params = prep.params
     ideas, reviewers = prep.inputs.ideas, prep.inputs.reviewers
     problems: list[Problem] = []
-    kinds_present = {_kind_of(prep, c) for idea in ideas for c in idea.conditions}
+    # Every idea sits in one group, whose signature is the set of its conditions.
+    kinds_present = {_kind_of(prep, c) for grp in prep.groups for c in grp.signature}
     if params.require_human_and_ai:
         for kind in KINDS:
             if kind not in kinds_present:
@@ -388,13 +416,16 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
                         "must see at least one human and one AI idea",
                     )
                 )
-    study_topics = {idea.topic for idea in ideas}
-    topic_size = Counter(idea.topic for idea in ideas)
+    study_topics = {grp.topic for grp in prep.groups}
+    topic_size: Counter[str] = Counter()
     topic_kinds: dict[str, set[str]] = defaultdict(set)
-    for idea in ideas:
-        topic_kinds[idea.topic].update(_kind_of(prep, c) for c in idea.conditions)
+    for grp in prep.groups:
+        topic_size[grp.topic] += len(grp.ideas)
+        topic_kinds[grp.topic].update(_kind_of(prep, c) for c in grp.signature)
 
-    for i, count in enumerate(prep.fixed_per_idea):
+    group_kinds = [{_kind_of(prep, c) for c in grp.signature} for grp in prep.groups]
+    for i in np.flatnonzero(prep.fixed_per_idea > params.max_reviews).tolist():
+        count = prep.fixed_per_idea[i]
         if count > params.max_reviews:
             problems.append(
                 Problem(
@@ -406,8 +437,17 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
                 )
             )
 
+    # A reviewer with nothing submitted passes or fails these checks on their topics,
+    # institutions and load range alone: a combination that passed once passes again.
+    passed: set[tuple[tuple[str, ...], frozenset[str], int, int]] = set()
     for r in prep.active:
         rev = reviewers[r]
+        shape = None
+        if r not in prep.fixed_by_reviewer:
+            shape = (tuple(rev.topics), prep.reviewer_keys[r], rev.load_min, rev.max_load)
+            if shape in passed:
+                continue
+        found = len(problems)
         fixed_n = len(prep.fixed_by_reviewer.get(r, ()))
         if fixed_n > rev.max_load:
             problems.append(
@@ -432,11 +472,11 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
             )
             continue
         entry = prep.eligible[r]
-        capacity = sum(cap for cap in (c for _, c in entry.values()))
+        capacity = sum(c for _, c in entry.values())
         has_topic_ideas = any(topic_size[t] for t in known)
         topic_word = "only topic" if len(known) == 1 else "topics"
-        inst = _topic_list(sorted(prep.reviewer_keys[r])) or "unknown"
         if capacity == 0 and has_topic_ideas:
+            inst = _topic_list(sorted(prep.reviewer_keys[r])) or "unknown"
             problems.append(
                 Problem(
                     "conflict",
@@ -461,8 +501,9 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
                 )
             )
         if params.require_human_and_ai:
+            offered = set().union(*(group_kinds[g] for g in entry))
             for kind, label in ((HUMAN, "human"), (AI, "AI")):
-                if any(_group_has_kind(prep, g, kind) for g in entry):
+                if kind in offered:
                     continue
                 in_topics = any(kind in topic_kinds[t] for t in known)
                 where = " outside their own institution" if in_topics else ""
@@ -508,6 +549,8 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
                     need - rev.max_load,
                 )
             )
+        if shape is not None and len(problems) == found:
+            passed.add(shape)
 
     problems.extend(_topic_capacity_checks(prep))
     problems.extend(_idea_eligibility_checks(prep))
@@ -518,11 +561,14 @@ def _topic_capacity_checks(prep: _Prepared) -> list[Problem]:
     """Hall-type counting over sets of topics: supply of review slots versus demand."""
     params = prep.params
     ideas, reviewers = prep.inputs.ideas, prep.inputs.reviewers
-    topics = sorted({idea.topic for idea in ideas})
-    n_topic = Counter(idea.topic for idea in ideas)
+    topics = sorted({grp.topic for grp in prep.groups})
+    n_topic: Counter[str] = Counter()
     need_topic: Counter[str] = Counter()
-    for i, idea in enumerate(ideas):
-        need_topic[idea.topic] += max(params.min_reviews, int(prep.fixed_per_idea[i]))
+    for grp in prep.groups:
+        n_topic[grp.topic] += len(grp.ideas)
+        need_topic[grp.topic] += int(
+            np.maximum(prep.fixed_per_idea[grp.ideas], params.min_reviews).sum()
+        )
     bit = {t: 1 << k for k, t in enumerate(topics)}
     # Reviews already submitted outside a reviewer's current topics still count.
     masks = []
@@ -598,20 +644,25 @@ def _idea_eligibility_checks(prep: _Prepared) -> list[Problem]:
         fixed_reviewers[i].add(r)
     key_count: dict[str, Counter[str]] = {t: Counter() for t in by_topic}
     for t, members in by_topic.items():
+        count = key_count[t]
         for r in members:
-            key_count[t].update(prep.reviewer_keys[r])
+            for k in prep.reviewer_keys[r]:
+                count[k] += 1
     problems = []
+    no_keys: Counter[str] = Counter()
     for i, idea in enumerate(ideas):
         candidates = by_topic.get(idea.topic, [])
         keys = prep.idea_keys[i]
-        if len(keys) <= 1:
-            blocked = sum(key_count.get(idea.topic, Counter())[k] for k in keys)
+        if not keys:
+            blocked = 0
+        elif len(keys) == 1:
+            blocked = sum(key_count.get(idea.topic, no_keys)[k] for k in keys)
         else:
             blocked = sum(1 for r in candidates if prep.reviewer_keys[r] & keys)
         # Submitted reviews count even when the reviewer would no longer be eligible.
         extra_fixed = sum(
             1
-            for r in fixed_reviewers[i]
+            for r in fixed_reviewers.get(i, ())
             if idea.topic not in _topics_of(prep, r) or prep.reviewer_keys[r] & keys
         )
         available = len(candidates) - blocked + extra_fixed
@@ -654,6 +705,7 @@ class _Program:
         self.ci: list[int] = []
         self.val: list[float] = []
         self.slacks: list[tuple[int, str, Any, int]] = []  # (column, family, subject, sign)
+        self._matrix: tuple[tuple[int, int, int], sparse.csr_array] | None = None
 
     def var(self, cost: float = 0.0, lb: float = 0.0, ub: float = math.inf, integer=False) -> int:
         self.cost.append(cost)
@@ -683,11 +735,20 @@ class _Program:
         return r
 
     def matrix(self) -> sparse.csr_array:
+        """The constraint matrix; built once per shape (the LP and the integer programs
+        that follow it share one). Callers must not modify it."""
         n, m = len(self.cost), len(self.row_lo)
-        return sparse.csr_array(
-            (np.asarray(self.val, float), (np.asarray(self.ri), np.asarray(self.ci))),
-            shape=(m, n),
-        )
+        key = (n, m, len(self.val))
+        if self._matrix is None or self._matrix[0] != key:
+            built = sparse.csr_array(
+                (
+                    np.asarray(self.val, float),
+                    (np.asarray(self.ri, np.int64), np.asarray(self.ci, np.int64)),
+                ),
+                shape=(m, n),
+            )
+            self._matrix = (key, built)
+        return self._matrix[1]
 
     def solve(
         self,
@@ -922,7 +983,7 @@ def _build(
         group_total[g] = tot
         p.row([tot, *cols], [1.0] + [-1.0] * len(cols), 0, 0)
         cols = [tot]
-        base = sum(max(params.min_reviews, int(prep.fixed_per_idea[i])) for i in grp.ideas)
+        base = int(np.maximum(prep.fixed_per_idea[grp.ideas], params.min_reviews).sum())
         rc, cf = list(cols), [1.0] * len(cols)
         if relax:
             slack(rc, cf, +1, "group_under", g)
@@ -948,7 +1009,7 @@ def _build(
             continue
         idea_insts = Counter(k for i in grp.ideas for k in prep.idea_keys[i])
         rev_insts = {k for r in members for k in prep.reviewer_keys[r]}
-        base = sum(max(params.min_reviews, int(prep.fixed_per_idea[i])) for i in grp.ideas)
+        base = int(np.maximum(prep.fixed_per_idea[grp.ideas], params.min_reviews).sum())
         for inst in rev_insts & set(idea_insts):
             inside = [r for r in members if inst in prep.reviewer_keys[r]]
             inside_max = sum(p.ub[a[(r, g)]] for r in inside)
@@ -987,27 +1048,38 @@ def _binding_conflicts(prep: _Prepared) -> list[tuple[int, str, float, float]]:
     conflict rows that can bind; the others are implied by loads and group minimums."""
     params = prep.params
     reviewers = prep.inputs.reviewers
-    members: dict[int, list[int]] = defaultdict(list)
+    # Per group and institution of its reviewers: the most they can take from the
+    # group, and those of them with submitted reviews (in reviewer order).
+    inside_max: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    inside_fixed: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for r in prep.active:
-        for g in prep.eligible[r]:
-            members[g].append(r)
+        keys = prep.reviewer_keys[r]
+        if not keys:
+            continue
+        load = reviewers[r].max_load
+        has_fixed = r in prep.fixed_by_reviewer
+        for g, (_, cap) in prep.eligible[r].items():
+            room = cap if cap < load else load
+            by_inst = inside_max[g]
+            for k in keys:
+                by_inst[k] += room
+                if has_fixed:
+                    inside_fixed[g][k].append(r)
     out = []
     for g, grp in enumerate(prep.groups):
         idea_insts = Counter(k for i in grp.ideas for k in prep.idea_keys[i])
-        rev_insts = {k for r in members.get(g, ()) for k in prep.reviewer_keys[r]}
-        base = sum(max(params.min_reviews, int(prep.fixed_per_idea[i])) for i in grp.ideas)
-        for inst in sorted(rev_insts & set(idea_insts)):
-            inside = [r for r in members[g] if inst in prep.reviewer_keys[r]]
-            inside_max = sum(min(prep.eligible[r][g][1], reviewers[r].max_load) for r in inside)
+        base = int(np.maximum(prep.fixed_per_idea[grp.ideas], params.min_reviews).sum())
+        group_max = inside_max.get(g, {})
+        for inst in sorted(group_max.keys() & idea_insts.keys()):
             fixed_in = sum(
                 1
-                for r in inside
-                for i in prep.fixed_by_reviewer.get(r, ())
+                for r in inside_fixed.get(g, {}).get(inst, ())
+                for i in prep.fixed_by_reviewer[r]
                 if prep.group_of_idea[i] == g and inst in prep.idea_keys[i]
             )
             cap = params.max_reviews * (len(grp.ideas) - idea_insts[inst]) + fixed_in
             need_outside = params.min_reviews * idea_insts[inst] - fixed_in
-            if inside_max > cap or base - inside_max < need_outside:
+            if group_max[inst] > cap or base - group_max[inst] < need_outside:
                 out.append((g, inst, float(cap), float(need_outside)))
     return out
 
@@ -1106,28 +1178,40 @@ def _build_patterns(
         fixed_rg[(r, prep.group_of_idea[i])] += 1
     for r in prep.active:
         rev = reviewers[r]
-        entries = sorted(
-            (
-                (g, rank, min(cap, rev.max_load), fixed_rg[(r, g)])
+        load = rev.max_load
+        if r in prep.fixed_by_reviewer:
+            entries = sorted(
+                (
+                    (g, rank, min(cap, load), fixed_rg.get((r, g), 0))
+                    for g, (rank, cap) in prep.eligible[r].items()
+                ),
+                key=lambda e: (e[1] if e[1] is not None else 1 << 30, e[0]),
+            )
+        else:
+            # Without submitted reviews every entry has a rank, and `_prepare` lists
+            # them by rank, then group: already in the order the sort above gives.
+            entries = [
+                (g, rank, cap if cap < load else load, 0)
                 for g, (rank, cap) in prep.eligible[r].items()
-            ),
-            key=lambda e: (e[1] if e[1] is not None else 1 << 30, e[0]),
-        )
+            ]
         key = (
             tuple(entries),
             rev.load_min,
-            rev.max_load,
-            frozenset(prep.reviewer_keys[r] & relevant),
+            load,
+            prep.reviewer_keys[r] & relevant,  # a frozenset
             r if r in prep.fixed_by_reviewer else None,
         )
-        types[key].append(r)
-        entries_of[key] = entries
+        members = types[key]
+        if not members:
+            entries_of[key] = entries
+        members.append(r)
     shape_cache: dict[Any, list[tuple[int, ...]]] = {}
     p = _Program()
     total_max = sum(reviewers[r].max_load for r in prep.active)
     noise_scale = 0.45 / (total_max + 1)
-    group_cols: dict[int, list[tuple[int, int]]] = defaultdict(list)  # g -> (col, count)
-    inst_cols: dict[tuple[int, str], list[tuple[int, int]]] = defaultdict(list)
+    # g -> chunks of (columns, counts); (g, institution) -> the same for its reviewers.
+    group_cols: dict[int, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
+    inst_cols: dict[tuple[int, str], list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
     type_list = []
     cost_bound = 0.0
     for key, members in types.items():
@@ -1160,51 +1244,58 @@ def _build_patterns(
         cost_bound = max(cost_bound, float(costs.max()))
         noise = rng.random(len(patterns))
         cols = p.add_vars(
-            [int(c) + noise_scale * e for c, e in zip(costs.tolist(), noise.tolist(), strict=True)],
+            (costs + noise_scale * noise).tolist(),
             lb=0,
             ub=len(members),
             integer=True,
         )
+        # Per entry j: the patterns that use it (ascending) and how many ideas they take.
+        entry_of, used = np.nonzero(counts.T)
+        taken = counts.T[entry_of, used]
+        bounds = np.searchsorted(entry_of, np.arange(len(entries) + 1)).tolist()
         for j, (g, *_) in enumerate(entries):
-            used = np.flatnonzero(counts[:, j])
-            pairs = list(zip((first + used).tolist(), counts[used, j].tolist(), strict=True))
-            group_cols[g].extend(pairs)
+            chunk = (first + used[bounds[j] : bounds[j + 1]], taken[bounds[j] : bounds[j + 1]])
+            group_cols[g].append(chunk)
             for inst in key[3]:
-                inst_cols[(g, inst)].extend(pairs)
+                inst_cols[(g, inst)].append(chunk)
         p.row(cols, [1.0] * len(cols), len(members), len(members))
         type_list.append((members, [g for g, *_ in entries], patterns, first))
     cost_bound *= len(prep.active)
     span = params.max_reviews - params.min_reviews
+
+    def joined(chunks: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        if not chunks:
+            return np.zeros(0, np.int64), np.zeros(0, float)
+        return (
+            np.concatenate([c for c, _ in chunks]),
+            np.concatenate([v for _, v in chunks]).astype(float),
+        )
+
     for g, grp in enumerate(prep.groups):
         n = len(grp.ideas)
-        base = sum(max(params.min_reviews, int(prep.fixed_per_idea[i])) for i in grp.ideas)
-        cols = [c for c, _ in group_cols.get(g, [])]
-        coefs = [float(v) for _, v in group_cols.get(g, [])]
-        p.row(cols, coefs, base, params.max_reviews * n)
+        base = int(np.maximum(prep.fixed_per_idea[grp.ideas], params.min_reviews).sum())
+        g_cols, coefs = joined(group_cols.get(g, []))
+        p.row(g_cols.tolist(), coefs.tolist(), base, params.max_reviews * n)
         if span > 0 and params.evenness_weight:
             us = [
                 p.var(cost=float(params.evenness_weight * k), lb=0, ub=n)
                 for k in range(1, span + 1)
             ]
             cost_bound += params.evenness_weight * span * n * span
-            p.row(us + cols, [1.0] * len(us) + [-c for c in coefs], -base, math.inf)
+            p.row(us + g_cols.tolist(), [1.0] * len(us) + (-coefs).tolist(), -base, math.inf)
     for g, inst, cap, need_outside in binding:
-        inside = inst_cols.get((g, inst), [])
-        cols = [c for c, _ in group_cols.get(g, [])]
-        coefs = [float(v) for _, v in group_cols.get(g, [])]
-        if inside:
-            p.row([c for c, _ in inside], [float(v) for _, v in inside], -math.inf, cap)
-        # Reviews from outside the institution = group total − reviews from inside.
-        inside_coef: dict[int, float] = defaultdict(float)
-        for c, v in inside:
-            inside_coef[c] += v
-        merged: dict[int, float] = defaultdict(float)
-        for col, coef in zip(cols, coefs, strict=True):
-            merged[col] += coef
-        for col, coef in inside_coef.items():
-            merged[col] -= coef
-        items = [(c, v) for c, v in merged.items() if v]
-        p.row([c for c, _ in items], [v for _, v in items], need_outside, math.inf)
+        in_cols, in_coefs = joined(inst_cols.get((g, inst), []))
+        g_cols, coefs = joined(group_cols.get(g, []))
+        if len(in_cols):
+            p.row(in_cols.tolist(), in_coefs.tolist(), -math.inf, cap)
+        # Reviews from outside the institution = group total − reviews from inside (a
+        # column appears at most once in each, and the inside's are the group's).
+        outside = coefs.copy()
+        where = np.full(len(p.cost), -1, dtype=np.int64)
+        where[g_cols] = np.arange(len(g_cols))
+        outside[where[in_cols]] -= in_coefs
+        keep = outside != 0
+        p.row(g_cols[keep].tolist(), outside[keep].tolist(), need_outside, math.inf)
     for g in sorted(cut_groups):
         _add_hall_cuts(prep, p, g, type_list, types)
     return _PatternModel(p, type_list, cost_bound)
@@ -1362,12 +1453,15 @@ def _pattern_counts(
 ) -> dict[tuple[int, int], int]:
     """Hand each type's chosen patterns to its reviewers in a seeded random order."""
     counts: dict[tuple[int, int], int] = {}
+    # Rounded half to even, as round() does.
+    all_times = np.rint(np.asarray(x, float)).astype(np.int64)
     for members, groups, patterns, first in model.types:
         order = [members[k] for k in rng.permutation(len(members))]
         pos = 0
-        for k, pat in enumerate(patterns):
-            times = int(round(x[first + k]))
-            for _ in range(times):
+        chosen = all_times[first : first + len(patterns)]
+        for k in np.flatnonzero(chosen > 0).tolist():
+            pat = patterns[k]
+            for _ in range(int(chosen[k])):
                 r = order[pos]
                 pos += 1
                 for g, v in zip(groups, pat, strict=True):
@@ -1520,37 +1614,55 @@ def _flow_with_bounds(
         return None
     if need == 0:
         return np.zeros((0, 2), dtype=np.int64)
-    source, t, sink = 0, 1 + n_r + n_i, 2 + n_r + n_i
-    rows_r, cols_i = np.nonzero(allowed)
-    heads: list[np.ndarray] = []
-    tails: list[np.ndarray] = []
-    caps: list[np.ndarray] = []
-
-    def add(u: np.ndarray, v: np.ndarray, c: np.ndarray) -> None:
-        keep = c > 0
-        heads.append(u[keep])
-        tails.append(v[keep])
-        caps.append(c[keep])
-
-    reviewers_nodes = 1 + np.arange(n_r)
-    idea_nodes = 1 + n_r + np.arange(n_i)
-    add(np.zeros(n_r, np.int64), reviewers_nodes, demand.astype(np.int64))
-    add(1 + rows_r, 1 + n_r + cols_i, np.ones(len(rows_r), np.int64))
-    add(idea_nodes, np.full(n_i, t), (hi - lo).astype(np.int64))
-    add(idea_nodes, np.full(n_i, sink), lo.astype(np.int64))
-    add(np.array([source]), np.array([t]), np.array([int(lo.sum())]))
-    add(np.array([t]), np.array([sink]), np.array([need]))
+    t, sink = 1 + n_r + n_i, 2 + n_r + n_i
     size = sink + 1
-    graph = sparse.csr_array(
-        (
-            np.concatenate(caps).astype(np.int32),
-            (np.concatenate(heads).astype(np.int32), np.concatenate(tails).astype(np.int32)),
-        ),
-        shape=(size, size),
+    demand = demand.astype(np.int64)
+    spare, low = (hi - lo).astype(np.int64), lo.astype(np.int64)
+    low_total = int(low.sum())
+    # The graph is written straight in canonical CSR order (rows ascending, each row's
+    # heads ascending, no duplicates, no zero capacities): source -> reviewers and t,
+    # reviewer -> allowed ideas, idea -> t and sink, t -> sink.
+    i32 = np.int32
+    allowed_per_row = allowed.sum(axis=1)
+    # Row-major: each reviewer's allowed ideas, ascending.
+    idea_heads_of_reviewers = np.broadcast_to(
+        np.arange(1 + n_r, 1 + n_r + n_i, dtype=i32), allowed.shape
+    )[allowed]
+    src_heads = np.flatnonzero(demand > 0) + 1
+    src_caps = demand[src_heads - 1]
+    if low_total > 0:
+        src_heads = np.append(src_heads, t)
+        src_caps = np.append(src_caps, low_total)
+    idea_heads = np.column_stack([np.full(n_i, t), np.full(n_i, sink)]).ravel()
+    idea_caps = np.column_stack([spare, low]).ravel()
+    idea_keep = idea_caps > 0
+    per_row = np.zeros(size, dtype=np.int64)
+    per_row[0] = len(src_heads)
+    per_row[1 : 1 + n_r] = allowed_per_row
+    per_row[1 + n_r : t] = idea_keep.reshape(n_i, 2).sum(axis=1)
+    per_row[t] = 1
+    indptr = np.zeros(size + 1, dtype=np.int32)
+    np.cumsum(per_row, out=indptr[1:])
+    indices = np.concatenate(
+        [
+            src_heads.astype(i32),
+            idea_heads_of_reviewers,
+            idea_heads[idea_keep].astype(i32),
+            np.array([sink], i32),
+        ]
     )
-    graph.sum_duplicates()
-    result = maximum_flow(graph, source, sink)
-    if result.flow_value != need + int(lo.sum()):
+    data = np.concatenate(
+        [
+            src_caps.astype(i32),
+            np.ones(len(idea_heads_of_reviewers), i32),
+            idea_caps[idea_keep].astype(i32),
+            np.array([need], i32),
+        ]
+    )
+    graph = sparse.csr_array((data, indices, indptr), shape=(size, size))
+    graph.has_canonical_format = True
+    result = maximum_flow(graph, 0, sink)
+    if result.flow_value != need + low_total:
         return None
     # The (reviewer, idea) edges that carry flow, read straight from the flow's CSR
     # arrays (slicing the matrix converts it to CSC and back, twice per group).
@@ -1578,7 +1690,7 @@ def _place(
         fixed_rg[(r, prep.group_of_idea[i])] += 1
     by_group: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for (r, g), k in counts.items():
-        d = k - fixed_rg[(r, g)]
+        d = k - fixed_rg[(r, g)] if fixed_rg else k
         if d > 0:
             by_group[g].append((r, d))
     for g, grp in enumerate(prep.groups):
@@ -1597,18 +1709,21 @@ def _place(
         fixed = fixed[i_order]
         allowed = np.ones((len(revs), len(ideas)), dtype=bool)
         inst_cols: dict[str, list[int]] = {}
-        for col, i in enumerate(ideas):
+        for col, i in enumerate(ideas.tolist()):
             for k in prep.idea_keys[i]:
                 inst_cols.setdefault(k, []).append(col)
-        for row, r in enumerate(revs):
-            for k in prep.reviewer_keys[r]:
-                if k in inst_cols:
-                    allowed[row, inst_cols[k]] = False
-        col_of = {int(i): c for c, i in enumerate(ideas)}
-        for row, r in enumerate(revs):
-            for i in prep.fixed_by_reviewer.get(int(r), ()):
-                if int(i) in col_of:
-                    allowed[row, col_of[int(i)]] = False
+        rev_list = revs.tolist()
+        if inst_cols:
+            for row, r in enumerate(rev_list):
+                for k in prep.reviewer_keys[r]:
+                    if k in inst_cols:
+                        allowed[row, inst_cols[k]] = False
+        if prep.fixed_by_reviewer:
+            col_of = {i: c for c, i in enumerate(ideas.tolist())}
+            for row, r in enumerate(rev_list):
+                for i in prep.fixed_by_reviewer.get(r, ()):
+                    if i in col_of:
+                        allowed[row, col_of[i]] = False
         chosen = None
         lo, hi = _water_levels(total, fixed, params.min_reviews, params.max_reviews)
         attempts = [(lo, hi)]
@@ -1639,10 +1754,10 @@ def _place(
                 )
             )
             continue
-        for row, col in chosen:
-            pair = (int(revs[row]), int(ideas[col]))
-            if pair not in fixed_set:
-                pairs.append(pair)
+        new_pairs = zip(revs[chosen[:, 0]].tolist(), ideas[chosen[:, 1]].tolist(), strict=True)
+        pairs.extend(p for p in new_pairs if p not in fixed_set) if fixed_set else pairs.extend(
+            new_pairs
+        )
     return pairs, notes, problems, failed
 
 
@@ -1772,12 +1887,22 @@ def solve_assignment(inputs: AssignmentInputs) -> AssignmentResult:
 
     ideas, reviewers = inputs.ideas, inputs.reviewers
     pairs = tuple(sorted((reviewers[r].id, ideas[i].id) for r, i in pair_idx))
-    result = _summarise(inputs, pairs)
+    result = _summarise(prep, pair_idx)
     rank_hist: Counter[str] = Counter()
+    rank_label: dict[int, dict[str, str]] = {}  # reviewer -> topic -> "1", "2", …
+    # What `first_choice_share` counts, over indices: new reviews by reviewers who
+    # chose two or more topics, and those from their first choice.
+    fixed_pairs, first, chosen = set(prep.fixed_pairs), 0, 0
     for r, i in pair_idx:
-        topics = list(dict.fromkeys(reviewers[r].topics))
-        topic = ideas[i].topic
-        rank_hist[str(topics.index(topic) + 1) if topic in topics else "fixed"] += 1
+        if r not in rank_label:
+            ranked = dict.fromkeys(reviewers[r].topics)
+            rank_label[r] = {t: str(k + 1) for k, t in enumerate(ranked)}
+        labels = rank_label[r]
+        label = labels.get(ideas[i].topic, "fixed")
+        rank_hist[label] += 1
+        if len(labels) >= 2 and label != "fixed" and (r, i) not in fixed_pairs:
+            chosen += 1
+            first += label == "1"
     review_hist = Counter(result["idea_review_counts"].values())
     evenness = sum(
         params.evenness_weight * k * (k + 1) // 2
@@ -1798,12 +1923,9 @@ def solve_assignment(inputs: AssignmentInputs) -> AssignmentResult:
         "evenness_cost": evenness,
         "reviews_by_topic_rank": dict(sorted(rank_hist.items())),
         "ideas_by_review_count": {str(k): v for k, v in sorted(review_hist.items())},
-        "max_condition_spread": max(
-            (_spread(c, prep.cond_avail[r]) for r, c in _counts_by_index(prep, pair_idx).items()),
-            default=0,
-        ),
+        "max_condition_spread": result["max_condition_spread"],
         "mip_gap": float(getattr(res, "mip_gap", 0.0) or 0.0),
-        "first_choice_share": first_choice_share(inputs, pairs),
+        "first_choice_share": first / chosen if chosen else None,
     }
     return AssignmentResult(
         status=status,
@@ -1923,37 +2045,38 @@ def _histogram(values: Iterable[int]) -> list[list[int]]:
     return [[k, n] for k, n in sorted(Counter(values).items())]
 
 
-def _spread(counts: Mapping[str, int], avail: Sequence[str]) -> int:
-    values = [counts.get(c, 0) for c in avail]
-    return max(values) - min(values) if len(values) >= 2 else 0
-
-
-def _counts_by_index(
-    prep: _Prepared, pair_idx: Sequence[tuple[int, int]]
-) -> dict[int, Counter[str]]:
-    out: dict[int, Counter[str]] = defaultdict(Counter)
-    for r, i in pair_idx:
-        for c in set(prep.inputs.ideas[i].conditions):
-            out[r][c] += 1
-    return out
-
-
-def _summarise(inputs: AssignmentInputs, pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
-    idea_by_id = {idea.id: idea for idea in inputs.ideas}
-    loads: Counter[str] = Counter()
-    reviews: Counter[str] = Counter({idea.id: 0 for idea in inputs.ideas})
-    conds: dict[str, Counter[str]] = defaultdict(Counter)
-    for rid, iid in pairs:
-        loads[rid] += 1
-        reviews[iid] += 1
-        for c in set(idea_by_id[iid].conditions):
-            conds[rid][c] += 1
+def _summarise(prep: _Prepared, pair_idx: Sequence[tuple[int, int]]) -> dict[str, Any]:
+    """Loads, condition counts per reviewer and review counts per idea (ids as keys, in
+    input order), and the widest spread of a reviewer's condition counts over the
+    conditions on offer to them."""
+    inputs = prep.inputs
+    ideas, reviewers, conds = inputs.ideas, inputs.reviewers, list(inputs.conditions)
+    column = {c: k for k, c in enumerate(conds)}
+    member = np.zeros((len(ideas), len(conds)), dtype=np.int64)
+    for i, idea in enumerate(ideas):
+        for c in set(idea.conditions):
+            if c in column:
+                member[i, column[c]] = 1
+    r_idx = np.fromiter((r for r, _ in pair_idx), np.int64, len(pair_idx))
+    i_idx = np.fromiter((i for _, i in pair_idx), np.int64, len(pair_idx))
+    by_cond = np.zeros((len(reviewers), len(conds)), dtype=np.int64)
+    for k in range(len(conds)):
+        by_cond[:, k] = np.bincount(r_idx[member[i_idx, k] == 1], minlength=len(reviewers))
+    loads = np.bincount(r_idx, minlength=len(reviewers)).tolist()
+    reviews = np.bincount(i_idx, minlength=len(ideas)).tolist()
+    rows = by_cond.tolist()
+    spread = 0
+    for r in np.unique(r_idx).tolist():
+        values = [rows[r][column[c]] for c in prep.cond_avail[r]]
+        if len(values) >= 2:
+            spread = max(spread, max(values) - min(values))
     return {
-        "reviewer_loads": {rev.id: loads[rev.id] for rev in inputs.reviewers},
+        "reviewer_loads": {rev.id: loads[r] for r, rev in enumerate(reviewers)},
         "reviewer_condition_counts": {
-            rev.id: {c: conds[rev.id][c] for c in inputs.conditions} for rev in inputs.reviewers
+            rev.id: dict(zip(conds, rows[r], strict=True)) for r, rev in enumerate(reviewers)
         },
-        "idea_review_counts": dict(reviews),
+        "idea_review_counts": {idea.id: reviews[i] for i, idea in enumerate(ideas)},
+        "max_condition_spread": spread,
     }
 
 

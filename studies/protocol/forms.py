@@ -101,6 +101,40 @@ class Scale:
 
 
 @dataclass(frozen=True)
+class AttentionCheck:
+    """An instructed-response item: asked on a scale like any metric ("to show you read
+    this, choose 3"), answered without a rationale, and scored only as passed or failed
+    against `expected`. It is never a metric: no table, test or judge sees it. `after`
+    is the metric it follows on the page ("" after the last one)."""
+
+    scale: Scale
+    expected: int
+    after: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.scale.contains(self.expected):
+            raise ValueError(f"attention check {self.scale.key}: expected answer outside the scale")
+
+    @property
+    def key(self) -> str:
+        return self.scale.key
+
+    def passed(self, answer: Any) -> bool:
+        try:
+            return int(answer) == self.expected
+        except (TypeError, ValueError):
+            return False
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.scale.to_dict()
+        del data["rationale"]
+        data["expected"] = self.expected
+        if self.after:
+            data["after"] = self.after
+        return data
+
+
+@dataclass(frozen=True)
 class FormDefinition:
     key: str
     version: int
@@ -113,13 +147,27 @@ class FormDefinition:
     extra: dict[str, Any] = field(default_factory=dict)
     description: str = ""
     # The metrics reviewers compare idea pairs on, in order; empty: the study's default
-    # (the usual ones this form has, see studies.recruitment.pair_dimensions).
+    # (the usual ones this form has, see studies.services.reviews.pair_dimensions).
     pair_metrics: tuple[str, ...] = ()
+    attention_checks: tuple[AttentionCheck, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.pair_metrics if k not in self.metric_keys]
         if unknown:
             raise ValueError(f"form {self.key}: pair metric(s) {unknown} are not metrics")
+        clash = [c.key for c in self.attention_checks if c.key in self.metric_keys]
+        if clash:
+            raise ValueError(f"form {self.key}: attention check(s) {clash} share a metric's key")
+
+    def items(self) -> list[Scale | AttentionCheck]:
+        """What the reviewer answers, in page order: the metrics with each attention check
+        after the metric it names (or after the last)."""
+        out: list[Scale | AttentionCheck] = []
+        for m in self.metrics:
+            out.append(m)
+            out.extend(c for c in self.attention_checks if c.after == m.key)
+        out.extend(c for c in self.attention_checks if c.after not in self.metric_keys)
+        return out
 
     @property
     def metric_keys(self) -> list[str]:
@@ -173,6 +221,9 @@ class FormDefinition:
             data["extra"] = dict(self.extra)
         if self.pair_metrics:
             data["pair_metrics"] = list(self.pair_metrics)
+        if self.attention_checks:
+            # Only when there are some: a form without them writes what it always wrote.
+            data["attention_checks"] = [c.to_dict() for c in self.attention_checks]
         return data
 
     def to_json(self) -> str:
@@ -194,6 +245,14 @@ class FormDefinition:
             extra=dict(data.get("extra", {})),
             description=data.get("description", ""),
             pair_metrics=tuple(data.get("pair_metrics", ())),
+            attention_checks=tuple(
+                AttentionCheck(
+                    scale=_stored_scale({**c, "rationale": "none"}),
+                    expected=int(c["expected"]),
+                    after=c.get("after", ""),
+                )
+                for c in data.get("attention_checks", ())
+            ),
         )
 
 
@@ -247,6 +306,7 @@ FORM_FIELDS = {
     "honor_code",
     "extra",
     "pair_metrics",
+    "attention_checks",
 }
 SCALE_FIELDS = {
     "key",
@@ -408,6 +468,7 @@ def form_validate(data: Any, *, source: str = "form") -> FormDefinition:
     pairs = _pair_metrics(data.get("pair_metrics", []), [m.key for m in metrics], problems)
     familiarity = _question(data, "familiarity", problems)
     confidence = _question(data, "confidence", problems)
+    checks = _attention_checks(data.get("attention_checks", []), metrics, problems)
     if problems:
         raise FormFileError(problems, source)
     assert familiarity is not None and confidence is not None
@@ -423,7 +484,50 @@ def form_validate(data: Any, *, source: str = "form") -> FormDefinition:
         extra=dict(extra),
         description=description,
         pair_metrics=pairs,
+        attention_checks=checks,
     )
+
+
+def _attention_checks(
+    raw: Any, metrics: list[Scale], problems: list[str]
+) -> tuple[AttentionCheck, ...]:
+    """The form file's `attention_checks`: scales without a rationale, each with the
+    answer the question instructs (`expected`) and the metric it follows (`after`)."""
+    if not isinstance(raw, list):
+        problems.append("'attention_checks' must be a list of objects")
+        return ()
+    taken = {m.key for m in metrics} | set(STANDARD_QUESTIONS)
+    out: list[AttentionCheck] = []
+    for i, d in enumerate(raw, start=1):
+        key = d.get("key") if isinstance(d, dict) else None
+        where = (
+            f"attention check {key!r} (attention_checks[{i}])"
+            if isinstance(key, str)
+            else f"attention_checks[{i}]"
+        )
+        if not isinstance(d, dict) or not isinstance(key, str) or not METRIC_KEY.match(key):
+            problems.append(f"{where}: 'key' must be lower-case letters, digits or _")
+            continue
+        if key in RESERVED_KEYS or key in taken or key.endswith(("_rationale", "_score")):
+            problems.append(f"{where}: the key {key!r} is taken by a metric, question or column")
+            continue
+        taken.add(key)
+        before = len(problems)
+        rest = {k: v for k, v in d.items() if k not in ("expected", "after")}
+        if "rationale" in rest:
+            problems.append(f"{where}: an attention check takes no rationale")
+        scale = _scale({**rest, "rationale": "none"}, where, problems, metric=False)
+        expected, after = d.get("expected"), d.get("after", "")
+        if scale is not None and (not _is_int(expected) or not scale.contains(expected)):
+            problems.append(
+                f"{where}: 'expected' must be the instructed answer, a whole number within "
+                f"{scale.range_text()}"
+            )
+        if not isinstance(after, str) or (after and after not in {m.key for m in metrics}):
+            problems.append(f"{where}: 'after' must name a metric of this form (or be left out)")
+        if scale is not None and _is_int(expected) and len(problems) == before:
+            out.append(AttentionCheck(scale=scale, expected=expected, after=after))
+    return tuple(out)
 
 
 def _pair_metrics(raw: Any, keys: list[str], problems: list[str]) -> tuple[str, ...]:

@@ -60,7 +60,7 @@ class ReviewRecord:
 
 
 @dataclass(frozen=True)
-class IdeaRecord:
+class IdeaAuthor:
     idea: str
     author: str = ""  # the author contact; "" when the idea has none (AI ideas)
 
@@ -174,7 +174,7 @@ def rank_ideas(reviews: Iterable[ReviewRecord], seed: int) -> list[RankedIdea]:
 
 
 def author_payments(
-    ideas: Sequence[IdeaRecord], ranking: Sequence[RankedIdea], rates: Rates
+    ideas: Sequence[IdeaAuthor], ranking: Sequence[RankedIdea], rates: Rates
 ) -> list[AuthorPayment]:
     """Per author contact (sorted): the fee for each of their ideas and the bonus for each
     of their ideas in the top k. Ideas without a contact pay no one."""
@@ -200,7 +200,7 @@ def author_payments(
 
 
 def payment_run(
-    *, reviews: Sequence[ReviewRecord], ideas: Sequence[IdeaRecord], rates: Rates, seed: int
+    *, reviews: Sequence[ReviewRecord], ideas: Sequence[IdeaAuthor], rates: Rates, seed: int
 ) -> PaymentRun:
     ranking = rank_ideas(reviews, seed)
     notes = []

@@ -1,7 +1,7 @@
 """A pre-registration document: what a study evaluates, by whom, how, and how it will be
 analysed, laid out like a human-evaluation datasheet, as JSON and as Markdown.
 
-The service (``studies.plans.preregistration_facts``) gathers the facts from the study's
+The service (``studies.preregistrations.preregistration_facts``) gathers the facts from the study's
 rows; this module only arranges them. The JSON is the record (its SHA-256 over the
 canonical text is printed in the Markdown, so a filed copy can be checked against the
 study's); the Markdown is what a researcher pastes into a registry form (OSF,
@@ -21,7 +21,7 @@ from typing import Any
 PREREGISTRATION_SCHEMA = "ideareview.preregistration/1"
 
 #: The datasheet's sections, in order: (key, heading).
-SECTIONS: tuple[tuple[str, str], ...] = (
+PREREGISTRATION_SECTIONS: tuple[tuple[str, str], ...] = (
     ("evaluated", "1. What is evaluated"),
     ("evaluators", "2. Who evaluates, and how they are recruited and paid"),
     ("instrument", "3. The review form"),
@@ -40,7 +40,7 @@ def preregistration_document(facts: Mapping[str, Any]) -> dict[str, Any]:
         "study": dict(facts["study"]),
         "registration": dict(facts["registration"]),
     }
-    for key, _heading in SECTIONS:
+    for key, _heading in PREREGISTRATION_SECTIONS:
         doc[key] = facts.get(key)
     doc["document_sha256"] = document_hash(doc)
     return doc
@@ -109,6 +109,11 @@ def _instrument(s: Mapping[str, Any]) -> list[str]:
             out.append(f"  - {score}: {text}")
     for q in s["questions"]:
         out.append(f"- {q['label']}, {q['minimum']}–{q['maximum']}: {q['question']}")
+    for c in s.get("attention_checks") or []:
+        out.append(
+            f"- Attention check (not a metric), {c['label']}: {c['question']} "
+            f"(instructed answer {c['expected']})"
+        )
     if s.get("honor_code"):
         out.append(f"- Honour code: {s['honor_code']}")
     return out
@@ -217,7 +222,7 @@ def preregistration_markdown(doc: Mapping[str, Any]) -> str:
         )
     if study.get("description"):
         lines += ["", study["description"]]
-    for key, heading in SECTIONS:
+    for key, heading in PREREGISTRATION_SECTIONS:
         lines += ["", f"## {heading}", ""]
         lines += _RENDER[key](doc[key])
     return "\n".join(lines) + "\n"

@@ -49,7 +49,7 @@ def markdown(text: Any) -> SafeString:
 @register.filter
 def proposal_sections(text: Any) -> list[tuple[str, str]]:
     """A proposal's (heading, body) sections, as the reviewer's page splits them."""
-    from studies.recruitment import idea_sections
+    from studies.services.reviews import idea_sections
 
     return idea_sections(str(text or ""))
 

@@ -10,7 +10,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from ..models import AuditEvent
-from ..services import audit_chain_check
+from ..services.audit import audit_chain_check
 from .study import OWNER, get_study_for_member
 
 PER_PAGE = 100

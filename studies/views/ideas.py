@@ -1,24 +1,25 @@
 """Owner pages for preparing ideas: intake, sections, topic matching, duplicates,
 normalization and sign-off. Each view starts with a permission-checked getter (404 for
-what is not yours); work happens in `ideaprep`."""
+what is not yours); work happens in `studies.services.ideas`."""
 
 from __future__ import annotations
 
+import json
 import secrets
 from typing import Any
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from judging.llm.models import JudgeConfig
-from judging.llm.services import judge_config_create
+from llm.models import JudgeConfig
+from llm.services import judge_config_create
 
-from .. import ideaprep
+from .. import services
 from ..http import is_htmx
 from ..idea_forms import (
     ConditionForm,
@@ -26,6 +27,7 @@ from ..idea_forms import (
     ConfigCreateForm,
     DecisionForm,
     DuplicatesForm,
+    GeneratingModelForm,
     IdeaPasteForm,
     IdeaUploadForm,
     SectionsForm,
@@ -33,8 +35,9 @@ from ..idea_forms import (
     TopicForm,
     TopicReasonForm,
 )
-from ..import_samples import IDEA_COLUMNS
+from ..import_samples import IDEA_FILE_COLUMNS
 from ..models import DuplicatePair, Idea, IdeaUpload, JobRun, LeakageExport, Study
+from ..protocol import jsonsafe
 from ..protocol.ideafiles import IdeaBatch
 from ..protocol.normalization import (
     NORMALIZATION_PROMPT,
@@ -43,11 +46,12 @@ from ..protocol.normalization import (
     word_diff,
 )
 from ..protocol.template import SECTIONS
-from ..recruitment import idea_label
 from ..selectors import idea_labels
 from ..services import job_latest
-from ..uploads import UploadGone, upload_from_form
-from .study import EDITOR, VIEWER, get_study_for_member, role_by_method
+from ..services.ideas import idea_conditions_by_id, idea_label
+from ..services.quality import GoldRefused, idea_gold_set
+from ..uploads import UploadGone
+from .study import EDITOR, OWNER, VIEWER, get_study_for_member, role_by_method
 
 HEADINGS = {s.key: s.heading for s in SECTIONS}
 
@@ -122,15 +126,15 @@ def idea_row(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def idea_sections(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
+def idea_sections_page(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
     study, idea = get_idea_for_member(request, slug, idea_id, role=role_by_method(request))
     initial = {k: v for k, v in (idea.sections or {}).items() if k in HEADINGS}
     form = SectionsForm(request.POST or None, initial=initial)
     error = ""
     if request.method == "POST" and form.is_valid():
         try:
-            ideaprep.idea_sections_update(idea=idea, sections=form.cleaned_data, actor=request.user)
-        except ideaprep.PreparationError as exc:
+            services.idea_sections_update(idea=idea, sections=form.cleaned_data, actor=request.user)
+        except services.PreparationError as exc:
             error = str(exc)
         else:
             if is_htmx(request):
@@ -163,20 +167,12 @@ def _problems(batch: IdeaBatch) -> list[dict[str, str]]:
     ]
 
 
-def _import(
-    request: HttpRequest, study: Study, batch: IdeaBatch, source: str, valid_only: bool, sha: str
-) -> bool:
-    try:
-        summary = ideaprep.ideas_import(
-            study=study,
-            batch=batch,
-            source=source,
-            actor=request.user,
-            import_valid_rows=valid_only,
-            sha256=sha,
-        )
-    except ideaprep.PreparationError as exc:
-        messages.error(request, str(exc))
+def _imported(request: HttpRequest, outcome: services.IdeaImportOutcome, source: str) -> bool:
+    """Tell the owner what an import did; True if it imported anything."""
+    summary = outcome.summary
+    if summary is None:
+        if outcome.refused:
+            messages.error(request, outcome.refused)
         return False
     skipped = (
         f", {summary['skipped_rows']} with problems skipped" if summary["skipped_rows"] else ""
@@ -207,58 +203,63 @@ def ideas_import_view(request: HttpRequest, slug: str) -> HttpResponse:
     status = 200
 
     if which == "topic" and topic_form.is_valid():
-        topic = ideaprep.topic_add(
+        topic = services.topic_add(
             study=study, name=topic_form.cleaned_data["name"], actor=request.user
         )
         messages.success(request, f"Topic '{topic.name}' added.")
         return redirect("studies:ideas_import", study.slug)
     if which == "condition" and condition_form.is_valid():
         try:
-            condition = ideaprep.condition_add(
+            condition = services.condition_add(
                 study=study,
                 key=condition_form.cleaned_data["key"],
                 kind=condition_form.cleaned_data["kind"],
                 actor=request.user,
             )
-        except ideaprep.PreparationError as exc:
+        except services.PreparationError as exc:
             messages.error(request, str(exc))
         else:
             messages.success(
                 request, f"Condition '{condition.key}' ({condition.get_kind_display()}) added."
             )
         return redirect("studies:ideas_import", study.slug)
-    if which in ("topic", "condition"):
+    model_form = GeneratingModelForm(request.POST if which == "model" else None, study=study)
+    if which == "model" and model_form.is_valid():
+        try:
+            condition = services.condition_set_generating_model(
+                study=study,
+                key=model_form.cleaned_data["condition"],
+                model=model_form.cleaned_data["generating_model"],
+                actor=request.user,
+            )
+        except services.PreparationError as exc:
+            messages.error(request, str(exc))
+        else:
+            named = condition.generating_model or "no model"
+            messages.success(request, f"Condition '{condition.key}': generated by {named}.")
+        return redirect("studies:ideas_import", study.slug)
+    if which in ("topic", "condition", "model"):
         status = 400  # the form says why, beside its field
 
     if which == "upload" and upload_form.is_valid():
-        data = upload_form.cleaned_data
         try:
-            staged = upload_from_form(study=study, cleaned=data, actor=request.user)
+            outcome = services.ideas_import_upload(
+                study=study, cleaned=upload_form.cleaned_data, actor=request.user
+            )
         except UploadGone as exc:
             messages.error(request, f"{exc}.")
             return redirect("studies:ideas_import", study.slug)
-        batch = ideaprep.ideas_read_file(study=study, name=staged.name, data=bytes(staged.data))
-        valid_only = bool(data.get("import_valid_rows"))
-        if batch.records and (batch.ok or valid_only):
-            with transaction.atomic():
-                if _import(request, study, batch, staged.name, valid_only, staged.sha256):
-                    staged.delete()
-                    return redirect("studies:ideas_list", study.slug)
-        problems, valid_count, status = _problems(batch), len(batch.records), 400
-    if which == "paste" and paste_form.is_valid():
-        data = paste_form.cleaned_data
-        batch = ideaprep.ideas_read_pasted(
-            study=study,
-            text=data["text"],
-            external_id=data["external_id"],
-            topic=data["topic"],
-            conditions=data["conditions"],
-            title=data["title"],
-            institution=data["institution"],
-        )
-        if batch.ok and _import(request, study, batch, "pasted proposal", False, ""):
+        staged = outcome.staged
+        if _imported(request, outcome, staged.name if staged else ""):
             return redirect("studies:ideas_list", study.slug)
-        problems, status = _problems(batch), 400
+        problems, valid_count, status = _problems(outcome.batch), len(outcome.batch.records), 400
+    if which == "paste" and paste_form.is_valid():
+        outcome = services.ideas_import_pasted(
+            study=study, cleaned=paste_form.cleaned_data, actor=request.user
+        )
+        if _imported(request, outcome, services.PASTED_SOURCE):
+            return redirect("studies:ideas_list", study.slug)
+        problems, status = _problems(outcome.batch), 400
     elif which in ("upload", "paste") and not problems:
         status = 400
     return render(
@@ -270,11 +271,12 @@ def ideas_import_view(request: HttpRequest, slug: str) -> HttpResponse:
             "paste_form": paste_form,
             "topic_form": topic_form,
             "condition_form": condition_form,
+            "model_form": model_form,
             "problems": problems,
             "errors": sum(1 for p in problems if p["level"] == "error"),
             "staged": staged if problems else None,
             "valid_count": valid_count,
-            "columns": IDEA_COLUMNS,
+            "columns": IDEA_FILE_COLUMNS,
             "topics": study.topics.all(),
             "conditions": study.conditions.all(),
         },
@@ -289,7 +291,7 @@ def ideas_import_view(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def topic_matching(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
-    table = ideaprep.topic_matching_table(study=study)
+    table = services.topic_matching_table(study=study)
     proposal: list[Idea] | None = None
     seed: int | None = None
     if "seed" in request.GET:
@@ -300,7 +302,7 @@ def topic_matching(request: HttpRequest, slug: str) -> HttpResponse:
         if seed is None:
             messages.error(request, "The seed is a whole number.")
         else:
-            proposal = ideaprep.topic_matching_propose(study=study, seed=seed)
+            proposal = services.topic_matching_propose(study=study, seed=seed)
     excluded = list(
         study.ideas.filter(exclusion__isnull=False).select_related("exclusion", "topic")
     )
@@ -317,7 +319,7 @@ def topic_matching(request: HttpRequest, slug: str) -> HttpResponse:
             "excluded": excluded,
             "labels": idea_labels(study),
             "reason_form": TopicReasonForm(initial={"reason": study.topic_mismatch_reason}),
-            "opening": ideaprep.study_open_status(study),
+            "opening": services.study_open_status(study),
         },
     )
 
@@ -329,7 +331,7 @@ def topic_matching_apply(request: HttpRequest, slug: str) -> HttpResponse:
     form = TopicApplyForm(request.POST)
     if form.is_valid():
         ideas = list(study.ideas.filter(pk__in=form.cleaned_data["idea_ids"]))
-        n = ideaprep.ideas_exclude(
+        n = services.ideas_exclude(
             study=study,
             ideas=ideas,
             reason=f"topic matching (seed {form.cleaned_data['seed']})",
@@ -348,7 +350,7 @@ def topic_reason(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
     form = TopicReasonForm(request.POST)
     if form.is_valid():
-        ideaprep.study_topic_reason_set(
+        services.study_topic_reason_set(
             study=study, reason=form.cleaned_data["reason"], actor=request.user
         )
         messages.success(
@@ -361,7 +363,7 @@ def topic_reason(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def idea_include_view(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
     study, idea = get_idea_for_member(request, slug, idea_id, role=EDITOR)
-    ideaprep.idea_include(idea=idea, actor=request.user)
+    services.idea_include(idea=idea, actor=request.user)
     messages.success(request, f"Idea {idea_label(idea)} is back in the study.")
     return redirect("studies:topic_matching", study.slug)
 
@@ -373,13 +375,13 @@ def study_open_view(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=role_by_method(request))
     if request.method == "POST":
         try:
-            ideaprep.study_open_for_review(
+            services.study_open_for_review(
                 study=study,
                 actor=request.user,
                 acknowledgement=request.POST.get("acknowledgement", ""),
                 link_for=request.build_absolute_uri,
             )
-        except ideaprep.StudyNotReady as exc:
+        except services.StudyNotReady as exc:
             messages.error(request, "The study cannot open for review: " + "; ".join(exc.reasons))
             return redirect("studies:study_open", study.slug)
         messages.success(request, "The study is open for review.")
@@ -387,7 +389,7 @@ def study_open_view(request: HttpRequest, slug: str) -> HttpResponse:
     return render(
         request,
         "studies/ideas/open.html",
-        {"study": study, "opening": ideaprep.study_open_status(study)},
+        {"study": study, "opening": services.study_open_status(study)},
     )
 
 
@@ -401,14 +403,14 @@ def study_open_view(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def duplicates(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
-    job = job_latest(study=study, kind=ideaprep.DUPLICATES_JOB)
-    done = JobRun.objects.filter(study=study, kind=ideaprep.DUPLICATES_JOB, status="done").first()
+    job = job_latest(study=study, kind=services.DUPLICATES_JOB)
+    done = JobRun.objects.filter(study=study, kind=services.DUPLICATES_JOB, status="done").first()
     pairs = []
     if done is not None:
         pairs = list(
             DuplicatePair.objects.filter(job=done).select_related("idea_a__topic", "idea_b__topic")
         )
-        conds = ideaprep._memberships(study)
+        conds = idea_conditions_by_id(study)
         for p in pairs:
             p.conds_a = conds.get(p.idea_a_id, [])  # type: ignore[attr-defined]
             p.conds_b = conds.get(p.idea_b_id, [])  # type: ignore[attr-defined]
@@ -437,7 +439,7 @@ def duplicates_run(request: HttpRequest, slug: str) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, "The threshold is a cosine between 0.01 and 0.99.")
         return redirect("studies:duplicates", study.slug)
-    job = ideaprep.duplicates_enqueue(
+    job = services.duplicates_enqueue(
         study=study, threshold=form.cleaned_data["threshold"], actor=request.user
     )
     if is_htmx(request):
@@ -452,23 +454,21 @@ def duplicates_run(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def normalization(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
-    job = job_latest(study=study, kind=ideaprep.NORMALIZATION_JOB)
+    job = job_latest(study=study, kind=services.NORMALIZATION_JOB)
     return render(
         request,
         "studies/ideas/normalization.html",
         {
             "study": study,
             "job": job,
-            "problem": ideaprep.normalization_problem(study),
+            "problem": services.normalization_problem(study),
             "choice_form": ConfigChoiceForm(
-                initial={"config": study.normalization_config},
-                user=request.user,
-                current=study.normalization_config,
+                initial={"config": study.normalization_config}, study=study
             ),
-            "create_form": ConfigCreateForm(user=request.user),
-            "overview": ideaprep.normalization_overview(study),
-            "queue": ideaprep.signoff_queue(study),
-            "n_passed": len(ideaprep.signoff_passed(study)),
+            "create_form": ConfigCreateForm(user=request.user, study=study),
+            "overview": services.normalization_overview(study),
+            "queue": services.signoff_queue(study),
+            "n_passed": len(services.signoff_passed(study)),
             "prompt_version": NORMALIZATION_PROMPT_VERSION,
             "prompt_hash": prompt_sha256(NORMALIZATION_PROMPT),
             "prompt": NORMALIZATION_PROMPT,
@@ -479,9 +479,11 @@ def normalization(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def normalization_config(request: HttpRequest, slug: str) -> HttpResponse:
-    study = get_study_for_member(request, slug, role=EDITOR)
-    if request.POST.get("form") == "create":
-        create = ConfigCreateForm(request.POST, user=request.user)
+    # Editors choose among the team's judges; adding one to the team is an owner's.
+    creating = request.POST.get("form") == "create"
+    study = get_study_for_member(request, slug, role=OWNER if creating else EDITOR)
+    if creating:
+        create = ConfigCreateForm(request.POST, user=request.user, study=study)
         if not create.is_valid():
             messages.error(
                 request,
@@ -491,16 +493,16 @@ def normalization_config(request: HttpRequest, slug: str) -> HttpResponse:
                 ),
             )
             return redirect("studies:normalization", study.slug)
-        config: JudgeConfig | None = judge_config_create(actor=request.user, **create.cleaned_data)
-    else:
-        choice = ConfigChoiceForm(
-            request.POST, user=request.user, current=study.normalization_config
+        config: JudgeConfig | None = judge_config_create(
+            study=study, actor=request.user, **create.cleaned_data
         )
+    else:
+        choice = ConfigChoiceForm(request.POST, study=study)
         if not choice.is_valid():
             messages.error(request, "Choose one of the listed judge configs.")
             return redirect("studies:normalization", study.slug)
         config = choice.cleaned_data["config"]
-    ideaprep.normalization_config_choose(study=study, config=config, actor=request.user)
+    services.normalization_config_choose(study=study, config=config, actor=request.user)
     messages.success(request, f"Normalization uses {config.name if config else 'no judge'}.")
     return redirect("studies:normalization", study.slug)
 
@@ -510,8 +512,8 @@ def normalization_config(request: HttpRequest, slug: str) -> HttpResponse:
 def normalization_start(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
     try:
-        job = ideaprep.normalization_enqueue(study=study, actor=request.user)
-    except ideaprep.PreparationError as exc:
+        job = services.normalization_enqueue(study=study, actor=request.user)
+    except services.PreparationError as exc:
         messages.error(request, str(exc))
         return redirect("studies:normalization", study.slug)
     if is_htmx(request):
@@ -534,10 +536,10 @@ def _sides(a: str, b: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]
 @require_GET
 def idea_signoff(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
     study, idea = get_idea_for_member(request, slug, idea_id, role=VIEWER)
-    result = ideaprep.latest_result(idea)
+    result = services.latest_result(idea)
     shown = idea.normalized_text or (result.output_text if result else "")
     left, right = _sides(idea.raw_text, shown) if shown else ([], [])
-    queue = ideaprep.signoff_queue(study)
+    queue = services.signoff_queue(study)
     later = [i for i in queue if i != idea.pk]
     return render(
         request,
@@ -572,23 +574,23 @@ def idea_decide(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
     data = form.cleaned_data
     try:
         if data["action"] == "approve":
-            ideaprep.normalization_approve(idea=idea, actor=request.user)
+            services.normalization_approve(idea=idea, actor=request.user)
             messages.success(request, f"Idea {idea_label(idea)}: rewrite approved.")
         elif data["action"] == "edit":
-            ideaprep.normalization_edit(idea=idea, text=data["text"], actor=request.user)
+            services.normalization_edit(idea=idea, text=data["text"], actor=request.user)
             messages.success(request, f"Idea {idea_label(idea)}: your edit is approved.")
         elif data["action"] == "reject":
-            ideaprep.normalization_reject(idea=idea, actor=request.user, reason=data["reason"])
+            services.normalization_reject(idea=idea, actor=request.user, reason=data["reason"])
             messages.success(request, f"Idea {idea_label(idea)}: rewrite rejected.")
             return here
         else:
-            ideaprep.normalization_rerun(idea=idea, actor=request.user)
+            services.normalization_rerun(idea=idea, actor=request.user)
             messages.success(request, f"Idea {idea_label(idea)}: a new rewrite is on its way.")
             return redirect("studies:normalization", study.slug)
-    except ideaprep.PreparationError as exc:
+    except services.PreparationError as exc:
         messages.error(request, str(exc))
         return here
-    queue = ideaprep.signoff_queue(study)
+    queue = services.signoff_queue(study)
     if queue:
         return redirect("studies:idea_signoff", study.slug, queue[0])
     return redirect("studies:normalization", study.slug)
@@ -605,15 +607,15 @@ def signoff_approve_passed(request: HttpRequest, slug: str) -> HttpResponse:
             messages.error(request, "Tick the box to confirm the approval.")
             return redirect("studies:signoff_approve_passed", study.slug)
         try:
-            approved = ideaprep.normalization_approve_passed(
+            approved = services.normalization_approve_passed(
                 study=study, actor=request.user, token=request.POST.get("token", "")
             )
-        except ideaprep.PreparationError as exc:
+        except services.PreparationError as exc:
             messages.error(request, str(exc))
             return redirect("studies:signoff_approve_passed", study.slug)
         messages.success(request, f"Approved {len(approved)} rewrite(s) that passed every check.")
         return redirect("studies:normalization", study.slug)
-    ideas = ideaprep.signoff_passed(study)
+    ideas = services.signoff_passed(study)
     rows = [
         {
             "label": next((m.external_id for m in i.memberships.all()), "") or f"idea {n}",
@@ -627,8 +629,8 @@ def signoff_approve_passed(request: HttpRequest, slug: str) -> HttpResponse:
         {
             "study": study,
             "rows": rows,
-            "token": ideaprep.signoff_token(ideas),
-            "waiting": len(ideaprep.signoff_queue(study)),
+            "token": services.signoff_token(ideas),
+            "waiting": len(services.signoff_queue(study)),
         },
     )
 
@@ -639,9 +641,9 @@ def signoff_approve_passed(request: HttpRequest, slug: str) -> HttpResponse:
 def _leakage_sides(job: JobRun | None) -> list[dict[str, Any]]:
     result = (job.params.get("result") or {}) if job is not None else {}
     sides = []
-    for key, label in ideaprep.LEAKAGE_SIDES:
+    for key, label in services.LEAKAGE_SIDES:
         side = {"key": key, **(result.get(key) or {"label": label, "error": "not computed"})}
-        side["reading"], side["verdict"] = ideaprep.leakage_side_reading(side)
+        side["reading"], side["verdict"] = services.leakage_side_reading(side)
         sides.append(side)
     return sides
 
@@ -654,10 +656,10 @@ def leakage(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=role_by_method(request))
     if request.method == "POST" and request.POST.get("form") == "classifier":
         try:
-            started = ideaprep.leakage_check_enqueue(
+            started = services.leakage_check_enqueue(
                 study=study, actor=request.user, llm=request.POST.get("llm") == "on"
             )
-        except ideaprep.PreparationError as exc:
+        except services.PreparationError as exc:
             messages.error(request, str(exc))
         else:
             if is_htmx(request):
@@ -665,14 +667,14 @@ def leakage(request: HttpRequest, slug: str) -> HttpResponse:
         return redirect("studies:leakage", study.slug)
     if request.method == "POST":
         try:
-            export = ideaprep.leakage_export_create(study=study, actor=request.user)
-        except ideaprep.PreparationError as exc:
+            export = services.leakage_export_create(study=study, actor=request.user)
+        except services.PreparationError as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, f"Export {export.pk} made from {len(export.key)} text(s).")
         return redirect("studies:leakage", study.slug)
-    job = job_latest(study=study, kind=ideaprep.LEAKAGE_JOB)
-    latest = ideaprep.leakage_check_latest(study)
+    job = job_latest(study=study, kind=services.LEAKAGE_JOB)
+    latest = services.leakage_check_latest(study)
     sides = _leakage_sides(latest)
     computed = [(s["label"], s) for s in sides if s.get("auc") is not None]
     return render(
@@ -689,8 +691,8 @@ def leakage(request: HttpRequest, slug: str) -> HttpResponse:
             if latest
             else [],
             "plot": leakage_svg(computed) if computed else "",
-            "plan": ideaprep.leakage_check_plan(study),
-            "llm_problem": ideaprep.normalization_problem(study),
+            "plan": services.leakage_check_plan(study),
+            "llm_problem": services.normalization_problem(study),
         },
     )
 
@@ -702,7 +704,73 @@ def leakage_download(request: HttpRequest, slug: str, export_id: int, kind: str)
     export = get_object_or_404(LeakageExport, pk=export_id, study=study)
     if kind not in ("texts", "key"):
         raise Http404("no such file")
-    response = HttpResponse(ideaprep.leakage_csv(export, kind), content_type="text/csv")
+    response = HttpResponse(services.leakage_csv(export, kind), content_type="text/csv")
     name = f"{study.slug}-leakage-{export.pk}-{kind}.csv"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
+
+
+# --------------------------------------------------------------------------- gold items
+
+
+class GoldForm(forms.Form):
+    idea = forms.IntegerField(widget=forms.HiddenInput)
+    ranges = forms.CharField(
+        required=False,
+        label="Expected ranges (JSON)",
+        help_text='For example {"overall": [1, 3]}; empty: not a gold item.',
+        max_length=2000,
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def ideas_gold(request: HttpRequest, slug: str) -> HttpResponse:
+    """Gold items: the ideas whose expected score ranges test reviewers (docs/quality.md)."""
+    study = get_study_for_member(request, slug, role=role_by_method(request))
+    status = 200
+    if request.method == "POST":
+        form = GoldForm(request.POST)
+        idea = None
+        if form.is_valid():
+            idea = Idea.objects.filter(study=study, pk=form.cleaned_data["idea"]).first()
+        if not form.is_valid() and "ranges" in form.errors:
+            messages.error(request, "Expected ranges: " + " ".join(map(str, form.errors["ranges"])))
+            status = 400
+        elif idea is None:
+            messages.error(request, "Choose an idea of this study.")
+            status = 400
+        else:
+            text = form.cleaned_data["ranges"].strip()
+            try:
+                ranges = jsonsafe.loads(text) if text else None
+                idea_gold_set(idea=idea, ranges=ranges, actor=request.user)
+            except (ValueError, GoldRefused) as exc:
+                messages.error(request, f"{idea_label(idea)}: {exc}")
+                status = 400
+            else:
+                messages.success(
+                    request,
+                    f"{idea_label(idea)} is {'a gold item' if ranges is not None else 'not gold'}.",
+                )
+                return redirect("studies:ideas_gold", study.slug)
+    ideas = list(study.ideas.select_related("topic").order_by("pk"))
+    reviewed = set(
+        Idea.objects.filter(study=study, reviews__isnull=False).values_list("pk", flat=True)
+    )
+    rows = [
+        {
+            "idea": i,
+            "label": idea_label(i),
+            "ranges": json.dumps(i.gold_ranges) if i.gold_ranges is not None else "",
+            "locked": i.pk in reviewed,
+        }
+        for i in ideas
+    ]
+    context = {
+        "study": study,
+        "rows": rows,
+        "gold": sum(1 for i in ideas if i.is_gold),
+        "metrics": study.form_definition().scales(),
+    }
+    return render(request, "studies/ideas/gold.html", context, status=status)

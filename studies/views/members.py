@@ -3,6 +3,7 @@ owners add, change or remove members."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -10,8 +11,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from ..models import StudyMember
+from ..services.study import (
+    NoAccountError,
+    SetupError,
+    member_add,
+    member_remove,
+    member_role_set,
+)
 from ..study_forms import MemberAddForm, MemberRoleForm
-from ..study_setup import SetupError, member_add, member_remove, member_role_set
+from ..team_accounts import member_invite
 from .study import OWNER, VIEWER, get_study_for_member
 
 
@@ -20,19 +28,28 @@ from .study import OWNER, VIEWER, get_study_for_member
 def study_members(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER if request.method == "GET" else OWNER)
     form = MemberAddForm(request.POST or None)
+    link = ""
     if request.method == "POST" and form.is_valid():
+        identifier, role = form.cleaned_data["identifier"], form.cleaned_data["role"]
         try:
-            member = member_add(
-                study=study,
-                identifier=form.cleaned_data["identifier"],
-                role=form.cleaned_data["role"],
-                actor=request.user,
-            )
+            try:
+                member = member_add(
+                    study=study, identifier=identifier, role=role, actor=request.user
+                )
+            except NoAccountError:
+                if "@" not in identifier or not settings.IDEAREVIEW_OWNER_INVITES:
+                    raise
+                # An address without an account: invited, joins on accepting.
+                link = member_invite(study=study, email=identifier, role=role, actor=request.user)
+                messages.success(
+                    request, f"No account uses {identifier.strip()}: an invitation was sent."
+                )
+                form = MemberAddForm()
+            else:
+                messages.success(request, f"{member.user} added as {member.get_role_display()}.")
+                return redirect("studies:study_members", slug=study.slug)
         except SetupError as exc:
             form.add_error("identifier", str(exc))
-        else:
-            messages.success(request, f"{member.user} added as {member.get_role_display()}.")
-            return redirect("studies:study_members", slug=study.slug)
     members = study.members.select_related("user").order_by("user__username")  # type: ignore[attr-defined]
     return render(
         request,
@@ -42,6 +59,8 @@ def study_members(request: HttpRequest, slug: str) -> HttpResponse:
             "members": members,
             "form": form,
             "roles": StudyMember.Role.choices,
+            "link": link,
+            "may_invite": settings.IDEAREVIEW_OWNER_INVITES,
         },
         status=400 if form.errors else 200,
     )

@@ -15,29 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from ..http import is_htmx
 from ..jobs import job_active, job_latest, job_mark_if_lost
 from ..models import Invitation, JobRun, PairTask, Reviewer, Study
-from ..recruitment import (
-    ASSIGNMENT_JOB,
-    RecruitmentError,
-    assignment_commit,
-    assignment_plan,
-    assignment_preview_enqueue,
-    invitation_create,
-    invitation_link,
-    invitation_send,
-    invitations_create_from_csv,
-    invitations_read,
-    pair_tasks_create,
-    pair_tasks_upload,
-    progress_summary,
-    reminders_send,
-    reviewer_drop,
-    reviewer_drop_counts,
-    reviewer_screen,
-    reviewers_screen_by_rule,
-    study_close,
-    study_set_due,
-)
-from ..review_forms import (
+from ..reviewer_forms import (
     AssignmentPreviewForm,
     DueDateForm,
     InvitationForm,
@@ -46,6 +24,32 @@ from ..review_forms import (
     PairTaskUploadForm,
     ScreeningForm,
 )
+from ..services.assignment import (
+    ASSIGNMENT_JOB,
+    assignment_commit,
+    assignment_plan,
+    assignment_preview_enqueue,
+)
+from ..services.invitations import (
+    RecruitmentError,
+    invitation_create,
+    invitation_link,
+    invitation_send,
+    invitations_create_from_csv,
+    invitations_read,
+    reviewer_drop,
+    reviewer_drop_counts,
+    reviewer_screen,
+    reviewers_screen_by_rule,
+)
+from ..services.quality import progress_quality
+from ..services.reviews import (
+    pair_tasks_create,
+    pair_tasks_upload,
+    progress_summary,
+    reminders_send,
+)
+from ..services.study import study_close, study_set_due
 from ..uploads import UploadGone, upload_from_form
 from .study import EDITOR, OWNER, VIEWER, get_study_for_member, role_by_method
 
@@ -68,6 +72,8 @@ def study_progress(request: HttpRequest, slug: str) -> HttpResponse:
     }
     if is_htmx(request):
         return render(request, "studies/owner/progress.html#bars", context)
+    # Not in the 10-second refresh: the flags compare rationales, which costs more.
+    context["quality"] = progress_quality(study)
     return render(request, "studies/owner/progress.html", context)
 
 
@@ -375,7 +381,8 @@ def assignment_commit_view(request: HttpRequest, slug: str) -> HttpResponse:
     messages.success(
         request,
         f"Assignment committed: {summary['created']} new, {summary['restored']} restored, "
-        f"{summary['withdrawn']} withdrawn.",
+        f"{summary['withdrawn']} withdrawn"
+        + (f"; {summary['gold']} of them gold items." if summary.get("gold") else "."),
     )
     if not study.is_open_to_reviewers():
         messages.warning(

@@ -11,7 +11,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from ..forms import PaymentSeedForm, ReviewDecisionForm
 from ..models import Review, Study
-from ..payments import (
+from ..selectors import idea_labels
+from ..services.audit import audit
+from ..services.payments import (
     PaymentError,
     payment_contacts,
     payment_seed_default,
@@ -20,8 +22,6 @@ from ..payments import (
     reviews_accept_undecided,
     study_payment_run,
 )
-from ..selectors import idea_labels
-from ..services import audit
 from .study import EDITOR, VIEWER, get_study_for_member
 
 

@@ -22,7 +22,7 @@ from ..phase_links import (
     phase_link_check,
     phase_unlink,
 )
-from ..plans import study_plan
+from ..services.plans import study_plan
 from .study import EDITOR, get_study_for_member
 
 

@@ -15,10 +15,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from ..analysis.plan import METHODS, PlanError, plan_document, plan_hash
+from ..analysis.plan import CORRECTIONS, PlanError, plan_document, plan_hash
 from ..models import Study
-from ..plans import study_plan, study_plan_freeze, study_plan_set
 from ..preregistrations import study_preregistration
+from ..services.plans import study_plan
+from ..services.study import study_plan_freeze, study_plan_set
 from .study import OWNER, VIEWER, get_study_for_member, role_by_method
 
 
@@ -40,7 +41,7 @@ def _context(study: Study, form: PlanDocumentForm) -> dict[str, object]:
         "form": form,
         "plan": plan,
         "hash": digest,
-        "method_label": METHODS[plan.method],
+        "method_label": CORRECTIONS[plan.method],
         "metrics": plan.metrics(study.form_definition().metric_keys),
         "frozen": study.analysis_plan_frozen_at is not None,
         "changed_since_freeze": study.analysis_plan_frozen_at is not None

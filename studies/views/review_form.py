@@ -23,8 +23,8 @@ from ..protocol.forms import (
     builtin_form,
     form_parse_json,
 )
-from ..review_forms import MAX_FORM_FILE_BYTES
-from ..services import review_form_next_version, study_form_locked_reason, study_form_set
+from ..reviewer_forms import MAX_FORM_FILE_BYTES
+from ..services.study import review_form_next_version, study_form_locked_reason, study_form_set
 from .study import VIEWER, get_study_for_member, role_by_method
 
 
@@ -144,7 +144,7 @@ def study_form(request: HttpRequest, slug: str) -> HttpResponse:
 def import_sample(request: HttpRequest, slug: str, kind: str, fmt: str) -> HttpResponse:
     """A sample file for one import page, built for this study's form, topics, conditions."""
     study = get_study_for_member(request, slug, role=VIEWER)
-    if kind not in import_samples.KINDS or fmt not in import_samples.FORMATS:
+    if kind not in import_samples.SAMPLE_KINDS or fmt not in import_samples.FORMATS:
         raise Http404("no such sample")
     conditions = [c.key for c in study.conditions.order_by("key")]
     topics = [t.name for t in study.topics.order_by("name")]

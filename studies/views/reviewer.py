@@ -24,29 +24,19 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from ideareview.throttle import (
+    client_address,
+    login_attempt,
+    login_succeeded,
+    token_blocked,
+    token_failed,
+)
+
 from ..draft_sql import assignment_for_draft
 from ..http import is_htmx
 from ..models import Assignment, PairTask, Review, Reviewer, Study
-from ..protocol.forms import Scale
-from ..recruitment import (
-    InvitationError,
-    RecruitmentError,
-    StaleReview,
-    TextRejected,
-    assignment_touch,
-    idea_sections,
-    invitation_accept,
-    invitation_check,
-    pair_task_submit,
-    review_current_values,
-    review_draft_save,
-    review_submit,
-    reviewer_consent,
-    reviewer_payment_handle_set,
-    reviewer_profile_save,
-    reviewer_sign_up,
-)
-from ..review_forms import (
+from ..protocol.forms import AttentionCheck, Scale
+from ..reviewer_forms import (
     ConsentForm,
     PairForm,
     PaymentHandleForm,
@@ -56,14 +46,28 @@ from ..review_forms import (
     draft_from_post,
     study_review_definition,
 )
-from ..study_setup import is_researcher
-from ..throttle import (
-    client_address,
-    login_attempt,
-    login_succeeded,
-    token_blocked,
-    token_failed,
+from ..services.assignment import assignment_touch
+from ..services.invitations import (
+    InvitationError,
+    RecruitmentError,
+    TextRejected,
+    invitation_accept,
+    invitation_check,
+    reviewer_consent,
+    reviewer_payment_handle_set,
+    reviewer_profile_save,
+    reviewer_sign_up,
 )
+from ..services.platform import platform_card, platform_participant_of, platform_profile_save
+from ..services.reviews import (
+    StaleReview,
+    idea_sections,
+    pair_task_submit,
+    review_current_values,
+    review_draft_save,
+    review_submit,
+)
+from ..services.study import is_researcher
 
 reviewer_login_required = login_required(login_url="studies:reviewer_login")
 OPEN_TO_REVIEWERS = (Study.Status.REVIEWING, Study.Status.CLOSED)
@@ -304,6 +308,7 @@ def reviewer_home(request: HttpRequest) -> HttpResponse:
                 "next_url": _next_step_url(rev),
                 "assignments": items,
                 "pairs": pairs,
+                "platform": platform_card(rev),
             }
         )
     return render(request, "studies/reviewer/home.html", {"cards": cards})
@@ -354,6 +359,12 @@ def reviewer_profile_view(request: HttpRequest, reviewer_id: int) -> HttpRespons
             )
             return redirect("studies:reviewer_profile", reviewer.pk)
         if form.is_valid():
+            if platform_participant_of(reviewer) is not None:
+                # A participant from a platform is screened by the rule and given work now.
+                outcome = platform_profile_save(reviewer=reviewer, data=form.cleaned_data)
+                if outcome == "approved":
+                    messages.success(request, "Profile saved. Your ideas to review are below.")
+                return redirect("studies:reviewer_home")
             reviewer_profile_save(reviewer=reviewer, data=form.cleaned_data)
             messages.success(request, "Profile saved. The study team will screen it shortly.")
             return redirect("studies:reviewer_home")
@@ -422,7 +433,10 @@ def _review_context(
         "study": study,
         "assignment": assignment,
         "sections": idea_sections(assignment.idea.reviewable_text()),
-        "metrics": [scale(m) for m in definition.metrics],
+        # Attention checks among the metrics, looking like them (a check has no rationale).
+        "metrics": [
+            scale(i.scale if isinstance(i, AttentionCheck) else i) for i in definition.items()
+        ],
         "extras": [scale(q) for q in definition.questions],
         "instructions": definition.description,
         "minutes": values.get("minutes", ""),

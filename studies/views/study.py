@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
@@ -18,8 +19,8 @@ from ..forms import ReviewImportForm
 from ..http import is_htmx
 from ..import_samples import review_columns
 from ..importers import ImportFailed, format_quality_summary
+from ..job_kinds import JOB_KINDS
 from ..jobs import (
-    JOB_KINDS,
     JobNotRetryable,
     job_active,
     job_cancel,
@@ -29,36 +30,47 @@ from ..jobs import (
 )
 from ..models import ImportBatch, JobRun, Study, StudyMember, StudyReport
 from ..overview import next_step, study_steps
-from ..services import (
-    audit,
+from ..report_formats import REPORT_FORMATS, document_names, report_format
+from ..services.audit import audit
+from ..services.study import (
+    SetupError,
+    is_researcher,
+    source_warnings,
+    study_create,
+    study_delete,
+    study_delete_plan,
+    study_slug_new,
+    study_source_mentions,
+)
+from ..services.transfer import (
     import_row_estimate,
     reviews_import,
     reviews_import_enqueue,
     reviews_parse,
-    study_create,
 )
 from ..storage import report_file_open
 from ..study_forms import StudyCreateForm
-from ..study_setup import (
-    SetupError,
-    is_researcher,
-    source_warnings,
-    study_delete,
-    study_delete_plan,
-    study_source_mentions,
-)
 from ..tasks import report_enqueue
-
-# The documents every report has; its tables are served by the names the report itself
-# lists under files.csv, so a table added to the report is downloadable without a second
-# list to keep in step.
-REPORT_DOCUMENTS = {"report.html", "report.json", "report.pdf", "package.zip"}
 
 
 def report_file_names(data: dict) -> set[str]:
-    """The file names a built report may serve: its documents and the CSVs it lists."""
+    """The file names a built report may serve: its documents (`REPORT_FORMATS`) and the
+    tables it lists under files.csv, so a table added to the report is downloadable
+    without a second list to keep in step."""
     files = data.get("files") or {}
-    return REPORT_DOCUMENTS | {str(name) for name in files.get("csv") or [] if "/" not in str(name)}
+    tables = {str(name) for name in files.get("csv") or [] if "/" not in str(name)}
+    return document_names() | tables
+
+
+def report_downloads(data: dict) -> list[dict[str, Any]]:
+    """The report page's download links, one per format the report made (`REPORT_FORMATS`
+    order), with the reason for one it could not make."""
+    files = data.get("files") or {}
+    return [
+        {"format": f, "made": bool(files.get(f.key)), "reason": files.get(f"{f.key}_reason")}
+        for f in REPORT_FORMATS
+        if files.get(f.key) or files.get(f"{f.key}_reason")
+    ]
 
 
 def _user_id(request: HttpRequest) -> int:
@@ -152,7 +164,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
         try:
             study = study_create(
                 owner=request.user,
-                slug=data["slug"],
+                slug=study_slug_new(data["slug"]),
                 title=data["title"],
                 description=data["description"],
                 form=data["review_form"],
@@ -184,6 +196,7 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
         {
             "key": c.key,
             "kind": c.get_kind_display(),
+            "generating_model": c.generating_model,
             "ideas": c.memberships.filter(idea__exclusion__isnull=True).count(),
         }
         for c in study.conditions.all()
@@ -251,7 +264,7 @@ def study_delete_view(request: HttpRequest, slug: str) -> HttpResponse:
 def study_export_view(request: HttpRequest, slug: str) -> HttpResponse:
     """Owners only: the whole study as a study file (it names reviewers and authors), the
     file `study_import` reads back, here or on another server."""
-    from ..transfer import study_export
+    from ..services.study import study_export
 
     study = get_study_for_member(request, slug, role=OWNER)
     body = study_export(study=study)
@@ -263,7 +276,7 @@ def study_export_view(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def study_import(request: HttpRequest, slug: str) -> HttpResponse:
+def reviews_import_page(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=role_by_method(request))
     form = ReviewImportForm(request.POST or None, request.FILES or None)
     summary_lines: list[str] = []
@@ -288,7 +301,7 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
             job = job_active(study=study, kind="import") or reviews_import_enqueue(
                 study=study, actor=request.user, **upload
             )
-            return redirect("studies:study_import", slug=study.slug)
+            return redirect("studies:reviews_import_page", slug=study.slug)
         try:
             with transaction.atomic():
                 parsed = reviews_parse(study=study, **upload)
@@ -304,7 +317,7 @@ def study_import(request: HttpRequest, slug: str) -> HttpResponse:
         summary_lines = format_quality_summary(job.params.get("summary") or {})
     return render(
         request,
-        "studies/study_import.html",
+        "studies/reviews_import.html",
         {
             "study": study,
             "form": form,
@@ -332,7 +345,13 @@ def study_report(request: HttpRequest, slug: str) -> HttpResponse:
     return render(
         request,
         "studies/study_report.html",
-        {"study": study, "report": report, "job": job, "report_body": html},
+        {
+            "study": study,
+            "report": report,
+            "downloads": report_downloads(report.data) if report else [],
+            "job": job,
+            "report_body": html,
+        },
     )
 
 
@@ -416,7 +435,10 @@ def study_report_file(request: HttpRequest, slug: str, name: str) -> FileRespons
     if document is None:
         raise Http404("no such report file")
     filename = f"{study.slug}-package.zip" if name == "package.zip" else name
-    response = FileResponse(document, as_attachment=name != "report.html", filename=filename)
+    fmt = report_format(name)
+    response = FileResponse(
+        document, as_attachment=fmt is None or fmt.attachment, filename=filename
+    )
     if name == "report.html":
         # The self-contained document keeps its styles and inline SVG plots inside; it
         # runs no script and loads nothing.

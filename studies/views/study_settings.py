@@ -8,8 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from ..study_forms import SETTINGS_FIELDS, StudySettingsForm
-from ..study_setup import (
+from ..services.study import (
     REVIEWER_VISIBLE,
     SettingsChange,
     SetupError,
@@ -18,6 +17,7 @@ from ..study_setup import (
     study_settings_update,
     study_source_mentions,
 )
+from ..study_forms import SETTINGS_FIELDS, StudySettingsForm
 from .study import get_study_for_member, role_by_method
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +30,12 @@ def _frame(scores_per_idea: dict[str, list[float]], metric: str = "overall") -> 
 
 def _judge(scores: dict[str, float], metric: str = "overall") -> pd.DataFrame:
     return pd.DataFrame({"idea_id": list(scores), "metric": metric, "score": list(scores.values())})
+
+
+def _draws(n_splits: int, n_bootstrap: int, n_permutations: int, **options: Any) -> ag.Resampling:
+    return ag.Resampling(
+        n_splits=n_splits, n_bootstrap=n_bootstrap, n_permutations=n_permutations, **options
+    )
 
 
 def _noisy_judge(frame: pd.DataFrame, sd: float, seed: int) -> pd.DataFrame:
@@ -120,10 +128,11 @@ def test_no_overlapping_ideas_give_reasons_everywhere():
     absolute = ag.absolute_agreement(frame, judge)["by_metric"]["overall"]
     assert absolute["n_ideas"] == 0 and absolute["n_ideas_without_judge"] == 12
     assert "at least 3 ideas" in absolute["spearman"]["reason"]
-    cons = ag.judge_consistency(frame, judge, n_splits=10, n_bootstrap=0, n_permutations=0)
+    cons = ag.judge_consistency(frame, judge, resampling=_draws(10, 0, 0)).as_dict()
     assert cons["balanced_accuracy"] is None and "no idea" in cons["reason"]
-    top = ag.top_k_overlap(frame, judge)
+    top = ag.top_k_overlap(frame, judge).as_dict()
     assert top["overlap"] is None and "no idea" in top["reason"]
+    assert list(top)[-2:] == ["overlap", "reason"]
     alpha = ag.krippendorff_with_judges(frame, {"j": judge})
     assert alpha["judges"]["j"]["reason"] == "the judge scored none of the reviewed ideas"
     for res in (absolute, cons, top, alpha):
@@ -155,9 +164,9 @@ def test_agreement_falls_as_the_judge_gets_noisier_on_si2024(si2024_frame):
         res = ag.absolute_agreement(si2024_frame, judge, ["overall"], n_bootstrap=200)
         spearman.append(res["by_metric"]["overall"]["spearman"]["estimate"])
         cons = ag.judge_consistency(
-            si2024_frame, judge, n_splits=200, n_bootstrap=0, n_permutations=0, ceiling=False
+            si2024_frame, judge, resampling=_draws(200, 0, 0), ceiling=False
         )
-        consistency.append(cons["balanced_accuracy"])
+        consistency.append(cons.balanced_accuracy)
     assert spearman[0] == pytest.approx(1.0)
     assert spearman[0] > spearman[1] > spearman[2] > 0
     assert consistency[0] > consistency[1] > consistency[2]
@@ -169,19 +178,18 @@ def test_agreement_falls_as_the_judge_gets_noisier_on_si2024(si2024_frame):
 
 def test_judge_consistency_reports_the_si2024_ceiling_beside_the_judge(si2024_frame):
     judge = _noisy_judge(si2024_frame, 2.0, seed=2)
-    res = ag.judge_consistency(
-        si2024_frame, judge, n_splits=500, n_bootstrap=100, n_permutations=100, seed=3
-    )
-    json.dumps(res, allow_nan=False)
-    ceiling = res["ceiling"]
-    assert (res["n_units"], res["n_reviews"], res["n_selected"]) == (147, 337, 72)
+    res = ag.judge_consistency(si2024_frame, judge, resampling=_draws(500, 100, 100, seed=3))
+    json.dumps(res.as_dict(), allow_nan=False)
+    ceiling = res.ceiling
+    assert ceiling is not None
+    assert (res.n_units, res.n_reviews, res.n_selected) == (147, 337, 72)
     assert abs(ceiling["balanced_accuracy"] - 0.565) < 0.015
     assert ceiling["ci_low"] < ceiling["balanced_accuracy"] < ceiling["ci_high"]
     # The paired human-human value from the same splits agrees with consistency.py's.
-    assert abs(res["human_same_splits"] - ceiling["balanced_accuracy"]) < 0.01
-    assert res["ci_low"] < res["balanced_accuracy"] < res["ci_high"]
-    assert res["difference_ci_low"] < res["difference"] < res["difference_ci_high"]
-    assert res["p_value"] < 0.05  # the judge carries the human signal, leaking half B's
+    assert abs(res.human_same_splits - ceiling["balanced_accuracy"]) < 0.01
+    assert res.ci_low < res.balanced_accuracy < res.ci_high
+    assert res.difference_ci_low < res.difference < res.difference_ci_high
+    assert res.p_value < 0.05  # the judge carries the human signal, leaking half B's
 
 
 def test_a_judge_as_good_as_a_fresh_half_of_reviewers_recovers_the_human_ceiling():
@@ -189,38 +197,56 @@ def test_a_judge_as_good_as_a_fresh_half_of_reviewers_recovers_the_human_ceiling
     rng = np.random.default_rng(1)
     fresh_half = quality + rng.normal(0, 2, (400, 3)).mean(1)
     judge = _judge(dict(zip(sorted(frame["idea_id"].unique()), fresh_half, strict=True)))
-    res = ag.judge_consistency(
-        frame, judge, n_splits=300, n_bootstrap=0, n_permutations=0, ceiling=False
-    )
-    assert 0.6 < res["human_same_splits"] < 0.8  # a clear signal, far from 0.5 and 1
+    res = ag.judge_consistency(frame, judge, resampling=_draws(300, 0, 0), ceiling=False)
+    assert 0.6 < res.human_same_splits < 0.8  # a clear signal, far from 0.5 and 1
     # 200 selected ideas: one data set's judge value has an sd of about 2.5 points.
-    assert abs(res["balanced_accuracy"] - res["human_same_splits"]) < 0.06
+    assert abs(res.balanced_accuracy - res.human_same_splits) < 0.06
 
 
 def test_a_constant_judge_picks_at_random_and_scores_chance(si2024_frame):
     judge = _judge({i: 5.0 for i in si2024_frame["idea_id"].unique()})
-    res = ag.judge_consistency(
-        si2024_frame, judge, n_splits=2000, n_bootstrap=0, n_permutations=0, ceiling=False
-    )
-    assert res["judge_constant"] is True
-    assert abs(res["balanced_accuracy"] - 0.5) < 0.01
+    res = ag.judge_consistency(si2024_frame, judge, resampling=_draws(2000, 0, 0), ceiling=False)
+    assert res.judge_constant is True
+    assert abs(res.balanced_accuracy - 0.5) < 0.01
 
 
 def test_judge_consistency_drops_units_the_judge_did_not_score(si2024_frame):
     ideas = sorted(si2024_frame["idea_id"].unique())
     judge = _noisy_judge(si2024_frame, 1.0, seed=4)
     judge = judge[judge["idea_id"].isin(ideas[:60])]
-    res = ag.judge_consistency(si2024_frame, judge, n_splits=50, n_bootstrap=0, n_permutations=0)
-    assert res["n_units"] + res["n_units_without_judge"] == 147
-    assert res["ceiling"]["n_units"] == res["n_units"]
+    res = ag.judge_consistency(si2024_frame, judge, resampling=_draws(50, 0, 0))
+    assert res.n_units + res.n_units_without_judge == 147
+    assert res.ceiling is not None and res.ceiling["n_units"] == res.n_units
 
 
 def test_judge_consistency_is_reproducible_for_a_seed(si2024_frame):
     judge = _noisy_judge(si2024_frame, 1.0, seed=5)
-    kw = {"n_splits": 50, "n_bootstrap": 20, "n_permutations": 20, "seed": 9}
+    kw = {"resampling": _draws(50, 20, 20, seed=9)}
     assert ag.judge_consistency(si2024_frame, judge, **kw) == ag.judge_consistency(
         si2024_frame, judge, **kw
     )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"confidence": 1.0}, "confidence must be in (0, 1)"),
+        ({"top_fraction": 0.6}, "top_fraction must be in (0, 0.5]"),
+        ({"n_splits": 0}, "n_splits and splits_per_resample must be >= 1"),
+        ({"n_bootstrap": -1}, "n_bootstrap and n_permutations must be >= 0"),
+        ({"rows": "some"}, "rows must be 'all' or 'unique'"),
+    ],
+)
+def test_resampling_options_out_of_range_are_refused_by_name(options, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ag.Resampling(**options)
+
+
+def test_a_judge_consistency_that_cannot_be_computed_reports_no_resampled_figures():
+    frame = _frame({f"i{i}": [i % 10 + 1, 5] for i in range(3)})
+    res = ag.judge_consistency(frame, _judge({f"i{i}": float(i) for i in range(3)}))
+    assert not res.computed and "too few" in (res.reason or "")
+    assert list(res.as_dict())[-3:] == ["ceiling", "reason", "balanced_accuracy"]
 
 
 def _reference_split(P, C, rng, top_fraction):
@@ -255,9 +281,9 @@ def test_judge_consistency_equals_a_plain_computation_of_the_same_draws(judge_sc
     scores = {f"i{i:02d}": float(rng.integers(0, judge_scale)) for i in range(n_ideas)}
     splits, boot, perms, per = 40, 30, 30, 3
     got = ag.judge_consistency(
-        frame, _judge(scores), n_splits=splits, n_bootstrap=boot, n_permutations=perms,
-        splits_per_resample=per, seed=4, ceiling=False,
-    )  # fmt: skip
+        frame, _judge(scores), ceiling=False,
+        resampling=_draws(splits, boot, perms, splits_per_resample=per, seed=4),
+    ).as_dict()  # fmt: skip
 
     from studies.analysis.consistency import score_matrix
 
@@ -446,27 +472,27 @@ def test_top_k_overlap_matches_a_hand_computed_case():
     frame = _frame({i: [s, s] for i, s in zip("abcdefgh", [8, 7, 6, 5, 4, 3, 2, 1], strict=True)})
     judge = _judge(dict(zip("abcdefgh", [8, 1, 7, 2, 3, 4, 5, 6], strict=True)))
     res = ag.top_k_overlap(frame, judge, k=0.25)  # k = 2: humans {a, b}, judge {a, c}
-    assert (res["k"], res["overlap"], res["share"]) == (2, 1.0, 0.5)
-    assert res["expected_by_chance"] == pytest.approx(0.5)
-    assert res["p_value"] == pytest.approx(stats.hypergeom.sf(0, 8, 2, 2))
+    assert (res.k, res.overlap, res.share) == (2, 1.0, 0.5)
+    assert res.expected_by_chance == pytest.approx(0.5)
+    assert res.p_value == pytest.approx(stats.hypergeom.sf(0, 8, 2, 2))
 
 
 def test_top_k_overlap_breaks_ties_at_the_cut_by_expectation():
     frame = _frame({i: [s, s] for i, s in zip("abcdef", [6, 5, 4, 3, 2, 1], strict=True)})
     judge = _judge(dict(zip("abcdef", [9, 5, 5, 5, 1, 1], strict=True)))
     res = ag.top_k_overlap(frame, judge, k=2)  # judge: a sure, one of b/c/d
-    assert res["overlap"] == pytest.approx(1 + 1 / 3)
-    assert res["n_tied_at_cut_judge"] == 3 and res["n_tied_at_cut_human"] == 0
-    assert res["p_value"] == pytest.approx(stats.hypergeom.sf(0, 6, 2, 2))
+    assert res.overlap == pytest.approx(1 + 1 / 3)
+    assert res.n_tied_at_cut_judge == 3 and res.n_tied_at_cut_human == 0
+    assert res.p_value == pytest.approx(stats.hypergeom.sf(0, 6, 2, 2))
 
 
 def test_a_perfect_judge_overlaps_fully_and_a_noisy_one_less_on_si2024(si2024_frame):
     exact = ag.top_k_overlap(si2024_frame, _noisy_judge(si2024_frame, 0.0, 0))
     noisy = ag.top_k_overlap(si2024_frame, _noisy_judge(si2024_frame, 3.0, 0))
-    assert exact["n_ideas"] == 129 and exact["k"] == 32
+    assert exact.n_ideas == 129 and exact.k == 32
     # Human means tie at the cut, so even a perfect judge's overlap is an expectation < k.
-    assert exact["overlap"] > noisy["overlap"] > exact["expected_by_chance"] - 3
-    assert exact["p_value"] < 1e-10
+    assert exact.overlap > noisy.overlap > exact.expected_by_chance - 3
+    assert exact.p_value < 1e-10
 
 
 # -------------------------------------------------------------------------- diagnostics
@@ -576,10 +602,8 @@ def test_one_call_gives_every_statistic_of_a_judge_run_as_json(si2024_frame):
         judge_scores=judge,
         judge_pairs=pairs,
         metrics=["overall", "novelty"],
-        n_splits=50,
-        n_bootstrap=20,
-        n_permutations=20,
-    )
+        resampling=_draws(50, 20, 20),
+    ).as_dict()
     json.dumps(res, allow_nan=False)
     assert set(res) == {"draws", "absolute", "consistency", "top_k", "pairwise", "diagnostics"}
     # a study this size keeps the draws it asked for
@@ -604,9 +628,7 @@ def test_judges_of_one_report_share_one_human_ceiling_per_metric(si2024_frame):
             si2024_frame,
             judge_scores=_noisy_judge(si2024_frame, sd, seed=6),
             metrics=["overall", "novelty"],
-            n_splits=30,
-            n_bootstrap=10,
-            n_permutations=10,
+            resampling=_draws(30, 10, 10),
             ceiling_cache=cache,
         )
         for sd in (0.5, 2.0)
@@ -617,12 +639,12 @@ def test_judges_of_one_report_share_one_human_ceiling_per_metric(si2024_frame):
         "novelty", "overall", "score_matrix", "score_matrix", "splits", "splits"
     ]  # fmt: skip
     for m in ("overall", "novelty"):
-        first, second = (r["consistency"][m]["ceiling"] for r in results)
+        first, second = (r.consistency[m].ceiling for r in results if r.consistency)
         assert first is second
         alone = ag.judge_consistency(
             si2024_frame, _noisy_judge(si2024_frame, 2.0, seed=6), m,
-            n_splits=30, n_bootstrap=10, n_permutations=10,
-        )["ceiling"]  # fmt: skip
+            resampling=_draws(30, 10, 10),
+        ).ceiling  # fmt: skip
         assert alone == first
 
 
@@ -640,13 +662,13 @@ def test_a_judge_replaying_recorded_splits_gets_what_it_gets_alone(si2024_frame,
         ).astype({"score": float})
         for _ in range(3)
     ]
-    kw = {"n_splits": 40, "n_bootstrap": 20, "n_permutations": 20, "splits_per_resample": 3}
+    kw = {"resampling": _draws(40, 20, 20, splits_per_resample=3)}
     cache: dict = {}
     shared = [ag.judge_consistency(si2024_frame, j, ceiling_cache=cache, **kw) for j in judges]
     alone = [ag.judge_consistency(si2024_frame, j, **kw) for j in judges]
     assert [len(v) for k, v in cache.items() if k[0] == "splits"] == [3]  # recorded once
     assert shared == alone
-    assert len({r["balanced_accuracy"] for r in alone}) == 3
+    assert len({r.balanced_accuracy for r in alone}) == 3
     # A judge of other ideas gets splits of its own units.
     fewer = judges[0][judges[0]["idea_id"].isin(ideas[:90])]
     assert ag.judge_consistency(si2024_frame, fewer, ceiling_cache=cache, **kw) == (

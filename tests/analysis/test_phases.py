@@ -32,7 +32,7 @@ from studies.analysis.phases import (
     phase_tables,
     shared_metrics,
 )
-from studies.analysis.plan import METHODS, parse_plan
+from studies.analysis.plan import CORRECTIONS, parse_plan
 from studies.analysis.rcheck import lmertest_unavailable_reason
 from studies.importers import (
     ImportFailed,
@@ -442,7 +442,7 @@ def test_json_section_and_tidy_tables(result) -> None:
     assert json.loads(text)["match"]["left_out"] == ["Left_1"]
     assert doc["multiplicity"] == {
         "method": "bh",
-        "method_label": METHODS["bh"],
+        "method_label": CORRECTIONS["bh"],
         "alpha": 0.05,
         "family_scope": "per_comparison",
     }

@@ -112,7 +112,7 @@ def test_large_pilots_are_re_fitted_by_the_sparse_engine_to_the_same_models(monk
     est = estimate_pilot(_pilot(3), BY_IDEA, n_starts=1)
     with blas_threads(1):
         dense, _ = est.bootstrap(2, seed=1)
-        monkeypatch.setattr(pilot, "DENSE_MAX_LEVELS", 0)
+        monkeypatch.setattr(pilot, "PILOT_DENSE_MAX_LEVELS", 0)
         sparse, failed = est.bootstrap(2, seed=1)
     assert failed == 0
     for a, b in zip(dense, sparse, strict=True):

@@ -77,7 +77,7 @@ def owner_pages(slug: str) -> list[str]:
         "duplicates",
         "leakage",
         "study_form",
-        "study_import",
+        "reviews_import_page",
         "ideas_list",
         "ideas_import",
         "normalization",
@@ -126,7 +126,7 @@ def reviewer_pages(reviewer: Reviewer) -> list[str]:
 
 
 def anonymous_pages(demo) -> list[str]:
-    from studies.recruitment import invitation_create, invitation_token
+    from studies.services.invitations import invitation_create, invitation_token
 
     invitation = invitation_create(study=demo.study, email="new@example.org", name="New")
     assert Invitation.objects.filter(pk=invitation.pk).exists()

@@ -8,12 +8,13 @@ from __future__ import annotations
 import csv
 import random
 import re
+from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
 
 from studies.protocol.forms import EXECUTION_FORM
-from studies.study_setup import researcher_grant
+from studies.services.study import researcher_grant
 from tests.e2e.pages import login, new_page
 
 pytestmark = pytest.mark.e2e
@@ -69,9 +70,11 @@ def test_a_researcher_runs_an_execution_study_from_the_browser(
     page.fill("input[name=baseline_condition]", "Human")
     page.fill("textarea[name=topics]", "Bias\nCoding")
     page.click("form button[type=submit]")
-    page.wait_for_url(re.compile(r"/studies/exec-e2e/$"))
+    # The address is the short name and random characters (the study's alone).
+    page.wait_for_url(re.compile(r"/studies/exec-e2e-[a-z0-9]{6}/$"))
+    home = urlsplit(page.url).path
 
-    page.goto("/studies/exec-e2e/form/")
+    page.goto(f"{home}form/")
     preview = page.locator("section.form-preview")
     assert "Executed project review" in preview.inner_text()
     assert "Code quality (1–5)" in preview.inner_text()
@@ -79,7 +82,7 @@ def test_a_researcher_runs_an_execution_study_from_the_browser(
     assert preview.locator("input[name=preview-soundness]").count() == 10
     page.screenshot(path=str(artifacts / "execution-form.png"), full_page=True)
 
-    page.goto("/studies/exec-e2e/import/")
+    page.goto(f"{home}import/")
     assert "code_quality" in page.locator("#columns").inner_text()
     page.select_option("select[name=format]", "generic")
     page.set_input_files("input[name=reviews]", str(data))
@@ -89,11 +92,11 @@ def test_a_researcher_runs_an_execution_study_from_the_browser(
     page.wait_for_selector("pre.summary")
     assert "48 new reviews" in page.locator("pre.summary").inner_text()
 
-    page.goto("/studies/exec-e2e/report/")
+    page.goto(f"{home}report/")
     page.click("nav.actions form button[type=submit]")
     # the job's progress partial says when the build has finished
     page.wait_for_selector("#job >> text=/finished/", timeout=240_000)
-    page.goto("/studies/exec-e2e/report/")
+    page.goto(f"{home}report/")
     report = page.locator("article.report")
     text = report.inner_text()
     assert "code_quality 1–5" in text and "soundness 1–10" in text

@@ -10,10 +10,10 @@ import re
 
 import pytest
 
-from judging.llm.models import JudgeConfig
 from judging.testserver import Rules, TestServer
+from llm.models import JudgeConfig
 from studies.models import Condition, Idea, JobRun, Topic
-from studies.services import study_create
+from studies.services.study import study_create
 from tests.e2e.pages import ideas_upload, new_page, owner_login
 
 pytestmark = pytest.mark.e2e

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from judging.llm.models import JudgeConfig
 from judging.models import JudgeRun
 from judging.testserver import Rules, TestServer
+from llm.models import JudgeConfig
 from tests.e2e.pages import new_page, owner_login
 from tests.judging.conftest import make_study
 
@@ -27,6 +27,7 @@ def test_owner_creates_a_run_and_watches_it_finish(browser, live_server, owner, 
             concurrency=2,
             price_input_per_million="1",
             price_output_per_million="2",
+            study=study,
             created_by=owner,
         )
         ctx, page = new_page(browser, live_server.url)

@@ -148,7 +148,9 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
         page.fill("textarea[name=topics]", "Factuality")
         walk.shot("new-study")
         page.click("text=Create the study")
-        page.wait_for_url(re.compile(r"/studies/walk/$"))
+        # A new study's address is its short name and six random characters.
+        page.wait_for_url(re.compile(r"/studies/walk-[a-z0-9]{6}/$"))
+        slug = page.url.rstrip("/").rsplit("/", 1)[-1]
         page.wait_for_selector("text=Study “Walk study” created")
         walk.shot("study-created")
 
@@ -157,7 +159,7 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
         page.click("button[name=intent][value=preview]")
         page.wait_for_selector("text=valid")
         walk.shot("review-form")
-        page.goto("/studies/walk/")
+        page.goto(f"/studies/{slug}/")
 
         # Settings: a small study needs small loads.
         page.click("nav.actions >> text=Settings")
@@ -169,12 +171,12 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
         page.click("text=Save settings")
         page.wait_for_selector("text=Saved:")
         walk.shot("settings")
-        study = Study.objects.get(slug="walk")
+        study = Study.objects.get(slug=slug)
         assert (study.min_load, study.max_load, study.max_reviews_per_idea) == (2, 4, 2)
 
         # Ideas: the import page's sample file, downloaded and uploaded again, and two
         # proposals pasted one at a time.
-        page.goto("/studies/walk/")
+        page.goto(f"/studies/{slug}/")
         page.click("nav.actions >> text=Ideas")
         page.click("nav >> text=Import")
         with page.expect_download() as download:
@@ -198,13 +200,13 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
         assert Idea.objects.filter(study=study).count() == 4
 
         # The settings now say why conditions and topics are locked.
-        page.goto("/studies/walk/settings/")
+        page.goto(f"/studies/{slug}/settings/")
         assert "ideas have been imported" in page.inner_text("main")
         assert page.is_disabled("input[name=conditions]")
         walk.shot("settings-locked")
 
         # Normalization against the scripted server: a judge config made on the page.
-        page.goto("/studies/walk/ideas/normalization/")
+        page.goto(f"/studies/{slug}/ideas/normalization/")
         page.click("summary:has-text('Create a judge config')")
         page.fill("form:has(input[value=create]) input[name=name]", "scripted")
         page.fill("form:has(input[value=create]) input[name=base_url]", llm.base_url)
@@ -227,7 +229,7 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
             walk.shot("signoff-flagged")
             page.click("#approve")
             page.wait_for_selector("text=rewrite approved")
-            page.goto("/studies/walk/ideas/normalization/")
+            page.goto(f"/studies/{slug}/ideas/normalization/")
         approved = Idea.objects.filter(study=study, normalization_status="approved").count()
         assert approved == 4, approved
 
@@ -244,7 +246,7 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
             # Not @example.org: the sample ideas' authors are at "Example University", and
             # the assignment counts an address at example.org as the same institution.
             email = f"reviewer{n}@lab{n}.org"
-            page.goto("/studies/walk/invitations/")
+            page.goto(f"/studies/{slug}/invitations/")
             page.fill("input[name=name]", name)
             page.fill("input[name=email]", email)
             page.click("text=Send the invitation")
@@ -254,10 +256,10 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
         walk.shot("invitations")
 
         # Screening by the rule, then the assignment: preview (a job), read, commit.
-        page.goto("/studies/walk/reviewers/")
+        page.goto(f"/studies/{slug}/reviewers/")
         page.click("text=Approve all pending profiles that meet the rule")
         walk.shot("screened")
-        page.goto("/studies/walk/assignment/")
+        page.goto(f"/studies/{slug}/assignment/")
         page.click("text=Preview the assignment")
         page.wait_for_selector("text=Commit this assignment", timeout=90_000)
         walk.shot("assignment-preview")
@@ -268,7 +270,7 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
         # Each reviewer reviews everything assigned to them.
         for n, rp in enumerate(reviewers):
             review_all(rp, n)
-        page.goto("/studies/walk/progress/")
+        page.goto(f"/studies/{slug}/progress/")
         walk.shot("progress")
 
         # Close, build the report.
@@ -277,7 +279,7 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
         page.click("button:has-text('Close the study')")
         page.wait_for_selector("text=The study is closed")
         walk.shot("closed")
-        page.goto("/studies/walk/report/")
+        page.goto(f"/studies/{slug}/report/")
         page.click("text=Build the report")
         page.wait_for_selector("text=Built", timeout=180_000)
         page.wait_for_selector("article.report")
@@ -285,13 +287,13 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
 
         # A judge (direct scoring by the scripted model), then the report again with
         # the agreement between judge and reviewers.
-        page.goto("/judging/walk/runs/new/")
+        page.goto(f"/judging/{slug}/runs/new/")
         page.select_option("select[name=method]", "direct")
         page.select_option("select[name=config]", label="scripted")
         page.click("text=Start the run")
         page.wait_for_selector("#run-status.done", timeout=120_000)
         walk.shot("judge-run")
-        page.goto("/studies/walk/report/")
+        page.goto(f"/studies/{slug}/report/")
         page.click("text=Rebuild the report")
         # The page reloads itself when the new report is ready; the judge is then in it.
         page.wait_for_selector("#agreement ~ table >> text=scripted", timeout=180_000)
@@ -315,17 +317,18 @@ def test_new_study_settings_and_team_pages_fit_a_phone(browser, live_server, art
     page.fill("input[name=title]", "A study with a rather long title, on a phone")
     page.fill("textarea[name=topics]", "Factuality\nMath")
     page.click("text=Create the study")
-    page.wait_for_url(re.compile(r"/studies/phone/$"))
-    page.goto("/studies/phone/members/")
+    page.wait_for_url(re.compile(r"/studies/phone-[a-z0-9]{6}/$"))
+    slug = page.url.rstrip("/").rsplit("/", 1)[-1]
+    page.goto(f"/studies/{slug}/members/")
     page.fill("input[name=identifier]", "tia@example.org")
     page.select_option("#member-add select[name=role]", "editor")
     page.click("text=Add to the team")
     page.wait_for_selector("text=added as Editor")
     for path, name in [
         ("/studies/new/", "new-study"),
-        ("/studies/phone/settings/", "settings"),
-        ("/studies/phone/members/", "team"),
-        ("/studies/phone/plan/", "plan"),  # its 64-character plan hash wraps
+        (f"/studies/{slug}/settings/", "settings"),
+        (f"/studies/{slug}/members/", "team"),
+        (f"/studies/{slug}/plan/", "plan"),  # its 64-character plan hash wraps
     ]:
         page.goto(path)
         walk.shot(name)

@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 
 from studies.models import Assignment, Review
-from studies.recruitment import review_submit
+from studies.services.reviews import review_submit
 from tests.e2e.pages import new_page, owner_login
 from tests.factories import cleaned, make_review_study
 

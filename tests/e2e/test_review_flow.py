@@ -19,6 +19,19 @@ def fill_metric(page, key: str, score: int, words: int = 30) -> None:
     page.fill(f"textarea[name={key}_rationale]", rationale(words, "clear"))
 
 
+def _wait_for_draft(reviewer, field: str, start: str, seconds: float = 30) -> None:
+    """Until one of the reviewer's drafts on the server holds `field` starting with `start`."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        drafts = Review.objects.filter(reviewer=reviewer).values_list("draft", flat=True)
+        if any(str(d.get(field, "")).startswith(start) for d in drafts):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no draft of the reviewer held {field} starting {start!r}")
+
+
 def test_invite_sign_up_screen_assign_review_in_two_visits_and_progress(
     browser, live_server, owner, artifacts, worker
 ):
@@ -74,6 +87,9 @@ def test_invite_sign_up_screen_assign_review_in_two_visits_and_progress(
     fill_metric(rp, "novelty", 7)
     fill_metric(rp, "excitement", 6)
     rp.wait_for_selector("#save-status:has-text('Draft saved')")
+    # "Draft saved" may be an earlier save's (the novelty answers); on a loaded machine the
+    # one carrying the last rationale can still be on its way. Reload once the server has it.
+    _wait_for_draft(nia, "excitement_rationale", "clear clear")
     rp.reload()
     assert rp.is_checked("input[name=novelty][value='7']")
     assert rp.input_value("textarea[name=excitement_rationale]").startswith("clear clear")
@@ -171,7 +187,7 @@ def test_the_review_page_by_keyboard_its_word_counts_and_a_submit_no_autosave_fo
     import dataclasses
 
     from studies.protocol.forms import SI2024_FORM
-    from studies.services import study_form_set
+    from studies.services.study import study_form_set
     from tests.factories import review_study
 
     rs = review_study(owner, slug="keys", n_reviewers=1, per_reviewer=1)

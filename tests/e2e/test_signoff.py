@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from judging.llm.models import JudgeConfig
 from judging.testserver import Rules, TestServer
-from studies import ideaprep
+from llm.models import JudgeConfig
+from studies import services
 from studies.models import Idea
 from studies.tasks import normalize_ideas
 from tests.e2e.pages import new_page, owner_login
@@ -28,7 +28,7 @@ def test_owner_reviews_a_flagged_rewrite_in_the_diff_view_and_approves_it(
             name="scripted", base_url=server.base_url, model="scripted-1", backoff_seconds=0
         )
         study.save()
-        job = ideaprep.normalization_enqueue(study=study, actor=owner)
+        job = services.normalization_enqueue(study=study, actor=owner)
         normalize_ideas(job.pk)
     flagged = ideas["gpt"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from judging.llm.models import JudgeConfig
 from judging.testserver import Rules, TestServer
+from llm.models import JudgeConfig
 from studies.models import Condition, Idea, IdeaCondition, Topic
 
 # Lengths differ so "longer text wins" gives a strict order; the rest is filler.
@@ -48,14 +48,23 @@ def judge(db, scripted):
 
 
 def make_study(owner, texts=TEXTS, slug="judged"):
-    from studies.services import study_create
+    from studies.services.study import study_create
 
-    study = study_create(owner=owner, slug=slug, title="Judged study")
-    human = Condition.objects.create(study=study, key="Human", kind=Condition.Kind.HUMAN)
-    ai = Condition.objects.create(study=study, key="AI", kind=Condition.Kind.AI)
+    return ideas_add(study_create(owner=owner, slug=slug, title="Judged study"), texts)
+
+
+def ideas_add(study, texts=TEXTS):
+    """Two conditions, a topic per key of `texts` and an approved idea per text."""
+    # A study made on the new-study page has these two conditions already.
+    human, _ = Condition.objects.get_or_create(
+        study=study, key="Human", defaults={"kind": Condition.Kind.HUMAN}
+    )
+    ai, _ = Condition.objects.get_or_create(
+        study=study, key="AI", defaults={"kind": Condition.Kind.AI}
+    )
     n = 0
     for topic_name, bodies in texts.items():
-        topic = Topic.objects.create(study=study, name=topic_name)
+        topic, _ = Topic.objects.get_or_create(study=study, name=topic_name)
         for body in bodies:
             n += 1
             idea = Idea.objects.create(

@@ -1,9 +1,10 @@
 """Active pair selection and the empirical-Bayes prior for Bradley–Terry.
 
-The selector's choice is checked against a brute force written here: for every candidate
+The selector's choice is checked against brute forces written here: for every candidate
 pair, the information matrix with that game added is inverted directly (no
-Sherman–Morrison), and the first-order fall of the summed interval half-widths computed
-from it. The prior's λ is checked against a Laplace evidence computed here with scipy's
+Sherman–Morrison), and the first-order fall of the summed interval half-widths ("width")
+or of the expected number of misordered pairs ("discordant", its weights integrated
+numerically) computed from it. The prior's λ is checked against a Laplace evidence computed here with scipy's
 optimiser and a finite-difference Hessian.
 """
 
@@ -13,7 +14,9 @@ import math
 
 import numpy as np
 import pytest
+from scipy.integrate import trapezoid
 from scipy.optimize import minimize, minimize_scalar
+from scipy.stats import norm
 
 from judging.methods.active_pairs import (
     centred_se,
@@ -58,21 +61,72 @@ def _brute_force_gains(games, ideas, ridge, extra=()):
     return gains
 
 
-def test_the_first_pair_is_the_one_whose_game_shrinks_the_intervals_most():
+def _brute_force_discordance(games, ideas, ridge, extra=()):
+    """Gain of each pair for the "discordant" criterion: the fall of var(θ_m − θ_l) for
+    every pair of ideas, each weighted by E[φ(X)·|X|] / (2·var) with X ~ N(Δθ/sd, 1),
+    the expectation taken by numerical integration."""
+    fit = fit_bradley_terry(games, ideas, ridge=ridge)
+    n = len(fit.ideas)
+    theta = fit.theta
+    w = lambda i, j: (p := 1 / (1 + math.exp(-(theta[i] - theta[j])))) * (1 - p)  # noqa: E731
+    info = np.linalg.inv(fit.cov)
+    for i, j in extra:
+        u = np.zeros(n)
+        u[i], u[j] = 1, -1
+        info = info + w(i, j) * np.outer(u, u)
+    cov = np.linalg.inv(info)
+
+    def var_diff(c, m, k):
+        return c[m, m] + c[k, k] - 2 * c[m, k]
+
+    grid = np.linspace(-15, 15, 6001)  # the trapezoidal rule on a fine grid
+    weight = {}
+    for m in range(n):
+        for k in range(m + 1, n):
+            v = var_diff(cov, m, k)
+            z = abs(theta[m] - theta[k]) / math.sqrt(v)
+            expect = trapezoid(norm.pdf(grid) * np.abs(grid) * norm.pdf(grid - z), grid)
+            weight[(m, k)] = expect / (2 * v)
+    gains = {}
+    for i in range(n):
+        for j in range(i + 1, n):
+            u = np.zeros(n)
+            u[i], u[j] = 1, -1
+            after = np.linalg.inv(info + w(i, j) * np.outer(u, u))
+            gains[(i, j)] = sum(
+                a * (var_diff(cov, m, k) - var_diff(after, m, k)) for (m, k), a in weight.items()
+            )
+    return gains
+
+
+@pytest.mark.parametrize(
+    ("criterion", "brute_force"),
+    [("width", _brute_force_gains), ("discordant", _brute_force_discordance)],
+)
+def test_the_first_pair_is_the_one_whose_game_shrinks_the_criterion_most(criterion, brute_force):
     games, _ = _games(0)
     ideas = list(range(8))
-    gains = _brute_force_gains(games, ideas, ridge=0.3)
+    gains = brute_force(games, ideas, ridge=0.3)
     best = max(gains, key=gains.get)
-    assert select_pairs(games, ideas, 1, ridge=0.3) == [best]
+    assert select_pairs(games, ideas, 1, ridge=0.3, criterion=criterion) == [best]
 
 
-def test_a_batch_is_chosen_greedily_as_if_the_earlier_pairs_were_judged():
+@pytest.mark.parametrize(
+    ("criterion", "brute_force"),
+    [("width", _brute_force_gains), ("discordant", _brute_force_discordance)],
+)
+def test_a_batch_is_chosen_greedily_as_if_the_earlier_pairs_were_judged(criterion, brute_force):
     games, _ = _games(1)
     ideas = list(range(8))
-    batch = select_pairs(games, ideas, 3, ridge=0.3)
+    batch = select_pairs(games, ideas, 3, ridge=0.3, criterion=criterion)
     for k in range(1, 3):
-        gains = _brute_force_gains(games, ideas, 0.3, extra=batch[:k])
+        gains = brute_force(games, ideas, 0.3, extra=batch[:k])
         assert batch[k] == max(gains, key=gains.get)
+
+
+def test_an_unknown_criterion_is_refused():
+    with pytest.raises(ValueError, match="criterion must be one of width, discordant"):
+        select_pairs([], [1, 2], 1, criterion="entropy")
 
 
 def _connected(n: int, edges) -> bool:
@@ -87,17 +141,18 @@ def _connected(n: int, edges) -> bool:
     return len(seen) == n
 
 
-def test_before_any_game_the_first_batch_connects_or_pairs_off_the_ideas_by_the_prior():
+@pytest.mark.parametrize("criterion", ["width", "discordant"])
+def test_before_any_game_the_first_batch_connects_or_pairs_off_the_ideas_by_the_prior(criterion):
     ideas = list(range(10))
     # Near-flat prior: the ideas' levels are unknown until they are linked, so the first
     # n − 1 games form a spanning tree.
-    tree = select_pairs([], ideas, 9)
+    tree = select_pairs([], ideas, 9, criterion=criterion)
     assert _connected(10, tree) and len({frozenset(p) for p in tree}) == 9
     # A proper prior bounds every idea's variance: the first n/2 games meet every idea once.
-    matching = select_pairs([], ideas, 5, ridge=1.0)
+    matching = select_pairs([], ideas, 5, ridge=1.0, criterion=criterion)
     assert sorted(x for pair in matching for x in pair) == ideas
-    assert matching == select_pairs([], ideas, 5, ridge=1.0)
-    other = select_pairs([], ideas, 5, ridge=1.0, seed=7)
+    assert matching == select_pairs([], ideas, 5, ridge=1.0, criterion=criterion)
+    other = select_pairs([], ideas, 5, ridge=1.0, seed=7, criterion=criterion)
     assert {frozenset(p) for p in matching} != {frozenset(p) for p in other}
 
 

@@ -7,7 +7,7 @@ import ipaddress
 
 import pytest
 
-from judging.llm.addresses import address_kind, listed, origin, parse_entry
+from llm.addresses import address_kind, listed, origin, parse_entry
 
 REFUSED = [
     "127.0.0.1",

@@ -7,10 +7,10 @@ from decimal import Decimal
 
 import pytest
 
-from judging.llm.client import BudgetExhausted, cache_key, complete, prepare, send
-from judging.llm.models import LLMCall
 from judging.methods.prompts import pairwise_messages
 from judging.models import JudgeRun
+from llm.client import BudgetExhausted, cache_key, complete, prepare, send
+from llm.models import LLMCall
 
 MESSAGES = pairwise_messages("A short idea.", "A somewhat longer idea than the other one.")
 
@@ -125,7 +125,7 @@ def test_reasoning_blocks_reach_the_store_untouched(judge, scripted):
 def test_the_send_pool_keeps_its_width_on_the_wire_and_returns_each_call_with_its_tag(
     judge, scripted
 ):
-    from judging.llm.pool import SendPool
+    from llm.pool import SendPool
 
     judge.concurrency = 10  # the client's per-endpoint limit is not what binds here
     scripted.rules.latency = 0.1

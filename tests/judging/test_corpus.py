@@ -149,3 +149,41 @@ def test_hybrid_retrieval_finds_papers_on_the_same_topic(db):
     assert all("reasoning" in titles[h.id] for h in reasoning[:2])
     assert [h.score for h in factual] == sorted((h.score for h in factual), reverse=True)
     assert all(0 < h.cosine <= 1 and h.score > 0 for h in factual + reasoning)
+
+
+def test_corpus_names_are_unique_per_owner_and_among_the_shared_ones(db, owner, other_researcher):
+    from django.db import IntegrityError, transaction
+
+    data = json.dumps([paper()])
+    mine = reference_corpus_import(data=data, name="ICLR", actor=owner)
+    # Another researcher's corpus of that name is not looked at: hers is made, silently.
+    hers = reference_corpus_import(data=data, name=" ICLR ", actor=other_researcher)
+    assert hers.name == "ICLR" and hers.created_by == other_researcher and hers != mine
+    with pytest.raises(CorpusImportError) as err:
+        reference_corpus_import(data=data, name="ICLR", actor=owner, filename="again.json")
+    assert err.value.errors == [
+        "again.json: the owner's and the shared corpora include one named 'ICLR' already; "
+        "choose another name"
+    ]
+    shared = reference_corpus_import(data=data, name="ICLR", owner=None)
+    assert shared.created_by is None
+    with pytest.raises(CorpusImportError, match="a shared corpus named 'ICLR' exists already"):
+        reference_corpus_import(data=data, name="ICLR", owner=None)
+    # A name the owner's studies list as a shared corpus is taken for the owner too.
+    reference_corpus_import(data=data, name="PAIR-IQ", owner=None)
+    with pytest.raises(CorpusImportError, match="include one named 'PAIR-IQ' already"):
+        reference_corpus_import(data=data, name="PAIR-IQ", actor=other_researcher)
+    assert ReferenceCorpus.objects.filter(name="ICLR").count() == 3
+    # The database holds the same rule for rows written any other way.
+    for created_by in (owner, None):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            ReferenceCorpus.objects.create(name="ICLR", created_by=created_by)
+
+
+def test_a_researcher_with_corpora_is_not_deleted_into_sharing_them(db, other_researcher):
+    from django.db.models import ProtectedError
+
+    reference_corpus_import(data=json.dumps([paper()]), name="private", actor=other_researcher)
+    with pytest.raises(ProtectedError):
+        other_researcher.delete()
+    assert ReferenceCorpus.objects.get(name="private").created_by == other_researcher

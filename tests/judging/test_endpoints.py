@@ -15,11 +15,11 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from django.urls import reverse
 
-from judging.llm import endpoints
-from judging.llm.client import complete, prepare
-from judging.llm.endpoints import EndpointRefused, endpoint_check
-from judging.llm.models import JudgeConfig
 from judging.methods.prompts import pairwise_messages
+from llm import endpoints
+from llm.client import complete, prepare
+from llm.endpoints import EndpointRefused, endpoint_check
+from llm.models import JudgeConfig
 
 MESSAGES = pairwise_messages("A short idea.", "A longer idea than the other one.")
 PUBLIC = "93.184.215.14"
@@ -201,7 +201,7 @@ def test_a_key_variable_named_on_a_config_is_never_read_or_sent(net, db, monkeyp
 
 
 def test_an_owner_cannot_save_an_internal_endpoint(net, client, owner, settings):
-    from studies.services import study_create
+    from studies.services.study import study_create
 
     study = study_create(owner=owner, slug="ssrf")
     client.force_login(owner)

@@ -18,12 +18,12 @@ from django.apps import apps as django_apps
 from django.core.management import call_command
 from django.urls import reverse
 
-from judging.llm import endpoints
-from judging.llm.client import JudgeNotConfigured, complete, prepare, send
-from judging.llm.keystore import endpoint_key_save, endpoint_key_value
-from judging.llm.models import EndpointKey, JudgeConfig
 from judging.methods.prompts import pairwise_messages
-from studies.services import study_create
+from llm import endpoints
+from llm.client import JudgeNotConfigured, complete, prepare, send
+from llm.keystore import endpoint_key_save, endpoint_key_value
+from llm.models import EndpointKey, JudgeConfig
+from studies.services.study import study_create
 
 ADMIN_KEY = "sk-admin-0123456789abcdef-SECRET"
 MESSAGES = pairwise_messages("A short idea.", "A longer idea than the other one.")
@@ -160,11 +160,11 @@ def test_a_providers_spending_cap_stops_calls(servers, db, settings):
     config = JudgeConfig.objects.create(
         name="p", provider="default", model="m", price_input_per_million=1000
     )
-    from judging.llm.client import BudgetExhausted
+    from llm.client import BudgetExhausted
 
     assert not complete(config, MESSAGES).error
     with pytest.raises(BudgetExhausted, match="spending cap"):
-        from judging.llm import client as llm_client
+        from llm import client as llm_client
 
         llm_client._spent.clear()
         complete(config, pairwise_messages("other", "ideas"))
@@ -188,7 +188,7 @@ def test_a_researchers_key_is_encrypted_used_by_their_judges_only_and_sent(serve
     )
     with pytest.raises(JudgeNotConfigured, match="belongs to someone else"):
         prepare(theirs, MESSAGES)
-    from judging.llm.forms import EndpointFields
+    from llm.forms import EndpointFields
 
     form = EndpointFields(
         {"base_url": capture.url, "model": "m", "endpoint_key": str(key.pk)}, user=other
@@ -211,9 +211,8 @@ def test_existing_configs_migrate_to_providers_or_are_disabled_saying_why(
     servers, db, client, owner
 ):
     provider, capture = servers
-    migration = __import__(
-        "judging.llm.migrations.0002_providers_and_endpoint_keys", fromlist=["x"]
-    )
+    migration = __import__("llm.migrations.0002_providers_and_endpoint_keys", fromlist=["x"])
+    study = study_create(owner=owner, slug="migrated")
     matching = JudgeConfig.objects.create(
         name="matching", base_url=provider.url, model="m", api_key_env="OPENAI_API_KEY"
     )
@@ -223,6 +222,7 @@ def test_existing_configs_migrate_to_providers_or_are_disabled_saying_why(
         model="m",
         api_key_env="OPENAI_API_KEY",
         created_by=owner,
+        study=study,
     )
     keyless = JudgeConfig.objects.create(name="keyless", base_url=capture.url, model="m")
     migration.configs_to_providers(django_apps, None)
@@ -234,7 +234,6 @@ def test_existing_configs_migrate_to_providers_or_are_disabled_saying_why(
     assert keyless.provider == "" and not keyless.disabled_reason
     with pytest.raises(JudgeNotConfigured, match="disabled"):
         prepare(leaking, MESSAGES)
-    study = study_create(owner=owner, slug="migrated")
     client.force_login(owner)
     page = client.get(reverse("judging:home", args=[study.slug])).content.decode()
     assert "Disabled:" in page and "not that key" in page
@@ -247,7 +246,12 @@ def test_a_disabled_judge_or_one_with_headers_in_its_parameters_cannot_run(serve
 
     study = review_study(owner, n_reviewers=1, n_ideas=4, per_reviewer=1).study
     off = JudgeConfig.objects.create(
-        name="off", provider="default", model="m", disabled_reason="it leaked", created_by=owner
+        name="off",
+        provider="default",
+        model="m",
+        disabled_reason="it leaked",
+        created_by=owner,
+        study=study,
     )
     with pytest.raises(JudgeRunRefused, match="disabled: it leaked"):
         judge_run_create(study=study, method="pairwise", config=off)

@@ -7,18 +7,21 @@ from pathlib import Path
 import pytest
 
 from judging.corpus import reference_corpus_import
-from judging.llm.models import LLMCall
 from judging.methods.elo import expected_score, k_factor, soft_clamp
 from judging.methods.ligbench_posterior import LAPSE, PRIOR_SD, SLOPE
 from judging.methods.novelty import novelty_score
 from judging.methods.prompts import LIGBENCH_DIMENSIONS
 from judging.models import Formalisation, IdeaRating, JudgeRun, Judgment, ReferenceComparison
 from judging.services import JudgeRunRefused, judge_run_create, judge_run_execute
+from llm.models import LLMCall
 from tests.judging.embedding_cache import remembered_embeddings  # noqa: F401
 from tests.judging.posterior_reference import density, mutual_information, posterior_mean
 
 CORPUS = Path(__file__).parent / "data" / "references.json"
 Status = JudgeRun.Status
+# LigBench runs over a corpus: computation on rows SQLite and PostgreSQL return alike, so
+# CI runs the database tests here once, on PostgreSQL (docs/testing.md, `once`).
+pytestmark = pytest.mark.once
 
 
 @pytest.fixture
@@ -351,7 +354,7 @@ def test_a_ligbench_run_resumed_after_a_crash_continues_each_chain_where_it_stop
     monkeypatch.setattr(engine, "record", real_record)
     from judging.services import judge_run_resume
 
-    r = judge_run_execute(run=judge_run_resume(run=r, enqueue=False, force=True))
+    r = judge_run_execute(run=judge_run_resume(run=r, force=True))
     assert r.status == Status.DONE, r.message
     assert scripted.requests == whole.http_calls  # nothing asked twice
     got = dict(

@@ -282,7 +282,7 @@ def prompt_hash_of(messages):
 
 
 def test_every_template_has_a_name_and_a_version():
-    assert set(prompts.TEMPLATES) >= {
+    assert set(prompts.PROMPT_TEMPLATES) >= {
         "direct_scoring",
         "absolute",
         "pairwise",
@@ -290,7 +290,7 @@ def test_every_template_has_a_name_and_a_version():
         "ligbench_formalisation",
         "ligbench_comparison",
     }
-    assert all(t.version for t in prompts.TEMPLATES.values())
+    assert all(t.version for t in prompts.PROMPT_TEMPLATES.values())
 
 
 def test_direct_scoring_prompt_lists_metrics_ranges_and_anchors():

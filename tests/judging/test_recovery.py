@@ -155,14 +155,15 @@ def _population_style(profile: BehaviourProfile) -> dict[str, float]:
         fa, fb = features[a], features[b]
         row = [float(groups[a] == c) - float(groups[b] == c) for c in conditions[1:]]
         row += [
-            (fa[k] - fb[k]) / (fa[k] + fb[k]) if fa[k] + fb[k] else 0.0 for k in rel.STYLE_FEATURES
+            (fa[k] - fb[k]) / (fa[k] + fb[k]) if fa[k] + fb[k] else 0.0
+            for k in rel.STYLE_COVARIATES
         ]
         row.append(1.0)
         rows.append(row)
         y.append(s)
     params = sm.Logit(np.array(y), np.array(rows)).fit(disp=0).params
     k = len(conditions) - 1
-    return dict(zip([*rel.STYLE_FEATURES, "position"], params[k:].tolist(), strict=True))
+    return dict(zip([*rel.STYLE_COVARIATES, "position"], params[k:].tolist(), strict=True))
 
 
 _population = cache(_population_style)

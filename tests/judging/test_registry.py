@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from django.utils.module_loading import import_string
 
-from judging.llm.client import prepare, send
 from judging.methods.prompts import pairwise_messages
 from judging.methods.registry import METHODS, SCORES
 from judging.models import JudgeRun
+from llm.client import prepare, send
 from studies.judge_ratings import judge_ratings_provider
 
 
 def test_every_stored_method_has_one_registry_entry_with_the_same_label():
     assert {k: s.label for k, s in METHODS.items()} == dict(JudgeRun.Method.choices)
+
+
+def test_the_method_constraint_admits_exactly_the_registry_s_methods():
+    (check,) = [c for c in JudgeRun._meta.constraints if c.name == "judge_run_method_valid"]
+    assert check.condition.children == [("method__in", list(METHODS))]
 
 
 def test_every_entry_names_a_driver_that_exists():

@@ -127,12 +127,12 @@ def test_style_features_count_words_markup_and_list_items():
         "- first item\n- second item\n1. numbered\n2) also numbered\n"
     )
     words = len(text.split())
-    f = rel.style_features(text)
+    f = rel.style_covariates(text)
     assert f["length"] == words
     # heading, bold, italic, code, link
     assert f["markdown_density"] == pytest.approx(100 * 5 / words)
     assert f["list_items"] == 4
-    assert rel.style_features("") == {"length": 0.0, "markdown_density": 0.0, "list_items": 0.0}
+    assert rel.style_covariates("") == {"length": 0.0, "markdown_density": 0.0, "list_items": 0.0}
 
 
 def test_style_differences_are_normalised_and_zero_when_both_are_zero():
@@ -175,7 +175,8 @@ def _design(games, features, groups, rated):
         row = [float(groups[a] == g) - float(groups[b] == g) for g in rated[1:]]
         fa, fb = features[a], features[b]
         row += [
-            (fa[k] - fb[k]) / (fa[k] + fb[k]) if fa[k] + fb[k] else 0.0 for k in rel.STYLE_FEATURES
+            (fa[k] - fb[k]) / (fa[k] + fb[k]) if fa[k] + fb[k] else 0.0
+            for k in rel.STYLE_COVARIATES
         ]
         rows.append([*row, 1.0])
     return np.array(rows), np.array([s for _, _, s in games])
@@ -191,7 +192,7 @@ def test_style_controlled_bradley_terry_matches_statsmodels_logit_on_the_same_de
     theta = fit.strengths
     assert theta["g1"] - theta["g0"] == pytest.approx(ref.params[0], abs=1e-6)
     assert theta["g2"] - theta["g0"] == pytest.approx(ref.params[1], abs=1e-6)
-    names = [*rel.STYLE_FEATURES, "position"]
+    names = [*rel.STYLE_COVARIATES, "position"]
     assert [fit.beta[k] for k in names] == pytest.approx(ref.params[2:].tolist(), abs=1e-6)
     assert [fit.beta_se[k] for k in names] == pytest.approx(ref.bse[2:].tolist(), rel=1e-5)
     assert fit.log_likelihood == pytest.approx(ref.llf, abs=1e-6)
@@ -204,7 +205,7 @@ def test_ties_count_as_half_a_win_as_in_a_binomial_glm_with_proportions():
     fit = rel.fit_style_bt(games, features, groups, rated=rated, ridge=0, position=True)
     x, y = _design(games, features, groups, rated)
     ref = sm.GLM(y, x, family=sm.families.Binomial()).fit()
-    names = [*rel.STYLE_FEATURES, "position"]
+    names = [*rel.STYLE_COVARIATES, "position"]
     assert [fit.beta[k] for k in names] == pytest.approx(ref.params[2:].tolist(), abs=1e-6)
 
 

@@ -7,7 +7,6 @@ from django.db import connection
 from django.db.models import Count
 
 import judging.services.engine as engine
-from judging.llm.models import LLMCall
 from judging.models import Formalisation, IdeaRating, JudgeRun, Judgment, PairwiseOutcome
 from judging.services import (
     JudgeRunRefused,
@@ -18,6 +17,7 @@ from judging.services import (
     judge_run_resume,
 )
 from judging.tasks import execute_judge_run, judge_run_enqueue
+from llm.models import LLMCall
 from studies.models import Idea
 
 Status = JudgeRun.Status
@@ -133,7 +133,7 @@ def test_ligbench_stores_formalisations_and_elo_histories(study, judge, scripted
 
 def test_baselines_make_no_calls_and_are_labelled(study, scripted):
     r = run(study, "baseline_random")
-    assert r.status == Status.DONE and r.is_baseline and r.summary["baseline"]
+    assert r.status == Status.DONE and r.method_is_baseline and r.summary["baseline"]
     assert r.done_calls == 12 and scripted.requests == 0 and not LLMCall.objects.exists()
     longer = run(study, "baseline_longer")
     assert longer.summary["rule"] == "longer"
@@ -174,7 +174,7 @@ def test_calls_that_keep_failing_leave_the_run_resumable(study, judge, scripted)
     assert r.status == Status.FAILED and r.errors == 6 and r.done_calls == 0
     assert "resume to retry" in r.message and "HTTP 500" in r.error
     scripted.rules.fail_first = 0
-    r = judge_run_execute(run=judge_run_resume(run=r, enqueue=False))
+    r = judge_run_execute(run=judge_run_resume(run=r))
     assert r.status == Status.DONE and r.done_calls == 6
 
 
@@ -186,7 +186,7 @@ def test_the_budget_stops_the_run_cleanly_and_resume_finishes_it(study, judge, s
     assert "budget reached: 5 of 5 calls" in r.message and "resume" in r.message
     assert r.http_calls == 5 == scripted.requests == r.done_calls
     JudgeRun.objects.filter(pk=r.pk).update(budget_calls=100)
-    r = judge_run_execute(run=judge_run_resume(run=r, enqueue=False))
+    r = judge_run_execute(run=judge_run_resume(run=r))
     assert r.status == Status.DONE and r.done_calls == 12
     assert scripted.requests == 12 and PairwiseOutcome.objects.filter(run=r).count() == 12
 
@@ -216,14 +216,14 @@ def test_resume_after_a_crash_repeats_no_finished_call_and_counts_once(
     assert r.status == Status.RUNNING  # as a killed worker leaves it
     assert judge_run_execute(run=r).status == Status.RUNNING  # a fresh lease is not stolen
     with pytest.raises(JudgeRunRefused, match="is running"):
-        judge_run_resume(run=r, enqueue=False)
+        judge_run_resume(run=r)
     # Calls already on the wire (the pool is refilled before bookkeeping) are stored even
     # by a crash that Python sees, so the resume below gets them from the cache.
     assert scripted.requests == LLMCall.objects.filter(run=r).count()
     if width == 1:
         assert scripted.requests == 6
 
-    r = judge_run_execute(run=judge_run_resume(run=r, enqueue=False, force=True))
+    r = judge_run_execute(run=judge_run_resume(run=r, force=True))
     assert r.status == Status.DONE, r.message
     assert scripted.requests == r.total_calls  # the 5th and 6th calls came from the cache
     assert r.done_calls == r.total_calls == PairwiseOutcome.objects.filter(run=r).count()
@@ -257,7 +257,7 @@ def test_cancel_stops_between_calls_and_resume_finishes(study, judge, scripted, 
     # The call already in flight when the flag was raised is finished and kept.
     assert r.status == Status.CANCELLED and r.done_calls == 4 == scripted.requests
     monkeypatch.setattr(engine, "record", real_record)
-    r = judge_run_execute(run=judge_run_resume(run=r, enqueue=False))
+    r = judge_run_execute(run=judge_run_resume(run=r))
     assert r.status == Status.DONE and scripted.requests == 12
 
 

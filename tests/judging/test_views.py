@@ -10,9 +10,9 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from judging.llm.models import EndpointKey, JudgeConfig
 from judging.models import JudgeRun, ReferenceCorpus
 from judging.services import judge_run_create, judge_run_execute
+from llm.models import EndpointKey, JudgeConfig
 from studies.models import AuditEvent, Reviewer
 from tests.judging.conftest import make_study
 from tests.judging.embedding_cache import remembered_embeddings  # noqa: F401
@@ -130,7 +130,7 @@ def test_a_judge_is_saved_with_a_saved_key_never_a_key_in_the_config(client, own
     config = JudgeConfig.objects.get(name="local")
     assert config.endpoint_key == key and config.created_by == owner
     page = client.get(reverse("judging:home", args=[owned.slug])).content.decode()
-    assert "your key my lab key" in page and "abcdefghijklmnop" not in page
+    assert "the saved key my lab key" in page and "abcdefghijklmnop" not in page
     # removable: the judge then sends no key
     client.post(reverse("judging:key_delete", args=[owned.slug, key.pk]))
     assert not EndpointKey.objects.exists()
@@ -141,7 +141,7 @@ def test_a_judge_is_saved_with_a_saved_key_never_a_key_in_the_config(client, own
 def test_the_api_key_field_is_a_text_name_and_keys_never_reach_the_page(
     client, owner, owned, monkeypatch
 ):
-    from judging.llm.keystore import endpoint_key_save
+    from llm.keystore import endpoint_key_save
 
     key = endpoint_key_save(owner=owner, label="k", secret="sk-very-secret-value-123")
     JudgeConfig.objects.create(
@@ -332,6 +332,99 @@ def test_a_corpus_imported_by_another_researcher_is_not_listed(
     assert (
         "private" not in client.get(reverse("judging:corpora", args=[owned.slug])).content.decode()
     )
+
+
+def test_the_team_sees_the_corpora_its_runs_use_and_only_owners_import_more(
+    client, owner, owned, other_researcher
+):
+    from judging.corpus import reference_corpus_import
+    from judging.services import judge_run_plan
+    from studies.services.study import member_add, researcher_grant
+
+    researcher_grant(user=other_researcher)
+    member_add(study=owned, identifier="other", role="editor", actor=owner)
+    ours = reference_corpus_import(data=CORPUS.read_bytes(), name="owners-refs", actor=owner)
+    reference_corpus_import(data=CORPUS.read_bytes(), name="editors-own", actor=other_researcher)
+    client.force_login(other_researcher)
+    for view in ("judging:home", "judging:corpora"):
+        page = client.get(reverse(view, args=[owned.slug])).content.decode()
+        assert "owners-refs" in page and "editors-own" not in page, view
+    # what the editor sees is what her runs use
+    plan = judge_run_plan(study=owned, method="ligbench", params={"corpus": "auto"})
+    assert plan["params"]["corpus"] == ours.pk
+    upload = SimpleUploadedFile("refs.json", CORPUS.read_bytes(), "application/json")
+    url = reverse("judging:corpora", args=[owned.slug])
+    assert client.post(url, {"name": "hers", "file": upload}).status_code == 403
+    assert not ReferenceCorpus.objects.filter(name="hers").exists()
+
+
+def test_a_corpus_name_another_researcher_uses_is_accepted_without_a_word_of_theirs(
+    client, owner, owned, other_researcher
+):
+    from judging.corpus import reference_corpus_import
+    from judging.services import judge_run_plan
+    from studies.services.study import researcher_grant
+
+    theirs = reference_corpus_import(
+        data=CORPUS.read_bytes(),
+        name="ICLR picks",
+        filename="owner-secret-selection.json",
+        description="Owner-only shortlist",
+        actor=owner,
+    )
+    researcher_grant(user=other_researcher)
+    hers = make_study(other_researcher, slug="hers")
+    client.force_login(other_researcher)
+    url = reverse("judging:corpora", args=[hers.slug])
+    upload = SimpleUploadedFile("mine.json", CORPUS.read_bytes(), "application/json")
+    response = client.post(url, {"name": "ICLR picks", "file": upload}, follow=True)
+    assert response.status_code == 200 and response.redirect_chain
+    page = response.content.decode()
+    assert "Corpus &#x27;ICLR picks&#x27; imported: 18 papers." in page
+    assert "exists" not in page and "already" not in page and 'id="import-errors"' not in page
+    mine = ReferenceCorpus.objects.get(name="ICLR picks", created_by=other_researcher)
+    assert mine != theirs
+    # Her pages list her corpus once, and nothing of the owner's.
+    for view in ("judging:home", "judging:corpora"):
+        page = client.get(reverse(view, args=[hers.slug])).content.decode()
+        assert page.count("ICLR picks") == 1, view
+        assert "owner-secret-selection" not in page and "Owner-only" not in page, view
+    # and her runs, naming the corpus, use hers
+    plan = judge_run_plan(study=hers, method="ligbench", params={"corpus": "ICLR picks"})
+    assert plan["params"]["corpus"] == mine.pk
+    # The same name again, hers: a clear refusal that speaks of her study's corpora only.
+    upload = SimpleUploadedFile("again.json", CORPUS.read_bytes(), "application/json")
+    response = client.post(url, {"name": "ICLR picks", "file": upload})
+    assert response.status_code == 400
+    assert (
+        "again.json: the owner&#x27;s and the shared corpora include one named "
+        "&#x27;ICLR picks&#x27; already; choose another name"
+    ) in response.content.decode()
+    assert ReferenceCorpus.objects.filter(name="ICLR picks").count() == 2
+    # A shared corpus given the name later is listed as shared; by name, runs keep hers.
+    reference_corpus_import(data=CORPUS.read_bytes(), name="ICLR picks", owner=None)
+    page = client.get(url).content.decode()
+    assert page.count("<h2>ICLR picks") == 2
+    assert '<h2>ICLR picks <span class="muted">(shared)</span></h2>' in page
+    plan = judge_run_plan(study=hers, method="ligbench", params={"corpus": "ICLR picks"})
+    assert plan["params"]["corpus"] == mine.pk
+
+
+def test_a_corpus_imported_on_a_studys_page_is_its_owners_and_in_its_audit_log(
+    client, owner, owned
+):
+    client.force_login(owner)
+    url = reverse("judging:corpora", args=[owned.slug])
+    upload = SimpleUploadedFile("refs.json", CORPUS.read_bytes(), "application/json")
+    assert client.post(url, {"name": "refs", "file": upload}).status_code == 302
+    corpus = ReferenceCorpus.objects.get(name="refs")
+    assert corpus.created_by == owner
+    event = AuditEvent.objects.get(study=owned, verb="reference_corpus_imported")
+    assert event.actor == owner and event.detail == {
+        "corpus": corpus.pk,
+        "name": "refs",
+        "papers": 18,
+    }
 
 
 def test_a_run_whose_worker_went_quiet_shows_as_lost_with_resume_not_a_live_one(

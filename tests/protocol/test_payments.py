@@ -9,7 +9,7 @@ import pytest
 
 from studies.protocol.payments import (
     SI_RATES,
-    IdeaRecord,
+    IdeaAuthor,
     Rates,
     ReviewRecord,
     payment_run,
@@ -44,8 +44,8 @@ def test_reviewers_are_paid_per_accepted_review_only():
 def test_the_si_study_pays_what_the_paper_reports():
     # 49 human ideas by 49 authors, 298 accepted reviews: $7,450 to reviewers, $14,700 in
     # fees and $5,000 in bonuses (the paper's "$300 per idea" and "$1,000 to the top 5").
-    ideas = [IdeaRecord(f"H{k}", f"author{k}@example.org") for k in range(49)]
-    ideas += [IdeaRecord(f"A{k}") for k in range(49)]
+    ideas = [IdeaAuthor(f"H{k}", f"author{k}@example.org") for k in range(49)]
+    ideas += [IdeaAuthor(f"A{k}") for k in range(49)]
     reviews = [
         ReviewRecord(f"R{k % 79}", ideas[k % 98].idea, float(1 + k % 10), "accepted")
         for k in range(298)
@@ -79,7 +79,7 @@ def test_top_k_ranks_by_mean_overall_without_rejected_reviews():
 def test_ties_are_broken_by_the_seed_the_same_way_every_time():
     reviews = [ReviewRecord("R1", name, 7, "accepted") for name in "abcdef"]
     reviews.append(ReviewRecord("R1", "z", 9, "accepted"))
-    ideas = [IdeaRecord(name, f"{name}@example.org") for name in "abcdefz"]
+    ideas = [IdeaAuthor(name, f"{name}@example.org") for name in "abcdefz"]
     rates = Rates(bonus=Decimal(1000), top_k=3)
     draws = {
         seed: tuple(
@@ -99,7 +99,7 @@ def test_ties_are_broken_by_the_seed_the_same_way_every_time():
 
 
 def test_an_author_of_several_ideas_gets_a_fee_for_each():
-    ideas = [IdeaRecord("a", "ada@x.org"), IdeaRecord("b", "ada@x.org"), IdeaRecord("c")]
+    ideas = [IdeaAuthor("a", "ada@x.org"), IdeaAuthor("b", "ada@x.org"), IdeaAuthor("c")]
     reviews = [ReviewRecord("R1", "b", 9, "accepted"), ReviewRecord("R1", "a", 3, "accepted")]
     run = payment_run(
         reviews=reviews,

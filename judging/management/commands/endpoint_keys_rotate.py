@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from judging.llm.keystore import endpoint_keys_rotate
+from llm.keystore import endpoint_keys_rotate
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from judging.llm.models import JudgeConfig
+from judging.methods.registry import METHODS
 from judging.models import JudgeRun
 from judging.services import (
     JudgeRunRefused,
@@ -15,6 +15,9 @@ from judging.services import (
     judge_run_execute,
     judge_run_resume,
 )
+from judging.tasks import judge_run_enqueue
+from llm.models import JudgeConfig
+from llm.services import judge_configs_of
 from studies.models import Study
 
 
@@ -23,7 +26,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--study", help="study slug")
-        parser.add_argument("--method", choices=JudgeRun.Method.values)
+        parser.add_argument("--method", choices=list(METHODS))
         parser.add_argument("--config", default="", help="JudgeConfig name (LLM methods)")
         parser.add_argument("--params", default="{}", help="JSON object of method parameters")
         parser.add_argument("--budget-calls", type=int)
@@ -35,12 +38,18 @@ class Command(BaseCommand):
         try:
             if opts["resume"]:
                 run = JudgeRun.objects.get(pk=opts["resume"])
-                run = judge_run_resume(run=run, enqueue=opts["queue"])
+                run = judge_run_resume(run=run)
+                if opts["queue"]:
+                    judge_run_enqueue(run=run)
             else:
                 if not opts["study"] or not opts["method"]:
                     raise CommandError("--study and --method are required")
                 study = Study.objects.get(slug=opts["study"])
-                config = JudgeConfig.objects.get(name=opts["config"]) if opts["config"] else None
+                # The study's own judges and the administrator's, by name (names are unique
+                # within a study only).
+                config = (
+                    judge_configs_of(study).get(name=opts["config"]) if opts["config"] else None
+                )
                 run = judge_run_create(
                     study=study,
                     method=opts["method"],
@@ -50,8 +59,6 @@ class Command(BaseCommand):
                     budget_cost=opts["budget_cost"],
                 )
                 if opts["queue"]:
-                    from judging.tasks import judge_run_enqueue
-
                     judge_run_enqueue(run=run)
         except (JudgeRunRefused, ValueError) as exc:
             raise CommandError(str(exc)) from exc

@@ -7,8 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from judging.llm.models import JudgeConfig
 from judging.testserver import Rules, TestServer
+from llm.models import JudgeConfig
+from llm.services import judge_config_create, judge_config_update
 
 
 class Command(BaseCommand):
@@ -42,21 +43,26 @@ class Command(BaseCommand):
         server = TestServer(rules, host=opts["host"], port=opts["port"]).start()
         self.stdout.write(f"scripted judge endpoint at {server.base_url} (model 'scripted')")
         if opts["config"]:
-            config, created = JudgeConfig.objects.update_or_create(
-                name=opts["config"],
-                defaults={
-                    "base_url": server.base_url,
-                    "model": "scripted",
-                    # a brought endpoint without a key: the scripted server needs none
-                    "api_key_env": "",
-                    "provider": "",
-                    "disabled_reason": "",
-                    "parameters": {"temperature": 0},
-                    "concurrency": 8,
-                    "max_attempts": 4,
-                    "backoff_seconds": 0.2,
-                },
-            )
+            # The administrator's judge (no study): every study's team may use it.
+            fields = {
+                "base_url": server.base_url,
+                "model": "scripted",
+                # a brought endpoint without a key: the scripted server needs none
+                "api_key_env": "",
+                "provider": "",
+                "disabled_reason": "",
+                "parameters": {"temperature": 0},
+                "concurrency": 8,
+                "max_attempts": 4,
+                "backoff_seconds": 0.2,
+            }
+            # Through the services, so the server's audit log records the judge.
+            config = JudgeConfig.objects.filter(name=opts["config"], study=None).first()
+            created = config is None
+            if config is None:
+                config = judge_config_create(name=opts["config"], **fields)
+            else:
+                config = judge_config_update(config=config, **fields)
             verb = "created" if created else "updated"
             self.stdout.write(f"judge config {config.name!r} {verb}")
         try:

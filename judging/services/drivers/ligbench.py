@@ -10,7 +10,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from ...llm.models import LLMCall
+from llm.models import LLMCall
+
 from ...methods import prompts
 from ...methods.elo import MAX_STEPS
 from ...methods.ligbench import (
@@ -572,12 +573,3 @@ def novelty_calibration(
         return {**out, "k": K, "mu": MU, "how": f"the paper's values ({exc})"}
     found = {"k": cal.k, "mu": cal.mu, **{k: float(v) for k, v in given.items()}}
     return {**out, **cal.as_dict(), **found}
-
-
-def build(**kw: Any) -> Driver:
-    """With a reference corpus the corpus driver, else the study-ideas fallback."""
-    if kw["params"].get("corpus"):
-        return LigBenchCorpusDriver(**kw)
-    from .ligbench_peers import LigBenchDriver
-
-    return LigBenchDriver(**kw)

@@ -7,7 +7,8 @@ import random
 from collections import defaultdict
 from typing import Any, cast
 
-from ...llm.models import LLMCall
+from llm.models import LLMCall
+
 from ...methods import prompts
 from ...methods.elo import run_elo_dimensions
 from ...methods.novelty import (
@@ -30,7 +31,7 @@ from ..base import (
     mark_parsed,
     stored_verdict,
 )
-from .ligbench import _VALUE, schedule_from
+from .ligbench import _VALUE, LigBenchCorpusDriver, schedule_from
 
 Method = JudgeRun.Method
 Verdict = PairwiseOutcome.Verdict
@@ -212,3 +213,11 @@ class LigBenchDriver(Driver):
             "dimensions": list(self.dimensions),
             "passes": int(p["passes"]),
         }
+
+
+def build(**kw: Any) -> Driver:
+    """The LigBench driver for a run: with a reference corpus the corpus driver
+    (`ligbench.py`), else this module's study-ideas fallback."""
+    if kw["params"].get("corpus"):
+        return LigBenchCorpusDriver(**kw)
+    return LigBenchDriver(**kw)

@@ -7,7 +7,8 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterable
 from typing import Any, cast
 
-from ...llm.models import LLMCall
+from llm.models import LLMCall
+
 from ...methods import prompts
 from ...methods.bradley_terry import (
     bootstrap_intervals,
@@ -22,6 +23,7 @@ from ...methods.parsing import (
 )
 from ...models import IdeaRating, JudgeRun, PairwiseOutcome
 from ..base import (
+    REPEAT,
     Driver,
     Unit,
     mark_parsed,
@@ -50,7 +52,17 @@ class PairDriver(Driver):
             seed=int(p.get("seed", 0)),
             both_orders=bool(p.get("both_orders", True)),
         )
-        self.total = len(self.schedule)
+        self.repeats = (
+            []
+            if self.rule
+            else self.repeated_among(self.schedule, lambda sc: self._key(sc.first, sc.second))
+        )
+        self.total = len(self.schedule) + len(self.repeats)
+
+    @staticmethod
+    def _key(first: Any, second: Any) -> tuple[Any, ...]:
+        a, b = sorted((int(first), int(second)))
+        return ("pair", a, b, int(first))
 
     _method: str = Method.PAIRWISE
 
@@ -79,7 +91,21 @@ class PairDriver(Driver):
                     self.params["description"],
                 )
                 units.append(Unit(("pair", a, b, first), msgs, prompts.PAIRWISE.id))
+        # Repeats go last, after their first asking; on a resume the ones already asked
+        # come back from the cache (their own salted keys) and are counted done again.
+        for sc in self.repeats:
+            msgs = prompts.pairwise_messages(
+                self.text[cast(int, sc.first)],
+                self.text[cast(int, sc.second)],
+                self.params["criterion"],
+                self.params["description"],
+            )
+            key = self._key(sc.first, sc.second)
+            units.append(self.repeat_unit(Unit(key, msgs, prompts.PAIRWISE.id)))
         return units
+
+    def parse_repeat(self, text: str) -> Any:
+        return parse_pairwise(text)
 
     def _rule_verdict(self, first: int, second: int) -> str:
         if self.rule == "longer":
@@ -89,6 +115,8 @@ class PairDriver(Driver):
         return "A" if rng.random() < 0.5 else "B"
 
     def store(self, unit: Unit, call: LLMCall | None) -> bool:
+        if unit.key[0] == REPEAT:
+            return self.store_repeat(unit, call)
         _, a, b, first = unit.key
         second = b if first == a else a
         error = ""

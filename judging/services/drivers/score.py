@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ...llm.models import LLMCall
-from ...methods import prompts
+from llm.models import LLMCall
+
+from ...methods import prompts, schemas
 from ...methods.parsing import (
     AbsoluteScore,
     FormScores,
@@ -16,6 +17,7 @@ from ...methods.parsing import (
 )
 from ...models import IdeaRating, JudgeRun, Judgment, PairwiseOutcome
 from ..base import (
+    REPEAT,
     Driver,
     Unit,
     mark_parsed,
@@ -50,7 +52,10 @@ class ScoreDriver(Driver):
                 for m in form.metrics
             ]
             self.ranges = prompts.form_ranges(self.specs)
-        self.total = len(self.ideas) * self.samples
+        self.repeats = [
+            i.pk for i in self.repeated_among(list(self.ideas), lambda i: ("score", i.pk, 0))
+        ]
+        self.total = len(self.ideas) * self.samples + len(self.repeats)
 
     def messages(self, idea_id: int) -> tuple[list[dict[str, str]], str]:
         text = self.text[idea_id]
@@ -61,6 +66,12 @@ class ScoreDriver(Driver):
             )
             return msgs, prompts.ABSOLUTE.id
         return prompts.direct_scoring_messages(text, self.specs), prompts.DIRECT_SCORING.id
+
+    def answer_schema(self, unit: Unit) -> dict[str, Any] | None:
+        if self.absolute:
+            ((low, high),) = self.ranges.values()
+            return schemas.absolute_schema(low, high)
+        return schemas.form_scores_schema(self.ranges)
 
     def load(self) -> list[Unit]:
         rows = Judgment.objects.filter(run=self.run).values_list("idea_id", "sample", "score")
@@ -85,9 +96,21 @@ class ScoreDriver(Driver):
                             seed_offset=s,
                         )
                     )
+        # The first sample's prompt asked once more (on a resume, from the cache).
+        for idea_id in self.repeats:
+            msgs, version = self.messages(idea_id)
+            units.append(self.repeat_unit(Unit(("score", idea_id, 0), msgs, version)))
         return units
 
+    def parse_repeat(self, text: str) -> Any:
+        if self.absolute:
+            ((low, high),) = self.ranges.values()
+            return parse_absolute_score(text, low, high)
+        return parse_form_scores(text, self.ranges)
+
     def store(self, unit: Unit, call: LLMCall | None) -> bool:
+        if unit.key[0] == REPEAT:
+            return self.store_repeat(unit, call)
         _, idea_id, sample = unit.key
         raw = call.response_text if call else ""
         scores: dict[str, tuple[float | None, str, str]]

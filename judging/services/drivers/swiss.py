@@ -6,7 +6,8 @@ from collections import defaultdict
 from collections.abc import Hashable
 from typing import Any, cast
 
-from ...llm.models import LLMCall
+from llm.models import LLMCall
+
 from ...methods import prompts
 from ...methods.pairwise import PairCall
 from ...methods.parsing import (

@@ -8,7 +8,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from ...llm.models import LLMCall
+from llm.models import LLMCall
+
 from ...methods import prompts
 from ...methods.validation import Trial, pairwise_accuracy
 from ...models import JudgeRun, PairwiseOutcome, ReferenceComparison, ReferencePaper

@@ -7,7 +7,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studies.models import Study
-from studies.recruitment import RecruitmentError, assignment_commit, assignment_preview
+from studies.services.assignment import assignment_commit, assignment_preview
+from studies.services.invitations import RecruitmentError
 
 
 class Command(BaseCommand):
@@ -75,6 +76,7 @@ class Command(BaseCommand):
             self.style.SUCCESS(
                 f"committed: {summary['created']} new, {summary['restored']} restored, "
                 f"{summary['withdrawn']} withdrawn"
+                + (f" ({summary['gold']} gold items)" if summary.get("gold") else "")
             )
         )
         study.refresh_from_db()

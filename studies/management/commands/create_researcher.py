@@ -18,7 +18,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from studies.study_setup import researcher_grant
+from studies.services.study import researcher_grant
 
 
 class Command(BaseCommand):

@@ -19,8 +19,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studies.models import Study, StudyReport
 from studies.phase_links import PhaseLinkError, phase_link
-from studies.plans import study_plan_set
 from studies.report_files import report_build
+from studies.services.study import study_plan_set
 
 RELEASE = Path(settings.BASE_DIR) / "tests" / "data" / "synthetic_execution_release.json"
 SLUG = "si2024-execution"

@@ -14,14 +14,14 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from studies.ideaprep import (
+from studies.models import Study
+from studies.services.ideas import (
     PreparationError,
     condition_add,
     ideas_import,
     ideas_read_path,
     topic_add,
 )
-from studies.models import Study
 
 
 class Command(BaseCommand):

@@ -18,8 +18,9 @@ from django.db import transaction
 from studies.importers import ImportFailed, format_quality_summary
 from studies.models import Study
 from studies.protocol.forms import DEFAULT_FORM, FormDefinition, FormFileError
-from studies.review_forms import review_form_resolve
-from studies.services import reviews_import, reviews_parse, study_create
+from studies.reviewer_forms import review_form_resolve
+from studies.services.study import study_create
+from studies.services.transfer import reviews_import, reviews_parse
 
 
 class Command(BaseCommand):

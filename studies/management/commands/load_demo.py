@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from studies.models import Study, StudyReport
 from studies.report_files import report_build
-from studies.study_setup import researcher_grant
+from studies.services.study import researcher_grant
 
 DATA = Path(settings.BASE_DIR) / "data" / "si2024"
 

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studies.models import Study
-from studies.recruitment import reminders_send
+from studies.services.reviews import reminders_send
 
 
 class Command(BaseCommand):

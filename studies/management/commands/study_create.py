@@ -16,9 +16,14 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studies.protocol.forms import FormFileError
-from studies.review_forms import review_form_resolve
-from studies.services import study_create
-from studies.study_setup import SetupError, conditions_parse, is_researcher, topics_parse
+from studies.reviewer_forms import review_form_resolve
+from studies.services.study import (
+    SetupError,
+    conditions_parse,
+    is_researcher,
+    study_create,
+    topics_parse,
+)
 
 
 class Command(BaseCommand):

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from studies.models import Study
-from studies.transfer import study_export
+from studies.services.study import study_export
 
 
 class Command(BaseCommand):

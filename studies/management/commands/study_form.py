@@ -14,8 +14,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studies.models import Study
 from studies.protocol.forms import FormDefinition, FormFileError
-from studies.review_forms import review_form_resolve
-from studies.services import study_form_set
+from studies.reviewer_forms import review_form_resolve
+from studies.services.study import study_form_set
 
 
 class Command(BaseCommand):

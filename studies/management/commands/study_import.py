@@ -7,7 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from studies.transfer import TransferError, study_import
+from studies.services.study import study_import
+from studies.services.transfer import TransferError
 
 
 class Command(BaseCommand):

@@ -6,8 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from studies.ideaprep import LEAKAGE_ACKNOWLEDGEMENT, StudyNotReady, study_open_for_review
 from studies.models import Study
+from studies.services.ideas import StudyNotReady
+from studies.services.study import LEAKAGE_ACKNOWLEDGEMENT, study_open_for_review
 
 
 class Command(BaseCommand):

@@ -10,7 +10,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studies.analysis.plan import PlanError, plan_document, plan_hash
 from studies.models import Study
-from studies.plans import study_plan, study_plan_freeze, study_plan_set
+from studies.services.plans import study_plan
+from studies.services.study import study_plan_freeze, study_plan_set
 
 
 class Command(BaseCommand):

@@ -1,8 +1,0 @@
-from django.apps import AppConfig
-
-
-class LLMConfig(AppConfig):
-    default_auto_field = "django.db.models.BigAutoField"
-    name = "judging.llm"
-    label = "llm"
-    verbose_name = "LLM endpoints and calls"

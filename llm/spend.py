@@ -1,0 +1,123 @@
+"""What a study's LLM calls cost, per provider and model, read from the call ledger.
+
+Every call is stored with the study it was made for (`LLMCall.study`), so a study's spend
+is a sum over its rows: judge runs, normalization and the leakage check alike. A call the
+cache answered was paid once, by the run that made it, and is counted once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+from django.db.models import Count, Q, QuerySet, Sum
+
+from .endpoints import providers
+from .models import LLMCall
+
+
+@dataclass(frozen=True)
+class SpendRow:
+    """One provider (or brought endpoint) and model: its calls and their cost."""
+
+    endpoint: str
+    model: str
+    calls: int
+    failed: int
+    input_tokens: int
+    output_tokens: int
+    cost: Decimal
+
+
+def endpoint_label(base_url: str) -> str:
+    """The provider's name for a provider's URL (researchers never see its URL), else the
+    host of the researcher's own endpoint."""
+    url = base_url.rstrip("/")
+    for provider in providers():
+        if provider.base_url == url:
+            return f"provider {provider.name}"
+    return f"own endpoint {urlsplit(url).hostname or url}"
+
+
+def study_spend(*, study_id: int) -> list[SpendRow]:
+    """The study's calls per endpoint and model, the dearest first."""
+    rows = (
+        LLMCall.objects.filter(study_id=study_id)
+        .values("base_url", "model")
+        .annotate(
+            calls=Count("id"),
+            failed=Count("id", filter=~Q(error="")),
+            input_tokens=Sum("input_tokens"),
+            output_tokens=Sum("output_tokens"),
+            cost=Sum("cost"),
+        )
+    )
+    merged: dict[tuple[str, str], SpendRow] = {}
+    for row in rows:
+        key = (endpoint_label(row["base_url"]), row["model"])
+        before = merged.get(key)
+        merged[key] = SpendRow(
+            endpoint=key[0],
+            model=key[1],
+            calls=row["calls"] + (before.calls if before else 0),
+            failed=row["failed"] + (before.failed if before else 0),
+            input_tokens=(row["input_tokens"] or 0) + (before.input_tokens if before else 0),
+            output_tokens=(row["output_tokens"] or 0) + (before.output_tokens if before else 0),
+            cost=Decimal(row["cost"] or 0) + (before.cost if before else Decimal(0)),
+        )
+    return sorted(merged.values(), key=lambda r: (-r.cost, r.endpoint, r.model))
+
+
+@dataclass(frozen=True)
+class TokenTotals:
+    """Calls and their tokens; `reasoning_tokens` are part of `output_tokens`."""
+
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    cost: Decimal
+
+
+def token_totals(calls: QuerySet[LLMCall]) -> TokenTotals:
+    agg = calls.aggregate(
+        n=Count("id"),
+        i=Sum("input_tokens"),
+        o=Sum("output_tokens"),
+        r=Sum("reasoning_tokens"),
+        c=Sum("cost"),
+    )
+    return TokenTotals(
+        calls=agg["n"] or 0,
+        input_tokens=agg["i"] or 0,
+        output_tokens=agg["o"] or 0,
+        reasoning_tokens=agg["r"] or 0,
+        cost=Decimal(agg["c"] or 0),
+    )
+
+
+@dataclass(frozen=True)
+class AnsweringModel:
+    """A model as the endpoint named it in its answers, with the fingerprint it gave."""
+
+    requested: str
+    answered: str
+    fingerprint: str
+    calls: int
+
+
+def answering_models(calls: QuerySet[LLMCall]) -> list[AnsweringModel]:
+    """The distinct (requested model, answering model, system fingerprint) of the
+    successful calls, the most frequent first. Two fingerprints for one model mean the
+    provider changed its serving set-up while the calls were made."""
+    rows = (
+        calls.filter(error="")
+        .values("model", "response_model", "system_fingerprint")
+        .annotate(n=Count("id"))
+    )
+    found = [
+        AnsweringModel(r["model"], r["response_model"], r["system_fingerprint"], r["n"])
+        for r in rows
+    ]
+    return sorted(found, key=lambda m: (-m.calls, m.requested, m.answered, m.fingerprint))

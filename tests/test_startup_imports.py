@@ -1,0 +1,63 @@
+"""What a process pays before it does anything: the libraries loaded at start-up.
+
+Every web worker, Celery worker and management command loads Django's apps and, at its
+first request or task, every view and task module. The OpenAI SDK and matplotlib's pyplot
+are the costliest of those imports (docs/measurements.md), and most processes never call a
+model or draw a figure; they are imported by the functions that use them. A module-level import of one of them anywhere on the start-up path brings the
+cost back for every process, which this test notices.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LOADED_ON_USE = ("openai", "matplotlib", "matplotlib.pyplot")
+
+PROBE = """
+import json, sys
+import django
+django.setup()
+from django.urls import get_resolver
+get_resolver().url_patterns  # every view module
+import ideareview.celery  # the worker's app and every task module
+print(json.dumps(sorted(m for m in {names} if m in sys.modules)))
+"""
+
+
+def _loaded_at_start_up(names: tuple[str, ...]) -> list[str]:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ideareview.settings"}
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(names=repr(names))],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_process_loads_no_model_client_or_plotting_until_it_uses_one():
+    assert _loaded_at_start_up(LOADED_ON_USE) == []
+
+
+def test_the_probe_sees_a_library_the_start_up_path_does_load():
+    # The same probe finds what is loaded eagerly, so the test above can fail.
+    assert _loaded_at_start_up(("numpy", "celery")) == ["celery", "numpy"]
+
+
+def test_a_figure_loads_pyplot_with_the_figures_style():
+    from studies.analysis.plots import histogram, pyplot
+
+    svg = histogram([1.0, 2.0, 2.5], xlabel="x")
+    assert svg.startswith("<svg") and "matplotlib.pyplot" in sys.modules
+    # One style for every figure: the report's settings are in force once pyplot is loaded.
+    assert pyplot().rcParams["svg.fonttype"] == "none"
+    assert pyplot().rcParams["font.size"] == 9
