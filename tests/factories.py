@@ -461,6 +461,7 @@ def make_agreement_study(owner, slug: str = "agree", n_per_cell: int = 8) -> See
 
     config = JudgeConfig.objects.create(
         name="scorer-llm",
+        study=study,
         base_url="http://127.0.0.1:9/v1",
         model="test-scorer-1",
         parameters={"temperature": 0.0},
@@ -498,7 +499,7 @@ def make_agreement_study(owner, slug: str = "agree", n_per_cell: int = 8) -> See
                 score=float(min(10, max(1, round(quality[idea.pk] + rng.gauss(0, 0.8))))),
             )
     pair_cfg = JudgeConfig.objects.create(
-        name="pair-llm", base_url="http://127.0.0.1:9/v1", model="test-pair-1"
+        name="pair-llm", study=study, base_url="http://127.0.0.1:9/v1", model="test-pair-1"
     )
     pairwise = JudgeRun.objects.create(
         study=study,
