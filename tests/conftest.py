@@ -395,16 +395,15 @@ def django_db_setup(request, django_db_setup, django_db_keepdb, django_db_blocke
 # and on the production parts (PostgreSQL, Redis). IDEAREVIEW_TEST_PASS says which pass
 # this is, so each test runs where its outcome can differ and no test runs twice for
 # nothing:
-# - "embedded": every test except the browser walks (marker e2e) and the database tests
-#   marked `once`;
-# - "production": the tests that use the database (their SQL, transactions and locks
-#   differ between the two) or a worker and broker, and the browser walks, which drive
-#   the app as it is deployed. Tests that touch neither (the statistics, the judging
-#   methods, the R cross-checks) compute the same numbers on both and run once.
-# A database test marked `once` (a report build, the crawl of every page, a study's round
-# trip) spends its seconds computing on rows that SQLite and PostgreSQL return alike; it
-# runs on PostgreSQL only, where the app is deployed, and the embedded pass keeps the
-# cheap database tests, the worker and broker ones, and everything else.
+# - "production": every test that uses the database, and the browser walks: the app as it
+#   is deployed, on the parts it is deployed on;
+# - "embedded": every test that touches neither (the statistics, the judging methods, the
+#   R cross-checks, settings and commands), and the database tests marked `embedded`:
+#   those whose outcome depends on the embedded parts themselves (the filesystem broker
+#   under real worker processes, SQLite's transactions and locks, migrations, `make run`'s
+#   file cache and var/ folder).
+# A database test without the mark reads and writes rows through the ORM, which SQLite and
+# PostgreSQL answer alike; it runs once, on PostgreSQL.
 # Unset (a developer's `make test`), everything runs.
 TEST_PASSES = ("embedded", "production")
 DATABASE_FIXTURES = {"db", "transactional_db", "live_server", "django_db_setup"}
@@ -559,8 +558,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def wanted(item: pytest.Item) -> bool:
         browser = item.get_closest_marker("e2e") is not None
         if test_pass == "embedded":
-            return not browser and not (
-                item.get_closest_marker("once") is not None and _uses_database(item)
+            return not browser and (
+                not _uses_database(item) or item.get_closest_marker("embedded") is not None
             )
         return browser or _uses_database(item)
 

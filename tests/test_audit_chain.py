@@ -21,6 +21,8 @@ from studies.protocol.auditchain import GENESIS, chain_verify, entry_hash
 from studies.services.audit import audit, audit_chain_check
 from studies.services.study import study_create
 
+pytestmark = pytest.mark.embedded  # the chain under each database's locks, and its migration
+
 
 def _study(owner, slug="chain"):
     return study_create(

@@ -1,7 +1,7 @@
 """Which tests each of CI's two passes runs (tests/conftest.py): a browser walk runs in the
 production pass only, a database-free test in the embedded pass only, a database test in
-both unless it is marked `once` (then in the production pass only); a misspelt pass name
-stops the run instead of quietly running nothing."""
+the production pass only unless it is marked `embedded` (then in both); a misspelt pass
+name stops the run instead of quietly running nothing."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def items() -> list[FakeItem]:
         FakeItem("worker", fixturenames=("transactional_db",)),
         FakeItem("marked", markers=("django_db",)),
         FakeItem("browser", fixturenames=("live_server",), markers=("e2e",)),
-        FakeItem("report build", fixturenames=("db",), markers=("once",)),
-        FakeItem("once, no database", markers=("once",)),
+        FakeItem("broker faults", fixturenames=("transactional_db",), markers=("embedded",)),
+        FakeItem("embedded, no database", markers=("embedded",)),
     ]
 
 
@@ -59,15 +59,15 @@ def items() -> list[FakeItem]:
                 "worker",
                 "marked",
                 "browser",
-                "report build",
-                "once, no database",
+                "broker faults",
+                "embedded, no database",
             ],
         ),
         (
             "embedded",
-            ["statistics", "r cross-check", "page", "worker", "marked", "once, no database"],
+            ["statistics", "r cross-check", "broker faults", "embedded, no database"],
         ),
-        ("production", ["page", "worker", "marked", "browser", "report build"]),
+        ("production", ["page", "worker", "marked", "browser", "broker faults"]),
     ],
 )
 def test_each_pass_keeps_the_tests_whose_outcome_can_differ(monkeypatch, test_pass, kept):

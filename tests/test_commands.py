@@ -13,6 +13,8 @@ from django.core.management import CommandError, call_command
 from studies.models import Study
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.embedded  # commands on the embedded defaults
+
 
 @pytest.mark.django_db
 def test_simulated_study_round_trips_through_the_generic_importer(tmp_path, owner):

@@ -45,7 +45,7 @@ from studies.services.study import study_create
 from studies.services.transfer import reviews_import, reviews_parse
 from tests.conftest import ROOT, SI_REVIEWS, SI_TITLES
 
-pytestmark = [pytest.mark.slow, pytest.mark.once]  # pages of every state, report builds
+pytestmark = pytest.mark.slow  # pages of every state, report builds
 
 LINK = re.compile(r'\b(href|hx-get)="([^"]*)"')
 # What a page offers to send: forms (their action, or the page itself when they have

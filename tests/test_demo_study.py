@@ -13,7 +13,7 @@ from judging.models import JudgeRun
 from studies.demo import EFFECTS, demo_study_build
 from studies.models import Assignment, PairTask, Review, Study
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.once]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture

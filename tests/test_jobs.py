@@ -14,6 +14,8 @@ from django.utils import timezone
 from studies import jobs
 from studies.models import JobRun
 
+pytestmark = pytest.mark.embedded  # the job lease under each database's locks
+
 
 def running(study, *, kind="report", beat_seconds_ago=0.0, **fields) -> JobRun:
     now = timezone.now()

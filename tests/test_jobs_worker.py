@@ -27,7 +27,7 @@ from tests import jobtasks
 from tests.conftest import ROOT, TEST_VAR_DIR
 from tests.factories import make_judged_study
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.embedded]
 
 HEARTBEAT = 1
 LOST_AFTER = 4

@@ -23,6 +23,8 @@ from ideareview.throttle import (
 )
 from tests.conftest import limits_redis_url
 
+pytestmark = pytest.mark.embedded  # counts under parallel attempts in each cache
+
 
 @pytest.fixture(autouse=True)
 def _fast_hashes(settings):

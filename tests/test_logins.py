@@ -18,6 +18,8 @@ from django.urls import reverse
 from ideareview.throttle import LOGIN_ACCOUNT_LIMIT, LOGIN_PAIR_LIMIT
 from tests.conftest import limits_redis_url
 
+pytestmark = pytest.mark.embedded  # limits in the file cache of `make run`
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -24,7 +24,7 @@ from tests.factories import (
     make_agreement_study,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.once]  # a judged study, its report
+pytestmark = pytest.mark.slow  # a judged study, its report
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from studies.services.study import study_plan_set
 from studies.storage import report_file_open
 from tests.factories import FAST
 
-pytestmark = [pytest.mark.slow, pytest.mark.once]  # reports of linked studies
+pytestmark = pytest.mark.slow  # reports of linked studies
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = ROOT / "tests" / "data" / "synthetic_execution_release.json"

@@ -21,7 +21,7 @@ from studies.services.study import study_plan_freeze, study_plan_set
 from studies.tasks import size_design
 from tests.factories import make_pilot_study
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.once]
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 PLAN = {
     "primary_metrics": ["overall"],

@@ -18,7 +18,8 @@ from django.core.management import call_command
 from django.db import OperationalError
 from django.test import Client
 
-pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+# settings on the embedded and production parts (both CI passes)
+pytestmark = [pytest.mark.slow, pytest.mark.embedded]
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKER_PASSWORD = "br0ker-pa55word-xyz"

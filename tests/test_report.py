@@ -114,7 +114,7 @@ _BUILT: dict[str, object] = {}
 
 
 # The si2024 report is built once per process (below): its tests go to one xdist worker.
-pytestmark = [pytest.mark.slow, pytest.mark.once, pytest.mark.xdist_group("si2024-report")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("si2024-report")]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from tests.factories import FAST, make_agreement_study
 
-pytestmark = [pytest.mark.slow, pytest.mark.once]  # reports
+pytestmark = pytest.mark.slow  # reports
 
 
 @pytest.fixture

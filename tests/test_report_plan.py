@@ -22,7 +22,7 @@ from studies.report_files import report_build
 from studies.services.study import study_plan_freeze, study_plan_set
 from studies.templatetags.report_format import pval
 
-pytestmark = [pytest.mark.slow, pytest.mark.once]  # a report per test
+pytestmark = pytest.mark.slow  # a report per test
 
 FIVE = ["novelty", "excitement", "soundness", "effectiveness", "overall"]
 ALL = [*FIVE, "faithfulness", "code_quality"]

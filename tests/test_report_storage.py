@@ -135,6 +135,7 @@ def test_a_build_killed_while_saving_leaves_the_previous_report_shown_and_the_ne
     assert _versions(memory_reports, "agree") == [second.directory.split("/")[1]]
 
 
+@pytest.mark.embedded  # a data migration, on each database
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_turns_old_report_paths_into_storage_names(owner, settings, tmp_path):
     from django.db import connection

@@ -13,7 +13,8 @@ from studies.analysis.threads import blas_thread_counts, blas_threads
 from studies.models import JobRun, StudyReport
 from studies.tasks import report_enqueue
 
-pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+# a real worker on the configured broker (both CI passes)
+pytestmark = [pytest.mark.slow, pytest.mark.embedded]
 
 
 @pytest.fixture

@@ -19,6 +19,8 @@ from studies.services.assignment import IDLE_CAP_SECONDS, assignment_touch
 from studies.services.reviews import StaleReview, review_draft_save, review_submit
 from tests.factories import cleaned, review_answers, review_study
 
+pytestmark = pytest.mark.embedded  # concurrent saves under each database's locks
+
 
 @pytest.fixture
 def built(db, owner):

@@ -17,7 +17,8 @@ import pytest
 from django.conf import settings
 from django.core import mail
 
-pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+# `make serve` on the embedded defaults (both CI passes)
+pytestmark = [pytest.mark.slow, pytest.mark.embedded]
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -25,7 +25,7 @@ from studies.services.study import study_plan_set
 from studies.tasks import size_design
 from tests.factories import make_pilot_study
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.once]
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 QUICK = {"n_boot": 20, "n_reps": 120}
 

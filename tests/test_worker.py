@@ -12,7 +12,8 @@ from django.urls import reverse
 from ideareview.celery import app
 from studies.models import JobRun, StudyReport
 
-pytestmark = pytest.mark.slow  # seconds each: reports, worker processes, servers
+# a real worker on the configured broker (both CI passes)
+pytestmark = [pytest.mark.slow, pytest.mark.embedded]
 
 
 @pytest.fixture

@@ -70,7 +70,6 @@ def _rate_pairs(study, ideas, prefer):
 
 
 @pytest.mark.slow
-@pytest.mark.once  # a LigBench run and a report: computation on the rows (docs/testing.md)
 def test_a_ligbench_run_shows_its_agreement_with_reviewers_on_its_page_and_in_the_report(
     client, study, judge, scripted, db
 ):

@@ -21,7 +21,6 @@ CORPUS = Path(__file__).parent / "data" / "references.json"
 Status = JudgeRun.Status
 # LigBench runs over a corpus: computation on rows SQLite and PostgreSQL return alike, so
 # CI runs the database tests here once, on PostgreSQL (docs/testing.md, `once`).
-pytestmark = pytest.mark.once
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ from studies.models import (
 
 # Judge runs on the test server and the panel's bootstrap: computation on rows SQLite and
 # PostgreSQL return alike, so CI runs them once, on PostgreSQL (docs/testing.md, `once`).
-pytestmark = [pytest.mark.django_db, pytest.mark.once]
+pytestmark = pytest.mark.django_db
 Status = JudgeRun.Status
 
 

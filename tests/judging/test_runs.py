@@ -20,6 +20,8 @@ from judging.tasks import execute_judge_run, judge_run_enqueue
 from llm.models import LLMCall
 from studies.models import Idea
 
+pytestmark = pytest.mark.embedded  # judge runs through the configured broker
+
 Status = JudgeRun.Status
 
 
