@@ -30,6 +30,7 @@ from django.db.models import Avg
 
 from llm.models import LLMCall
 from studies import csvsafe
+from studies.analysis.options import ReportOptions
 from studies.models import (
     Condition,
     IdeaCondition,
@@ -55,8 +56,9 @@ from .methods.reliability import (
 from .models import JudgeRun, Judgment, PairwiseOutcome
 from .services.runs import REPEATABLE
 
-#: Bootstrap resamples of the panel's intervals (seeded by the run's id).
-PANEL_BOOT = 400
+#: Bootstrap resamples of the panel's intervals (seeded by the run's id): the report's
+#: default, so the run page and the report show the same intervals.
+PANEL_BOOT = ReportOptions().panel_bootstrap
 _SCORED = {JudgeRun.Method.DIRECT, JudgeRun.Method.ABSOLUTE}
 _PAIRED = {JudgeRun.Method.PAIRWISE, JudgeRun.Method.SWISS}
 _CACHE_VERSION = 2
@@ -482,11 +484,11 @@ def reliability_csv(panel: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
-def reliability_for_report(run: JudgeRun) -> dict[str, Any] | None:
+def reliability_for_report(run: JudgeRun, *, n_boot: int = PANEL_BOOT) -> dict[str, Any] | None:
     """The run's panel for the study report: one row per figure (what, on which metric or
     dimension, the judge's value and interval, the reviewers' where the panel has one),
     and what was not measured. No plots; None for a run without a panel."""
-    panel = run_reliability(run)
+    panel = run_reliability(run, n_boot=n_boot)
     if panel is None:
         return None
     none: dict[str, Any] = {"value": None, "low": None, "high": None, "n": 0}

@@ -18,9 +18,12 @@ if TYPE_CHECKING:
 
 
 class JudgeRatingsProvider(Protocol):
-    def judge_inputs(self, study: Study, metrics: Sequence[str]) -> list[JudgeData]:
+    def judge_inputs(
+        self, study: Study, metrics: Sequence[str], *, panel_bootstrap: int
+    ) -> list[JudgeData]:
         """Every finished judge run of the study that judged its ideas, as agreement
-        inputs: per-idea scores on the given form metrics and/or pairwise outcomes."""
+        inputs: per-idea scores on the given form metrics and/or pairwise outcomes, each
+        with its reliability panel at `panel_bootstrap` resamples."""
         ...
 
     def baseline_availability(self, study: Study) -> dict[str, str | None]:

@@ -292,7 +292,7 @@ def study_judges(
 ) -> tuple[list[JudgeData], dict[str, Any]]:
     """The study's finished judge runs, plus the no-LLM baselines the report computes
     itself when no stored run of that baseline exists (labelled as computed)."""
-    judges = judge_inputs(study, list(metrics))
+    judges = judge_inputs(study, list(metrics), panel_bootstrap=options.panel_bootstrap)
     reasons = baseline_availability(study)
     head = options.consistency_metric if options.consistency_metric in metrics else metrics[-1]
     lengths = idea_lengths(study, idea_labels(study), "normalized")

@@ -114,11 +114,13 @@ def idea_lengths(study: Study, labels: dict[int, str], source: str) -> dict[str,
     return lengths if any(v > 0 for v in lengths.values()) else None
 
 
-def judge_inputs(study: Study, metrics: list[str]) -> list[JudgeData]:
+def judge_inputs(study: Study, metrics: list[str], *, panel_bootstrap: int) -> list[JudgeData]:
     """Every finished judge run of the study as agreement-module inputs, from the judge
     ratings provider (`studies.judge_ratings`); none when no provider is registered."""
     provider = judge_ratings_provider()
-    return provider.judge_inputs(study, metrics) if provider else []
+    if provider is None:
+        return []
+    return provider.judge_inputs(study, metrics, panel_bootstrap=panel_bootstrap)
 
 
 def human_pair_frame(study: Study) -> pd.DataFrame | None:

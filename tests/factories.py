@@ -343,6 +343,7 @@ FAST = ReportOptions(
     agreement_splits=100,
     agreement_bootstrap=100,
     agreement_permutations=100,
+    panel_bootstrap=100,
 )
 SECRET_NAMES = ["Alice Quartermain", "Bob Zebulon", "Carla Nightingale", "Dev Okonkwo"]
 SECRET_INSTITUTIONS = ["Grand Fenwick Institute", "Ruritania University"]

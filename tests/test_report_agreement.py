@@ -93,8 +93,10 @@ def test_report_carries_each_judge_runs_reliability_panel(agreement_report):
     judges = {j["key"]: j for j in report["agreement"]["judges"]}
     direct = judges[f"run{seeded.direct.pk}"]["info"]["reliability"]
     pair = judges[f"run{seeded.pairwise.pk}"]["info"]["reliability"]
-    # The run page's figures, the same numbers: calibration for the direct run...
-    panel = run_reliability(seeded.direct)
+    # The run page's figures at the report's resamples, the same numbers: calibration for
+    # the direct run...
+    assert direct["n_boot"] == FAST.panel_bootstrap
+    panel = run_reliability(seeded.direct, n_boot=FAST.panel_bootstrap)
     slope = next(r for r in direct["rows"] if r["figure"] == "calibration" and r["on"] == "overall" and r["item"] == "slope")  # fmt: skip
     cal = next(r for r in panel["calibration"] if r["metric"] == "overall")
     assert slope["judge"] == cal["slope"]

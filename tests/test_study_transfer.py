@@ -4,6 +4,7 @@ assignments, reviews with revisions, pair ratings, judge runs and their calls) i
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 
@@ -12,29 +13,26 @@ from django.core.management import CommandError, call_command
 
 from judging.models import JudgeRun
 from llm.models import LLMCall
+from studies.demo import demo_study_build
 from studies.models import Review, ReviewRevision, Study, Topic
 from studies.services.audit import audit_chain_check
+from tests.factories import FAST
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.once]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture
 def demo(settings, tmp_path):
+    """The demo study (judge runs, pair ratings, a report) with a cheap report: the round
+    trip is about the rows, not the report's statistics."""
     settings.IDEAREVIEW_CHROMIUM = "/nonexistent/chromium"  # no PDF: not what is tested
-    call_command(
-        "demo_study",
-        "--slug",
-        "demo-t",
-        "--ideas-per-condition",
-        "6",
-        "--reviewers",
-        "8",
-        "--seed",
-        "5",
-        "--out",
-        str(tmp_path / "report"),
-        stdout=io.StringIO(),
-        stderr=io.StringIO(),
+    demo_study_build(
+        slug="demo-t",
+        ideas_per_condition=6,
+        reviewers=8,
+        seed=5,
+        out_dir=tmp_path / "report",
+        report_options=dataclasses.replace(FAST, ordinal="none"),
     )
     return Study.objects.get(slug="demo-t")
 

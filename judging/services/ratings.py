@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from studies.analysis.options import ReportOptions
 from studies.analysis.report import JudgeData
 from studies.models import Study
 from studies.selectors import human_pair_frame, idea_labels, idea_lengths
@@ -103,7 +104,7 @@ def _label(run: JudgeRun) -> str:
     return f"{run.config.name if run.config else run.method} · {run.method} (run {run.pk})"
 
 
-def _run_info(run: JudgeRun) -> dict[str, Any]:
+def _run_info(run: JudgeRun, panel_bootstrap: int) -> dict[str, Any]:
     info: dict[str, Any] = {
         "run_id": run.pk,
         "params": run.params,
@@ -122,7 +123,7 @@ def _run_info(run: JudgeRun) -> dict[str, Any]:
         info["answering_models"] = calls["models"]
         from ..reliability_panel import reliability_for_report
 
-        reliability = reliability_for_report(run)
+        reliability = reliability_for_report(run, n_boot=panel_bootstrap)
         if reliability is not None:
             info["reliability"] = reliability
     return info
@@ -134,6 +135,7 @@ def judge_data(
     labels: dict[int, str],
     metrics: Sequence[str],
     human_pairs: pd.DataFrame | None = None,
+    panel_bootstrap: int = ReportOptions().panel_bootstrap,
 ) -> JudgeData:
     """One finished run as the agreement module's inputs. A method that never compares
     two of the study's ideas (LigBench) gets, for the pairs reviewers rated, the order of
@@ -163,14 +165,16 @@ def judge_data(
         judge_scores=scores,
         judge_pairs=pairs,
         lengths=idea_lengths(study, labels, str(run.params.get("text", "normalized"))),
-        info=_run_info(run),
+        info=_run_info(run, panel_bootstrap),
     )
 
 
 class RunRatings:
     """The provider: `studies.judge_ratings.JudgeRatingsProvider` over stored runs."""
 
-    def judge_inputs(self, study: Study, metrics: Sequence[str]) -> list[JudgeData]:
+    def judge_inputs(
+        self, study: Study, metrics: Sequence[str], *, panel_bootstrap: int
+    ) -> list[JudgeData]:
         labels = idea_labels(study)
         skipped = [k for k, s in METHODS.items() if s.agreement == NONE]
         runs = (
@@ -180,7 +184,9 @@ class RunRatings:
             .order_by("created_at", "pk")
         )
         human = human_pair_frame(study) if runs.exists() else None
-        return [judge_data(run, study, labels, list(metrics), human) for run in runs]
+        return [
+            judge_data(run, study, labels, list(metrics), human, panel_bootstrap) for run in runs
+        ]
 
     def baseline_availability(self, study: Study) -> dict[str, str | None]:
         out: dict[str, str | None] = {}

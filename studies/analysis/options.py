@@ -22,6 +22,9 @@ class ReportOptions:
     agreement_splits: int = 200
     agreement_bootstrap: int = 200
     agreement_permutations: int = 200
+    # Each judge run's reliability panel (calibration, style control, self-preference,
+    # repetition): bootstrap resamples of its intervals, on the run's page as in the report.
+    panel_bootstrap: int = 400
     # The ordinal check (cumulative-link mixed model): "all" metrics, the "primary" one
     # (consistency_metric) or "none". Past ordinal_all_max_rows only the primary metric is
     # fitted (on every row: its reviewer block is sparse, so no size is refused).

@@ -92,7 +92,9 @@ def test_a_ligbench_run_shows_its_agreement_with_reviewers_on_its_page_and_in_th
     assert row["with_ties"]["accuracy"] == 1.0
     assert "Agreement with reviewers" in page.content.decode()
 
-    (data,) = judge_ratings_provider().judge_inputs(study, ["overall", "novelty"])
+    (data,) = judge_ratings_provider().judge_inputs(
+        study, ["overall", "novelty"], panel_bootstrap=100
+    )
     labels = idea_labels(study)
     assert set(data.judge_scores["metric"]) == {"overall", "novelty"}
     assert len(data.judge_pairs) == len(ideas) - 1

@@ -243,13 +243,16 @@ def test_the_answering_model_and_fingerprint_are_stored_and_shown(client, study)
     page = client.get(reverse("judging:run_detail", args=[study.slug, r.pk])).content.decode()
     assert 'id="answering-models"' in page
     assert "gpt-4o-2025-01-31" in page and "fp_first" in page and "fp_second" not in page
-    inputs = {j.info["run_id"]: j.info for j in RUN_RATINGS.judge_inputs(study, ["novelty"])}
+    inputs = {
+        j.info["run_id"]: j.info
+        for j in RUN_RATINGS.judge_inputs(study, ["novelty"], panel_bootstrap=100)
+    }
     assert inputs[r.pk]["answering_models"][0]["fingerprint"] == "fp_first"
     assert inputs[other.pk]["answering_models"][0]["calls"] == 6
     # The report's judge table, from the same inputs.
     judges = [
         {"label": j.label, "method": j.method, "model": j.model, "available": True, "info": j.info}
-        for j in RUN_RATINGS.judge_inputs(study, ["novelty"])
+        for j in RUN_RATINGS.judge_inputs(study, ["novelty"], panel_bootstrap=100)
     ]
     report = render_to_string(
         "studies/report_document.html", {"r": {"agreement": {"judges": judges}}, "fig": {}}

@@ -110,7 +110,7 @@ def test_a_throwaway_method_is_offered_run_and_reported_by_its_label(
     assert SCORED.label in home and BASELINE.label in home
 
     # What the report reads: both runs, the baseline by its label.
-    inputs = {j.method: j for j in RUN_RATINGS.judge_inputs(study, metrics)}
+    inputs = {j.method: j for j in RUN_RATINGS.judge_inputs(study, metrics, panel_bootstrap=100)}
     assert set(inputs) == {SCORED.key, BASELINE.key}
     assert inputs[BASELINE.key].label == f"{BASELINE.label} (run {baseline.pk})"
     assert inputs[BASELINE.key].baseline and not inputs[SCORED.key].baseline
