@@ -54,6 +54,7 @@ def demo(transactional_db, settings, tmp_path):
         agreement_splits=10,
         agreement_bootstrap=10,
         agreement_permutations=10,
+        panel_bootstrap=10,
     )
     return demo_study_build(
         slug="a11y", ideas_per_condition=4, reviewers=4, seed=2, report_options=options
