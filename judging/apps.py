@@ -1,3 +1,4 @@
+from collections.abc import Sequence
 from typing import Any
 
 from django.apps import AppConfig
@@ -12,23 +13,61 @@ class JudgingConfig(AppConfig):
         # Studies defines the interfaces it reads judging through (its report's judge
         # ratings, the step list's run counts, the package's and the study file's
         # sections, the demo's judges); judging fills them here, so studies never
-        # imports judging's runs or methods.
+        # imports judging's runs or methods. What fills them is imported on first use
+        # (below): a worker or a command that never builds a report starts without the
+        # analysis, pandas and scipy.
         from studies.demo_judging import demo_judging_register
         from studies.judge_ratings import register_provider
         from studies.overview import judge_run_counter_register
-        from studies.package import package_section_register
+        from studies.package_sections import package_section_register
 
         from . import tasks  # noqa: F401  (registers the judge-run task with studies.jobs)
-        from .demo import DEMO_JUDGING
-        from .package_section import judges_section
         from .run_counts import study_judge_run_counts
+
+        register_provider(RATINGS_ON_USE)
+        judge_run_counter_register(study_judge_run_counts)
+        package_section_register("judges", judges_section_on_use)
+        demo_judging_register(DEMO_ON_USE)
+        _register_transfer()
+
+
+class _RatingsOnUse:
+    """The report's judge ratings (`judging.services.ratings`), imported when asked."""
+
+    def judge_inputs(self, study: Any, metrics: Sequence[str], *, panel_bootstrap: int) -> Any:
         from .services.ratings import RUN_RATINGS
 
-        register_provider(RUN_RATINGS)
-        judge_run_counter_register(study_judge_run_counts)
-        package_section_register("judges", judges_section)
-        demo_judging_register(DEMO_JUDGING)
-        _register_transfer()
+        return RUN_RATINGS.judge_inputs(study, metrics, panel_bootstrap=panel_bootstrap)
+
+    def baseline_availability(self, study: Any) -> dict[str, str | None]:
+        from .services.ratings import RUN_RATINGS
+
+        return RUN_RATINGS.baseline_availability(study)
+
+
+class _DemoOnUse:
+    """The demo's judges (`judging.demo`), imported when the demo is built."""
+
+    def scripted_server(self) -> Any:
+        from .demo import DEMO_JUDGING
+
+        return DEMO_JUDGING.scripted_server()
+
+    def judges_run(self, *args: Any, **kwargs: Any) -> Any:
+        from .demo import DEMO_JUDGING
+
+        return DEMO_JUDGING.judges_run(*args, **kwargs)
+
+
+def judges_section_on_use(out: Any) -> None:
+    """The package's `judges/` folder (`judging.package_section`), imported when written."""
+    from .package_section import judges_section
+
+    judges_section(out)
+
+
+RATINGS_ON_USE = _RatingsOnUse()
+DEMO_ON_USE = _DemoOnUse()
 
 
 def _register_transfer() -> None:
@@ -37,8 +76,10 @@ def _register_transfer() -> None:
     from django.db.models import Q
 
     from studies.models import NormalizationResult
-    from studies.services.ideas import leakage_call_ids
-    from studies.services.transfer import transfer_section_register, transfer_shared_register
+    from studies.services.transfer_sections import (
+        transfer_section_register,
+        transfer_shared_register,
+    )
 
     from . import models as j
 
@@ -78,7 +119,7 @@ def _register_transfer() -> None:
             Q(study=s)
             | Q(run__study=s)
             | Q(pk__in=NormalizationResult.objects.filter(idea__study=s).values("call"))
-            | Q(pk__in=leakage_call_ids(s))
+            | Q(pk__in=_leakage_call_ids(s))
         ),
     )
     for model in (j.Judgment, j.PairwiseOutcome, j.IdeaRating, j.Formalisation):
@@ -98,3 +139,9 @@ def _register_transfer() -> None:
     transfer_section_register(
         j.ReferenceComparison, lambda s: j.ReferenceComparison.objects.filter(run__study=s)
     )
+
+
+def _leakage_call_ids(study: Any) -> set[int]:
+    from studies.services.ideas import leakage_call_ids
+
+    return leakage_call_ids(study)

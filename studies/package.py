@@ -11,7 +11,7 @@ rows were created in (creation order often follows condition), and not computabl
 anyone without the key.
 
 The judge runs are judging's rows: judging contributes the `judges/` folder as a section
-(`package_section_register`, called from `JudgingConfig.ready()`; docs/architecture.md,
+(`studies.package_sections`, registered from `JudgingConfig.ready()`; docs/architecture.md,
 "Interfaces studies defines"). With no section registered the package has no `judges/`.
 """
 
@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import SuspiciousFileOperation
@@ -46,6 +46,7 @@ from .models import (
     Study,
     StudyReport,
 )
+from .package_sections import package_sections
 from .preregistrations import study_preregistration
 from .report_formats import TABLE_SUFFIX, report_format
 from .services.audit import audit_chain_check
@@ -124,21 +125,6 @@ class PackageWriter:
 
     def text(self, name: str, text: str) -> None:
         self.files[f"{self.folder}/{name}"] = text
-
-
-class PackageSection(Protocol):
-    def __call__(self, out: PackageWriter) -> None:
-        """Write this section's files through `out`."""
-        ...
-
-
-_sections: dict[str, PackageSection] = {}
-
-
-def package_section_register(folder: str, section: PackageSection) -> None:
-    """Install the section that writes the package's `folder/` (registering a folder
-    again replaces its section, so a repeated `ready()` does not duplicate it)."""
-    _sections[folder] = section
 
 
 def _replace_ids(value: Any, ids: dict[str, str], key: str | None = None) -> Any:
@@ -337,7 +323,7 @@ class _Collector:
 
     def sections(self) -> None:
         """The folders other apps contribute (judging's `judges/`)."""
-        for folder, section in _sections.items():
+        for folder, section in package_sections.items():
             section(PackageWriter(self.study, self.p, self.idea_name, self.files, folder))
 
     def earlier_ids(self) -> dict[str, str]:

@@ -12,8 +12,8 @@ from django.db import transaction
 from accounts.services import AccountError, researcher_invitation_create
 
 from .models import Study, StudyMember
-from .services import audit
-from .services.study import SetupError
+from .services.audit import audit
+from .services.errors import SetupError
 
 
 def member_invite(*, study: Study, email: str, role: str, actor: Any) -> str:

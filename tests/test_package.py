@@ -159,7 +159,7 @@ def test_without_judging_the_package_has_no_judges_folder_and_the_rest_unchanged
 
     seeded, snap, tmp = built
     package_build(study=seeded.study, out=tmp / "with.zip", report=snap)
-    monkeypatch.setattr(package, "_sections", {})
+    monkeypatch.setattr(package, "package_sections", {})
     package_build(study=seeded.study, out=tmp / "without.zip", report=snap)
     with_judges, without = _members(tmp / "with.zip"), _members(tmp / "without.zip")
     judges = {n for n in with_judges if n.startswith("judges/")}

@@ -3,8 +3,14 @@
 Every web worker, Celery worker and management command loads Django's apps and, at its
 first request or task, every view and task module. The OpenAI SDK and matplotlib's pyplot
 are the costliest of those imports (docs/measurements.md), and most processes never call a
-model or draw a figure; they are imported by the functions that use them. A module-level import of one of them anywhere on the start-up path brings the
-cost back for every process, which this test notices.
+model or draw a figure; they are imported by the functions that use them. A module-level
+import of one of them anywhere on the start-up path brings the cost back for every process,
+which this test notices.
+
+A Celery worker or a management command loads the apps and the task modules but no view:
+it starts without the analysis libraries too (pandas, scipy, statsmodels), which the apps'
+registrations and the services package import only when a report, an assignment or a study
+file needs them.
 """
 
 from __future__ import annotations
@@ -18,22 +24,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 LOADED_ON_USE = ("openai", "matplotlib", "matplotlib.pyplot")
+ANALYSIS = ("pandas", "scipy", "statsmodels")
 
 PROBE = """
 import json, sys
 import django
 django.setup()
-from django.urls import get_resolver
-get_resolver().url_patterns  # every view module
+if {views}:
+    from django.urls import get_resolver
+    get_resolver().url_patterns  # every view module
 import ideareview.celery  # the worker's app and every task module
 print(json.dumps(sorted(m for m in {names} if m in sys.modules)))
 """
 
 
-def _loaded_at_start_up(names: tuple[str, ...]) -> list[str]:
+def _loaded_at_start_up(names: tuple[str, ...], *, views: bool = True) -> list[str]:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ideareview.settings"}
     out = subprocess.run(
-        [sys.executable, "-c", PROBE.format(names=repr(names))],
+        [sys.executable, "-c", PROBE.format(names=repr(names), views=views)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -48,9 +56,15 @@ def test_a_process_loads_no_model_client_or_plotting_until_it_uses_one():
     assert _loaded_at_start_up(LOADED_ON_USE) == []
 
 
+def test_a_worker_or_command_loads_no_analysis_library_until_it_uses_one():
+    assert _loaded_at_start_up(ANALYSIS + LOADED_ON_USE, views=False) == []
+
+
 def test_the_probe_sees_a_library_the_start_up_path_does_load():
     # The same probe finds what is loaded eagerly, so the test above can fail.
     assert _loaded_at_start_up(("numpy", "celery")) == ["celery", "numpy"]
+    # the web's views do use the analysis (the services they call import it)
+    assert _loaded_at_start_up(("pandas",)) == ["pandas"]
 
 
 def test_a_figure_loads_pyplot_with_the_figures_style():

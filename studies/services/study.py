@@ -59,6 +59,7 @@ from ..protocol.source_words import SourceMention, source_mentions
 from ..storage import reports_storage, storage_folder_remove
 from .assignment import reviewers_notify_new_work
 from .audit import audit
+from .errors import NoAccountError, SetupError
 from .ideas import (
     REVIEWABLE,
     StudyNotReady,
@@ -337,14 +338,6 @@ def study_open_for_review(
             lambda: reviewers_notify_new_work(study=study, reviewer_ids=waiting, link_for=link_for)
         )
     return study
-
-
-class SetupError(ValueError):
-    """A setting or team change that is refused; the message says why."""
-
-
-class NoAccountError(SetupError):
-    """The team change names an address no account uses (an owner may invite it)."""
 
 
 # --------------------------------------------------------------------------- addresses

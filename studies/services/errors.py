@@ -1,0 +1,12 @@
+"""The errors a study's setup refuses with, in a module of their own: the accounts app's
+hooks (`studies.team_accounts`) raise them without loading the study services."""
+
+from __future__ import annotations
+
+
+class SetupError(ValueError):
+    """A setting or team change that is refused; the message says why."""
+
+
+class NoAccountError(SetupError):
+    """The team change names an address no account uses (an owner may invite it)."""
