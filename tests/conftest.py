@@ -15,6 +15,8 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from ideareview.celery import app as celery_app
 
@@ -30,6 +32,14 @@ from ideareview.celery import app as celery_app
 # which tests/test_report_threads.py's in-process Celery worker makes.
 for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_variable] = "1"
+
+# Property tests run beside worker processes, browsers and other test processes: a draw
+# that takes a second under that load is the machine, not the code. No deadline and no
+# "too slow" health check; what each property asserts is unchanged.
+hypothesis_settings.register_profile(
+    "ideareview", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("ideareview")
 
 # Tests publish real Celery messages. On the filesystem broker they go to a folder of the
 # test run's own, set before any connection exists, so a developer's running worker never
