@@ -44,3 +44,16 @@ def test_each_reviewer_gets_every_condition_pair_their_topics_offer(owner):
         assert max(counts.values()) - min(counts.values()) <= 1, (name, counts)
     # Which idea is "A" is drawn, so the A side does not always hold the human idea.
     assert a_first[True] and a_first[False]
+
+
+@pytest.mark.django_db
+def test_gold_ideas_are_never_paired(owner):
+    s = make_review_study(owner, slug="pairs-gold", commit=False)
+    gold = [i for i in s.ideas if i.topic.name == s.ideas[0].topic.name][:2]
+    for idea in gold:
+        idea.gold_ranges = {"overall": [2, 4]}
+        idea.save(update_fields=["gold_ranges"])
+    n, _ = pair_tasks_create(study=s.study, per_reviewer=3, seed=4)
+    assert n > 0
+    paired = set(PairTask.objects.filter(study=s.study).values_list("idea_a", "idea_b"))
+    assert not {i.pk for i in gold} & {pk for pair in paired for pk in pair}

@@ -404,14 +404,18 @@ def pair_tasks_create(
     """Give each approved reviewer up to `per_reviewer` new pairs of same-topic ideas from
     their own topics (never from their institution, never an idea pair they already
     have). With `condition_a`/`condition_b`, A comes from the first and B from the
-    second; otherwise both are drawn at random. Sides are drawn per task."""
+    second; otherwise both are drawn at random. Sides are drawn per task. Gold ideas are
+    never paired: their reviews check the reviewer, and a pair rating would enter the
+    analysis."""
     from ..protocol.institutions import institution_keys
 
     seed = seed if seed is not None else secrets.randbits(32)
     rng = random.Random(seed)
     reviewable = [Idea.NormalizationStatus.APPROVED, Idea.NormalizationStatus.EDITED]
     ideas = list(
-        study.ideas.filter(normalization_status__in=reviewable, exclusion__isnull=True)
+        study.ideas.filter(
+            normalization_status__in=reviewable, exclusion__isnull=True, gold_ranges__isnull=True
+        )
         .select_related("topic")
         .prefetch_related("memberships__condition")
     )
