@@ -37,16 +37,25 @@ class Unit:
     prompt_version: str = ""
     salt: str = ""
     seed_offset: int = 0
+    member: int = 0
+    """The panel seat of the judge that answers it (0: the run's own config)."""
 
 
 class Driver:
     """A method: which units to run, how to store a unit's answer, what to rate at the end."""
 
     def __init__(
-        self, *, run: JudgeRun | None, ideas: Sequence[Idea], params: dict[str, Any], study: Study
+        self,
+        *,
+        run: JudgeRun | None,
+        ideas: Sequence[Idea],
+        params: dict[str, Any],
+        study: Study,
+        members: int = 1,
     ):
         # A driver built only to plan (run None) never writes, so rows may assume a run.
         self.run = cast(JudgeRun, run)
+        self.members = members
         self.params, self.study = params, study
         self.ideas = list(ideas)
         self.by_id = {i.pk: i for i in self.ideas}
