@@ -38,7 +38,7 @@ from studies.models import (
     Review,
     ReviewScore,
 )
-from studies.selectors import idea_text
+from studies.selectors import human_idea_means, idea_text
 
 from .methods.reliability import (
     STYLE_COVARIATES,
@@ -53,13 +53,14 @@ from .methods.reliability import (
     style_covariates,
 )
 from .models import JudgeRun, Judgment, PairwiseOutcome
+from .panel_agreement import panel_rows, run_panel_agreement
 from .services.runs import REPEATABLE
 
 #: Bootstrap resamples of the panel's intervals (seeded by the run's id).
 PANEL_BOOT = 400
 _SCORED = {JudgeRun.Method.DIRECT, JudgeRun.Method.ABSOLUTE}
 _PAIRED = {JudgeRun.Method.PAIRWISE, JudgeRun.Method.SWISS}
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3
 
 
 def _est(e: Estimate) -> dict[str, Any]:
@@ -72,15 +73,7 @@ def _est(e: Estimate) -> dict[str, Any]:
 
 
 def _human_means(run: JudgeRun) -> dict[str, dict[int, float]]:
-    rows = (
-        ReviewScore.objects.filter(review__study=run.study, review__status=Review.Status.SUBMITTED)
-        .values("metric", "review__idea_id")
-        .annotate(mean=Avg("score"))
-    )
-    out: dict[str, dict[int, float]] = defaultdict(dict)
-    for r in rows:
-        out[r["metric"]][r["review__idea_id"]] = float(r["mean"])
-    return out
+    return human_idea_means(run.study)
 
 
 def _calibration(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
@@ -432,6 +425,8 @@ def run_reliability(run: JudgeRun, *, n_boot: int = PANEL_BOOT) -> dict[str, Any
                 _score_repetition(run, n_boot) if scored else _pair_repetition(run, n_boot)
             ),
             "n_boot": n_boot,
+            # A panel run: its members' and its own agreement with the reviewers.
+            "judge_panel": run_panel_agreement(run, n_boot=n_boot) if scored else None,
         }
         panel["not_measured"] = _not_measured(panel, run)
         cache.set(key, panel, timeout=24 * 3600)
@@ -478,6 +473,12 @@ def reliability_csv(panel: dict[str, Any]) -> str:
             w.writerow(
                 [f"repetition_{who}", row["metric"], row["figure"], e["value"], e["low"],
                  e["high"], e["n"]]
+            )  # fmt: skip
+    if panel.get("judge_panel"):
+        for r in panel_rows(panel["judge_panel"]):
+            w.writerow(
+                [f"panel_{r['measure']}", r["metric"], r["of"], r["value"], r["low"], r["high"],
+                 r["n"]]
             )  # fmt: skip
     return buf.getvalue()
 

@@ -186,6 +186,7 @@ def judge_run_new(request: HttpRequest, slug: str) -> HttpResponse:
                 budget_calls=data["budget_calls"],
                 budget_cost=data["budget_cost"],
                 actor=request.user,
+                panel=data["panel"],
             )
         except JudgeRunRefused as exc:
             form.add_error(None, str(exc))
@@ -228,6 +229,7 @@ def judge_run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpRespon
             return HttpResponseClientRefresh()
         return render(request, "judging/run_detail.html#progress", context)
     if not run.is_active:
+        context["panel_members"] = [m.config for m in run.panel_members.select_related("config")]
         context["report"] = judge_run_report(run=run)
         context["reliability"] = run_reliability(run)
         context["calls"] = run_calls(run) if not run.method_is_baseline else None

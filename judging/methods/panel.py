@@ -52,10 +52,10 @@ def member_means(
     return {k: sum(v) / len(v) for k, v in values.items()}
 
 
-def panel_scores(members: Mapping[Hashable, Mapping[Hashable, float]]) -> dict[Hashable, float]:
+def panel_scores(members: Mapping[Any, Mapping[Any, float]]) -> dict[Any, float]:
     """The panel's score per key: the mean of the members' scores for it, over the members
     that have one."""
-    values: dict[Hashable, list[float]] = defaultdict(list)
+    values: dict[Any, list[float]] = defaultdict(list)
     for scores in members.values():
         for key, score in scores.items():
             values[key].append(score)
@@ -76,6 +76,16 @@ def majority_verdict(verdicts: Sequence[str]) -> str:
     return "tie"
 
 
+def _ordered(ideas: Iterable[Hashable]) -> list[Hashable]:
+    """The ideas in their natural order (ids), so resamples are reproducible by hand; by
+    their text where they do not compare."""
+    ideas = list(ideas)
+    try:
+        return sorted(ideas)  # type: ignore[type-var]
+    except TypeError:
+        return sorted(ideas, key=repr)
+
+
 def _est(value: float, draws: np.ndarray, n: int, level: float) -> dict[str, Any]:
     finite = draws[np.isfinite(draws)]
     low = high = math.nan
@@ -91,9 +101,9 @@ def _est(value: float, draws: np.ndarray, n: int, level: float) -> dict[str, Any
 
 
 def panel_agreement(
-    human: Mapping[Hashable, float],
-    members: Mapping[str, Mapping[Hashable, float]],
-    panel: Mapping[Hashable, float],
+    human: Mapping[Any, float],
+    members: Mapping[str, Mapping[Any, float]],
+    panel: Mapping[Any, float],
     *,
     n_boot: int = 1000,
     level: float = 0.95,
@@ -121,9 +131,7 @@ def panel_agreement(
         {value, low, high, n}, None where it cannot be computed (fewer than three ideas, a
         constant side).
     """
-    ideas = sorted(
-        (i for i in panel if i in human and all(i in m for m in members.values())), key=repr
-    )
+    ideas = _ordered(i for i in panel if i in human and all(i in m for m in members.values()))
     n = len(ideas)
     y = np.array([human[i] for i in ideas], float)
     rng = np.random.default_rng(seed)

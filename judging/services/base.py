@@ -55,7 +55,7 @@ class Driver:
     ):
         # A driver built only to plan (run None) never writes, so rows may assume a run.
         self.run = cast(JudgeRun, run)
-        self.members = members
+        self.panel_size = members
         self.params, self.study = params, study
         self.ideas = list(ideas)
         self.by_id = {i.pk: i for i in self.ideas}

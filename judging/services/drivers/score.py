@@ -58,7 +58,7 @@ class ScoreDriver(Driver):
         ]
         # A panel asks every member every prompt; members take turns idea by idea, so a
         # run stopped by its budget has scored its ideas by the whole panel, not by some.
-        self.total = len(self.ideas) * self.samples * self.members + len(self.repeats)
+        self.total = len(self.ideas) * self.samples * self.panel_size + len(self.repeats)
 
     def messages(self, idea_id: int) -> tuple[list[dict[str, str]], str]:
         text = self.text[idea_id]
@@ -91,7 +91,7 @@ class ScoreDriver(Driver):
         for idea in self.ideas:
             msgs, version = self.messages(idea.pk)
             for s in range(self.samples):
-                for member in range(self.members):
+                for member in range(self.panel_size):
                     if (member, idea.pk, s) in done:
                         continue
                     units.append(
@@ -173,9 +173,9 @@ class ScoreDriver(Driver):
                 "samples": values,
                 "parsed": sum(v is not None for v in values),
             }
-            if self.members > 1:
+            if self.panel_size > 1:
                 history["members"] = [
-                    means.get(m, {}).get((idea_id, metric)) for m in range(self.members)
+                    means.get(m, {}).get((idea_id, metric)) for m in range(self.panel_size)
                 ]
             ratings.append(
                 IdeaRating(
@@ -188,6 +188,6 @@ class ScoreDriver(Driver):
             )
         IdeaRating.objects.bulk_create(ratings)
         summary: dict[str, Any] = {"metrics": list(self.ranges), "samples": self.samples}
-        if self.members > 1:
-            summary["panel_members"] = self.members
+        if self.panel_size > 1:
+            summary["panel_members"] = self.panel_size
         return summary
