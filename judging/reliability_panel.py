@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 from django.core.cache import cache
-from django.db.models import Avg
 
 from llm.models import LLMCall
 from studies import csvsafe
@@ -40,6 +39,7 @@ from studies.models import (
 )
 from studies.selectors import human_idea_means, idea_text
 
+from .methods.panel import member_means, panel_scores
 from .methods.reliability import (
     STYLE_COVARIATES,
     Estimate,
@@ -76,14 +76,23 @@ def _human_means(run: JudgeRun) -> dict[str, dict[int, float]]:
     return human_idea_means(run.study)
 
 
-def _calibration(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
-    judge: dict[str, dict[int, float]] = defaultdict(dict)
-    for r in (
-        Judgment.objects.filter(run=run, score__isnull=False)
-        .values("metric", "idea_id")
-        .annotate(mean=Avg("score"))
+def _judge_means(run: JudgeRun) -> dict[str, dict[int, float]]:
+    """The run's score of each idea per metric: the mean of its parseable samples, or of
+    a panel run, the panel's (the mean of its members' means)."""
+    by_member: dict[int, list[tuple[Hashable, int, float | None]]] = defaultdict(list)
+    for member, idea_id, metric, sample, score in Judgment.objects.filter(run=run).values_list(
+        "member", "idea_id", "metric", "sample", "score"
     ):
-        judge[r["metric"]][r["idea_id"]] = float(r["mean"])
+        by_member[member].append(((metric, idea_id), sample, score))
+    out: dict[str, dict[int, float]] = defaultdict(dict)
+    combined = panel_scores({m: member_means(rows) for m, rows in by_member.items()})
+    for (metric, idea_id), value in combined.items():
+        out[metric][idea_id] = value
+    return out
+
+
+def _calibration(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
+    judge = _judge_means(run)
     human = _human_means(run)
     scales = run.study.form_definition().scales()
     rows = []

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -68,7 +69,11 @@ def _configs(study: Study) -> list[dict[str, Any]]:
 @require_GET
 def judging_home(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
-    runs = list(JudgeRun.objects.filter(study=study).select_related("config"))
+    runs = list(
+        JudgeRun.objects.filter(study=study)
+        .select_related("config")
+        .annotate(panel_size=Count("panel_members"))
+    )
     for run in runs:
         if run.is_active:
             judge_run_mark_if_lost(run=run)  # a run whose worker died shows as lost
