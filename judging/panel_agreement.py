@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Hashable
 from typing import Any
 
-from studies.selectors import human_idea_means
+from studies.selectors import reviewer_means_by_idea
 
 from .methods.panel import MEASURES, member_means, panel_agreement, panel_scores
 from .models import JudgeRun, Judgment
@@ -42,7 +42,7 @@ def run_panel_agreement(run: JudgeRun, *, n_boot: int) -> dict[str, Any] | None:
         "member", "idea_id", "metric", "sample", "score"
     ):
         rows[metric][member].append((idea_id, sample, score))
-    human = human_idea_means(run.study)
+    human = reviewer_means_by_idea(run.study)
     metrics = []
     for metric in sorted(rows):
         members = {

@@ -37,7 +37,7 @@ from studies.models import (
     Review,
     ReviewScore,
 )
-from studies.selectors import human_idea_means, idea_text
+from studies.selectors import idea_text, reviewer_means_by_idea
 
 from .methods.panel import member_means, panel_scores
 from .methods.reliability import (
@@ -73,7 +73,7 @@ def _est(e: Estimate) -> dict[str, Any]:
 
 
 def _human_means(run: JudgeRun) -> dict[str, dict[int, float]]:
-    return human_idea_means(run.study)
+    return reviewer_means_by_idea(run.study)
 
 
 def _judge_means(run: JudgeRun) -> dict[str, dict[int, float]]:

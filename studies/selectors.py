@@ -100,7 +100,7 @@ def review_frame(study: Study) -> pd.DataFrame:
     return df
 
 
-def human_idea_means(study: Study) -> dict[str, dict[int, float]]:
+def reviewer_means_by_idea(study: Study) -> dict[str, dict[int, float]]:
     """The reviewers' mean score of each idea per metric, over the study's submitted
     reviews: {metric: {idea id: mean}}."""
     rows = (
