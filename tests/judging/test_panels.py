@@ -6,6 +6,7 @@ member, so members answer differently (a behaviour profile each)."""
 
 from __future__ import annotations
 
+import io
 import math
 import random
 
@@ -25,7 +26,16 @@ from judging.services.ratings import RUN_RATINGS
 from judging.services.runs import judge_run_resume
 from judging.testserver import Rules, TestServer
 from llm.models import JudgeConfig, LLMCall
-from studies.models import Condition, Idea, IdeaCondition, Review, Reviewer, ReviewScore, Topic
+from studies.models import (
+    AuditEvent,
+    Condition,
+    Idea,
+    IdeaCondition,
+    Review,
+    Reviewer,
+    ReviewScore,
+    Topic,
+)
 
 Status = JudgeRun.Status
 
@@ -163,6 +173,9 @@ def test_a_panel_run_asks_every_member_and_scores_the_mean_of_their_parsed_score
     by_member = [sum(c.cost for c in calls if c.config_id == k) for k in (judge.pk, other.pk)]
     assert all(v > 0 for v in by_member)
     assert PanelMember.objects.get(run=r).config == other
+    # The audit trail names the panel beside the run's own judge.
+    event = AuditEvent.objects.get(study=study, verb="judge_run_created")
+    assert event.detail["judge"] == "scripted" and event.detail["panel"] == ["neutral"]
 
 
 @pytest.mark.django_db
@@ -360,3 +373,25 @@ def _by_idea(rows):
     for idea_id, score in rows:
         out.setdefault(idea_id, []).append(score)
     return out
+
+
+@pytest.mark.django_db
+def test_the_command_line_runs_a_panel_and_a_member_used_by_one_stays(study, judge, second):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from judging.services import JudgeConfigRefused, judge_config_delete
+
+    ours = _member(study, second, "ours")
+    out = io.StringIO()
+    call_command("judge_run", study=study.slug, method="direct", config=judge.name,
+                 panel=["ours"], stdout=out)  # fmt: skip
+    run = JudgeRun.objects.get()
+    assert run.status == Status.DONE and run.http_calls == 12, out.getvalue()
+    assert Judgment.objects.filter(run=run, member=1).count() == 6 * 5
+    # A panel member is a judge the run used: removing it is refused with the reason.
+    with pytest.raises(JudgeConfigRefused, match="'ours' stays"):
+        judge_config_delete(config=ours)
+    with pytest.raises(CommandError, match="does not exist"):
+        call_command("judge_run", study=study.slug, method="direct", config=judge.name,
+                     panel=["nobody"], stdout=io.StringIO())  # fmt: skip
