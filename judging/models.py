@@ -118,6 +118,7 @@ class JudgeRun(models.Model):
         run that is not a panel. A member's place in the list is its `Judgment.member`."""
         extra = [m.config for m in self.panel_members.select_related("config").order_by("seat")]
         return [self.config, *extra] if self.config is not None else extra
+
     @property
     def method_label(self) -> str:
         """The method's label in the registry."""

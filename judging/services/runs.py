@@ -28,6 +28,7 @@ worker; resume puts the same row back in the queue.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import defaultdict
@@ -288,6 +289,14 @@ def _check_llm_config(config: JudgeConfig | None, method: str) -> None:
         )
 
 
+def _asks(config: JudgeConfig) -> str:
+    """What a judge sends besides the prompt: endpoint, model and parameters."""
+    return json.dumps(
+        [config.resolved_base_url(), config.resolved_model(), config.parameters or {}],
+        sort_keys=True,
+    )
+
+
 def _check_panel(
     method: str, config: JudgeConfig | None, panel: Sequence[JudgeConfig], params: dict[str, Any]
 ) -> None:
@@ -301,10 +310,20 @@ def _check_panel(
     if config is None:
         raise JudgeRunRefused("a panel needs its first judge (the run's judge) as well")
     seen = {config.pk}
+    asks = {_asks(config): config.name}
     for judge in panel:
         if judge.pk in seen:
             raise JudgeRunRefused(f"judge {judge.name!r} is named twice in the panel")
         seen.add(judge.pk)
+        # Two judges that send the same request share their answers (the call cache): the
+        # panel would count one judge twice.
+        twin = asks.setdefault(_asks(judge), judge.name)
+        if twin != judge.name:
+            raise JudgeRunRefused(
+                f"judges {twin!r} and {judge.name!r} ask the same model at the same endpoint "
+                "with the same parameters: they give the same answers, so the panel would "
+                "count one judge twice"
+            )
     for name, why in (
         ("batch", "a panel's calls go one by one"),
         ("repeat_share", "repetition stability is measured per judge, on runs of one judge"),

@@ -208,6 +208,10 @@ def test_panel_members_are_refused_with_a_reason(study, judge, second):
         (dict(method="direct", panel=[ours, ours]), "'ours' is named twice"),
         (dict(method="direct", panel=[judge]), "'scripted' is named twice"),
         (dict(method="direct", panel=[off]), "'off' is disabled: the key was revoked"),
+        (
+            dict(method="direct", panel=[ours, _member(study, second, "twin", model="ours-model")]),
+            "'ours' and 'twin' ask the same model at the same endpoint",
+        ),
         (dict(method="pairwise", panel=[ours]), "pairwise runs cannot have panel members"),
         (
             dict(method="direct", panel=[ours], params={"repeat_share": 0.5}),
