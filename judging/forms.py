@@ -106,8 +106,9 @@ class JudgeRunForm(forms.Form):
         required=False,
         label="More panel members",
         widget=forms.CheckboxSelectMultiple,
-        help_text="Direct and absolute scoring: these judges are asked every prompt too, "
-        "and the run's score is the panel's mean; the budget below covers all of them.",
+        help_text="Direct, absolute and pairwise runs: these judges are asked every prompt "
+        "too; the panel's score is its members' mean, its pairwise verdict their majority "
+        "(a split is a tie). The budget below covers all of them.",
     )
     params = forms.CharField(
         required=False,

@@ -215,7 +215,8 @@ class PairwiseOutcome(models.Model):
     `idea_a`/`idea_b` are the pair in schedule order; `first_shown` is whichever of them
     the judge saw as "A". `verdict` is stated in terms of the fields, not of the display:
     "A" means `idea_a` won whichever side it was shown on. "unparseable" is its own
-    verdict, never a win, a loss or a tie.
+    verdict, never a win, a loss or a tie. `member` is the panel seat of the judge that
+    gave it (0: the run's own config).
     """
 
     class Verdict(models.TextChoices):
@@ -225,6 +226,7 @@ class PairwiseOutcome(models.Model):
         UNPARSEABLE = "unparseable", "Unparseable"
 
     run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="outcomes")
+    member = models.PositiveSmallIntegerField(default=0)
     idea_a = models.ForeignKey("studies.Idea", on_delete=models.CASCADE, related_name="+")
     idea_b = models.ForeignKey("studies.Idea", on_delete=models.CASCADE, related_name="+")
     first_shown = models.ForeignKey("studies.Idea", on_delete=models.CASCADE, related_name="+")
@@ -240,7 +242,7 @@ class PairwiseOutcome(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["run", "round", "dimension", "idea_a", "idea_b", "first_shown"],
+                fields=["run", "member", "round", "dimension", "idea_a", "idea_b", "first_shown"],
                 name="unique_pairwise_outcome",
             ),
             models.CheckConstraint(

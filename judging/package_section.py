@@ -56,7 +56,17 @@ def judges_section(out: PackageWriter) -> None:
     out.csv(
         "pairwise_outcomes.csv",
         outcomes,
-        ["run", "idea_a", "idea_b", "first_shown", "dimension", "round", "verdict", "call"],
+        [
+            "run",
+            "idea_a",
+            "idea_b",
+            "first_shown",
+            "dimension",
+            "round",
+            "member",
+            "verdict",
+            "call",
+        ],
     )
     out.csv("ratings.csv", ratings, ["run", "idea", "dimension", "score", "ci_low", "ci_high"])
 
@@ -127,6 +137,7 @@ def _run_rows(
                 "first_shown": name.get(o.first_shown_id),
                 "dimension": o.dimension,
                 "round": o.round,
+                "member": o.member,
                 "verdict": o.verdict,
                 "call": o.call_id,
             }

@@ -15,8 +15,11 @@ from typing import Any
 
 from studies.selectors import reviewer_means_by_idea
 
+from .methods.pairwise import PairCall, summarise_pairwise
 from .methods.panel import MEASURES, member_means, panel_agreement, panel_scores
-from .models import JudgeRun, Judgment
+from .methods.registry import method_spec
+from .models import JudgeRun, Judgment, PairwiseOutcome
+from .services.base import pair_call, panel_outcomes
 
 MEASURE_LABELS = {"spearman": "Spearman ρ", "kendall": "Kendall τ-b", "pearson": "Pearson r"}
 
@@ -35,22 +38,11 @@ def run_panel_agreement(run: JudgeRun, *, n_boot: int) -> dict[str, Any] | None:
     labels = member_labels(run)
     if len(labels) < 2:
         return None
-    rows: dict[str, dict[int, list[tuple[Hashable, int, float | None]]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
-    for member, idea_id, metric, sample, score in Judgment.objects.filter(run=run).values_list(
-        "member", "idea_id", "metric", "sample", "score"
-    ):
-        rows[metric][member].append((idea_id, sample, score))
+    scores = _pair_scores(run, labels) if run.method == "pairwise" else _direct_scores(run, labels)
     human = reviewer_means_by_idea(run.study)
     metrics = []
-    for metric in sorted(rows):
-        members = {
-            label: member_means(rows[metric].get(seat, [])) for seat, label in enumerate(labels)
-        }
-        result = panel_agreement(
-            human.get(metric, {}), members, panel_scores(members), n_boot=n_boot, seed=run.pk
-        )
+    for metric, (members, panel) in sorted(scores.items()):
+        result = panel_agreement(human.get(metric, {}), members, panel, n_boot=n_boot, seed=run.pk)
         metrics.append({"metric": metric, **result, "rows": _table(result, labels)})
     return {
         "members": labels,
@@ -58,6 +50,45 @@ def run_panel_agreement(run: JudgeRun, *, n_boot: int) -> dict[str, Any] | None:
         "measures": [{"key": m, "label": MEASURE_LABELS[m]} for m in MEASURES],
         "n_boot": n_boot,
     }
+
+
+Scores = dict[str, tuple[dict[str, dict[Any, float]], dict[Any, float]]]
+"""Per metric: each member's score by idea (by the member's label), and the panel's."""
+
+
+def _direct_scores(run: JudgeRun, labels: list[str]) -> Scores:
+    """Each member's mean of its parseable samples per idea; the panel's, their mean."""
+    rows: dict[str, dict[int, list[tuple[Hashable, int, float | None]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for member, idea_id, metric, sample, score in Judgment.objects.filter(run=run).values_list(
+        "member", "idea_id", "metric", "sample", "score"
+    ):
+        rows[metric][member].append((idea_id, sample, score))
+    out: Scores = {}
+    for metric in rows:
+        members = {
+            label: member_means(rows[metric].get(seat, [])) for seat, label in enumerate(labels)
+        }
+        out[metric] = (members, panel_scores(members))
+    return out
+
+
+def _pair_scores(run: JudgeRun, labels: list[str]) -> Scores:
+    """Each member's 1–5 pairwise score of every idea from its own verdicts, and the
+    panel's from its combined verdicts, on the form metric the method's ratings stand for
+    (its registry entry's `rating_metrics`)."""
+    by_seat: dict[int, list[PairCall]] = defaultdict(list)
+    for o in PairwiseOutcome.objects.filter(run=run):
+        by_seat[o.member].append(pair_call(o))
+
+    def scored(calls: list[PairCall]) -> dict[Any, float]:
+        return {i: v for i, v in summarise_pairwise(calls).scores.items() if v is not None}
+
+    members = {label: scored(by_seat.get(seat, [])) for seat, label in enumerate(labels)}
+    panel = scored([pair_call(o) for o in panel_outcomes(run)])
+    metric = method_spec(run.method).rating_metrics.get("pairwise", "overall")
+    return {metric: (members, panel)}
 
 
 def _table(result: dict[str, Any], labels: list[str]) -> list[dict[str, Any]]:

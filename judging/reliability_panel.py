@@ -54,6 +54,7 @@ from .methods.reliability import (
 )
 from .models import JudgeRun, Judgment, PairwiseOutcome
 from .panel_agreement import panel_rows, run_panel_agreement
+from .services.base import panel_outcomes
 from .services.runs import REPEATABLE
 
 #: Bootstrap resamples of the panel's intervals (seeded by the run's id).
@@ -136,12 +137,19 @@ def _conditions(run: JudgeRun) -> dict[Hashable, Hashable]:
     return out
 
 
+def _games(run: JudgeRun) -> list[tuple[int, int, int, str, str]]:
+    """(idea_a, idea_b, first shown, verdict, dimension) of the run's games; a panel's are
+    its combined verdicts."""
+    return [
+        (o.idea_a_id, o.idea_b_id, o.first_shown_id, o.verdict, o.dimension)
+        for o in panel_outcomes(run)
+    ]
+
+
 def _style(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
     groups = _conditions(run)
     games: dict[str, list[tuple[Hashable, Hashable, float]]] = defaultdict(list)
-    for a, b, first, verdict, dim in PairwiseOutcome.objects.filter(run=run).values_list(
-        "idea_a_id", "idea_b_id", "first_shown_id", "verdict", "dimension"
-    ):
+    for a, b, first, verdict, dim in _games(run):
         if verdict not in ("A", "B", "tie") or a not in groups or b not in groups:
             continue
         if groups[a] == groups[b]:
@@ -240,9 +248,7 @@ def _self_preference(run: JudgeRun, n_boot: int) -> dict[str, Any]:
             f"({judge_family})",
         }
     judged: dict[tuple[str, int, int], list[float]] = defaultdict(list)
-    for a, b, verdict, dim in PairwiseOutcome.objects.filter(run=run).values_list(
-        "idea_a_id", "idea_b_id", "verdict", "dimension"
-    ):
+    for a, b, _first, verdict, dim in _games(run):
         result = {"A": 1.0, "B": 0.0, "tie": 0.5}.get(verdict)
         if result is None or a not in families or b not in families:
             continue
@@ -435,7 +441,7 @@ def run_reliability(run: JudgeRun, *, n_boot: int = PANEL_BOOT) -> dict[str, Any
             ),
             "n_boot": n_boot,
             # A panel run: its members' and its own agreement with the reviewers.
-            "judge_panel": run_panel_agreement(run, n_boot=n_boot) if scored else None,
+            "judge_panel": run_panel_agreement(run, n_boot=n_boot),
         }
         panel["not_measured"] = _not_measured(panel, run)
         cache.set(key, panel, timeout=24 * 3600)

@@ -29,6 +29,7 @@ from studies.analysis.agreement import resampled_correlations
 
 __all__ = [
     "MEASURES",
+    "combine_verdicts",
     "majority_verdict",
     "member_means",
     "panel_agreement",
@@ -74,6 +75,15 @@ def majority_verdict(verdicts: Sequence[str]) -> str:
     if counts["B"] > counts["A"]:
         return "B"
     return "tie"
+
+
+def combine_verdicts(rows: Iterable[tuple[Hashable, str]]) -> dict[Hashable, str]:
+    """The panel's verdict per comparison from (comparison, member's verdict) rows, by
+    `majority_verdict`."""
+    verdicts: dict[Hashable, list[str]] = defaultdict(list)
+    for key, verdict in rows:
+        verdicts[key].append(verdict)
+    return {key: majority_verdict(v) for key, v in verdicts.items()}
 
 
 def _ordered(ideas: Iterable[Hashable]) -> list[Hashable]:

@@ -26,7 +26,7 @@ from ..methods.panel import member_means, panel_scores
 from ..methods.registry import BASELINE_METHODS, METHODS, NONE, SCORES, method_spec
 from ..models import IdeaRating, JudgeRun, Judgment, PairwiseOutcome
 from ..panel_agreement import member_labels
-from .base import JudgeRunRefused
+from .base import JudgeRunRefused, panel_outcomes
 from .runs import judge_run_plan
 
 
@@ -101,28 +101,29 @@ def _rating_rows(run: JudgeRun, labels: dict[int, str], metrics: Sequence[str]) 
 
 
 def _pair_rows(run: JudgeRun, labels: dict[int, str]) -> pd.DataFrame | None:
+    # A panel's games are its combined verdicts; each carries the cost of its members' calls.
+    cost: dict[tuple[Any, ...], float] = defaultdict(float)
+    for a, b, f, d, rnd, paid, call_run in PairwiseOutcome.objects.filter(run=run).values_list(
+        "idea_a_id",
+        "idea_b_id",
+        "first_shown_id",
+        "dimension",
+        "round",
+        "call__cost",
+        "call__run_id",
+    ):
+        cost[(a, b, f, d, rnd)] += float(paid) if paid is not None and call_run == run.pk else 0.0
     rows = [
         {
-            "idea_a": labels.get(a),
-            "idea_b": labels.get(b),
-            "first_shown": labels.get(f),
-            "verdict": v,
-            "dimension": d,
-            "round": rnd,
-            "cost": float(cost) if cost is not None and call_run == run.pk else 0.0,
+            "idea_a": labels.get(o.idea_a_id),
+            "idea_b": labels.get(o.idea_b_id),
+            "first_shown": labels.get(o.first_shown_id),
+            "verdict": o.verdict,
+            "dimension": o.dimension,
+            "round": o.round,
+            "cost": cost[(o.idea_a_id, o.idea_b_id, o.first_shown_id, o.dimension, o.round)],
         }
-        for a, b, f, v, d, rnd, cost, call_run in PairwiseOutcome.objects.filter(
-            run=run
-        ).values_list(
-            "idea_a_id",
-            "idea_b_id",
-            "first_shown_id",
-            "verdict",
-            "dimension",
-            "round",
-            "call__cost",
-            "call__run_id",
-        )
+        for o in panel_outcomes(run)
     ]
     if not rows:
         return None

@@ -118,9 +118,9 @@ def _params(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
 
 #: Methods whose drivers can ask a share of their prompts again (`repeat_share`).
 REPEATABLE = frozenset({"direct", "absolute", "pairwise"})
-#: Methods a panel of judges can run: every member scores every idea, and the panel's
-#: score is the members' mean (judging.methods.panel).
-PANEL_METHODS = frozenset({"direct", "absolute"})
+#: Methods a panel of judges can run: every member is asked every prompt; the panel's
+#: score is the members' mean, its pairwise verdict their majority (judging.methods.panel).
+PANEL_METHODS = frozenset({"direct", "absolute", "pairwise"})
 
 
 def _repeat_share(method: str, value: Any) -> float:

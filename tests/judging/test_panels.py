@@ -212,7 +212,7 @@ def test_panel_members_are_refused_with_a_reason(study, judge, second):
             dict(method="direct", panel=[ours, _member(study, second, "twin", model="ours-model")]),
             "'ours' and 'twin' ask the same model at the same endpoint",
         ),
-        (dict(method="pairwise", panel=[ours]), "pairwise runs cannot have panel members"),
+        (dict(method="swiss", panel=[ours]), "swiss runs cannot have panel members"),
         (
             dict(method="direct", panel=[ours], params={"repeat_share": 0.5}),
             "does not take repeat_share",
@@ -399,3 +399,73 @@ def test_the_command_line_runs_a_panel_and_a_member_used_by_one_stays(study, jud
     with pytest.raises(CommandError, match="does not exist"):
         call_command("judge_run", study=study.slug, method="direct", config=judge.name,
                      panel=["nobody"], stdout=io.StringIO())  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_a_pairwise_panel_takes_its_members_majority_and_rates_the_ideas_from_it(
+    study, judge, scripted
+):
+    """Three judges: the scripted one prefers the longer text, the other two (one
+    endpoint, two models) the higher hash; where they disagree the two outvote it."""
+    from judging.methods.pairwise import PairCall, summarise_pairwise
+    from judging.models import PairwiseOutcome
+
+    with TestServer(Rules(pairwise_rule="hash")) as hashing:
+        one = _member(study, hashing, "hash-a")
+        two = _member(study, hashing, "hash-b")
+        r = judge_run_execute(
+            run=judge_run_create(study=study, method="pairwise", config=judge, panel=[one, two])
+        )
+        assert hashing.requests == 24
+    assert r.status == Status.DONE, r.message
+    assert r.total_calls == r.done_calls == r.http_calls == 36 and scripted.requests == 12
+    rows = PairwiseOutcome.objects.filter(run=r)
+    by_key: dict[tuple, dict[int, str]] = {}
+    for o in rows:
+        by_key.setdefault((o.idea_a_id, o.idea_b_id, o.first_shown_id), {})[o.member] = o.verdict
+    assert len(by_key) == 12 and all(len(v) == 3 for v in by_key.values())
+    disagree = [k for k, v in by_key.items() if v[0] != v[1]]
+    assert disagree, "the two rules should differ on some pair"
+    # By hand: two of three decide; the hash members always agree with each other.
+    assert all(v[1] == v[2] for v in by_key.values())
+    calls = []
+    for (a, b, first), v in by_key.items():
+        verdict = v[1]
+        second = b if first == a else a
+        shown = verdict if verdict == "tie" or first == a else {"A": "B", "B": "A"}[verdict]
+        calls.append(PairCall(first, second, shown))
+    expected = summarise_pairwise(calls).scores
+    ratings = dict(
+        IdeaRating.objects.filter(run=r, dimension="pairwise").values_list("idea_id", "score")
+    )
+    assert ratings == pytest.approx(expected)
+    # Its agreement: each member's and the panel's 1–5 pairwise scores against the
+    # reviewers' mean on the metric pairwise ratings stand for (overall).
+    from judging.panel_agreement import run_panel_agreement
+
+    reviewer = Reviewer.objects.create(study=study, pseudonym="R1", email="r1@example.org")
+    human = {}
+    for k, idea in enumerate(study.ideas.order_by("id")):
+        review = Review.objects.create(study=study, idea=idea, reviewer=reviewer)
+        human[idea.pk] = float(k % 4 + 1)
+        ReviewScore.objects.create(review=review, metric="overall", score=human[idea.pk])
+    (block,) = run_panel_agreement(r, n_boot=50)["metrics"]
+    ideas = sorted(human)
+    assert block["metric"] == "overall" and block["n_ideas"] == 6
+    assert block["members"] == ["scripted", "hash-a", "hash-b"]
+    assert block["measures"]["spearman"]["panel"]["value"] == pytest.approx(
+        stats.spearmanr([expected[i] for i in ideas], [human[i] for i in ideas]).statistic
+    )
+    # A panel of two that disagree calls it a tie.
+    with TestServer(Rules(pairwise_rule="hash")) as hashing:
+        one = _member(study, hashing, "hash-c")
+        pair = judge_run_execute(
+            run=judge_run_create(study=study, method="pairwise", config=judge, panel=[one])
+        )
+    from judging.services.base import panel_outcomes
+
+    combined = {
+        (o.idea_a_id, o.idea_b_id, o.first_shown_id): o.verdict for o in panel_outcomes(pair)
+    }
+    assert all(combined[k] == "tie" for k in disagree)
+    assert all(combined[k] == v[0] for k, v in by_key.items() if k not in disagree)
