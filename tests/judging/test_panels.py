@@ -469,3 +469,28 @@ def test_a_pairwise_panel_takes_its_members_majority_and_rates_the_ideas_from_it
     }
     assert all(combined[k] == "tie" for k in disagree)
     assert all(combined[k] == v[0] for k, v in by_key.items() if k not in disagree)
+
+
+@pytest.mark.django_db
+def test_a_panel_run_travels_in_the_study_file_and_goes_with_its_study(
+    study, judge, second, tmp_path
+):
+    """Exported, deleted (its judges with it, a member held by RESTRICT included) and
+    imported back: the run has its members again."""
+    from django.core.management import call_command
+
+    from studies.services.study import study_delete
+
+    ours = _member(study, second, "ours")
+    run = judge_run_execute(
+        run=judge_run_create(study=study, method="direct", config=judge, panel=[ours])
+    )
+    assert run.status == Status.DONE
+    path = tmp_path / "study.json"
+    call_command("study_export", study.slug, str(path), stdout=io.StringIO())
+    study_delete(study=study, confirm=study.slug, actor=study.owner)
+    assert not PanelMember.objects.exists() and not JudgeConfig.objects.filter(name="ours")
+    call_command("study_import", str(path), stdout=io.StringIO())
+    (back,) = JudgeRun.objects.all()
+    assert [c.name for c in back.panel_configs()] == ["scripted", "ours"]
+    assert Judgment.objects.filter(run=back, member=1).count() == 6 * 5
