@@ -494,3 +494,16 @@ def test_a_panel_run_travels_in_the_study_file_and_goes_with_its_study(
     (back,) = JudgeRun.objects.all()
     assert [c.name for c in back.panel_configs()] == ["scripted", "ours"]
     assert Judgment.objects.filter(run=back, member=1).count() == 6 * 5
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_a_runs_panel_by_seat(study, judge, second):
+    from django.contrib.auth import get_user_model
+
+    ours = _member(study, second, "ours")
+    run = judge_run_create(study=study, method="direct", config=judge, panel=[ours])
+    admin = get_user_model().objects.create(username="root", is_staff=True, is_superuser=True)
+    c = Client()
+    c.force_login(admin)
+    page = c.get(reverse("admin:judging_judgerun_change", args=[run.pk]))
+    assert page.status_code == 200 and "ours" in page.content.decode()
