@@ -233,8 +233,9 @@ def judge_run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpRespon
             # The run ended since the page was drawn: reload it whole, results included.
             return HttpResponseClientRefresh()
         return render(request, "judging/run_detail.html#progress", context)
+    # The set-up names a panel's further judges while the run runs too.
+    context["panel_members"] = [m.config for m in run.panel_members.select_related("config")]
     if not run.is_active:
-        context["panel_members"] = [m.config for m in run.panel_members.select_related("config")]
         context["report"] = judge_run_report(run=run)
         context["reliability"] = run_reliability(run)
         context["calls"] = run_calls(run) if not run.method_is_baseline else None

@@ -228,13 +228,14 @@ def judge_run_create(
     """A queued run. `panel`: more judges of the study's team asked every prompt beside
     `config` (a panel run of a PANEL_METHODS method, under the run's one budget)."""
     panel = list(panel)
+    for judge in (config, *panel):
+        # First, so that no message below names another team's judge: it is named as a
+        # missing one would be, nothing about it.
+        if not judge_config_usable(judge, study):
+            raise JudgeRunRefused("choose one of this study's judges")
     if panel:
         _check_panel(method, config, panel, params or {})
     plan = judge_run_plan(study=study, method=method, params=params, members=1 + len(panel))
-    for judge in (config, *panel):
-        if not judge_config_usable(judge, study):
-            # Another team's judge is named as a missing one would be: nothing about it.
-            raise JudgeRunRefused("choose one of this study's judges")
     if method in LLM_METHODS:
         for judge in (config, *panel):
             _check_llm_config(judge, method)
@@ -310,17 +311,17 @@ def _check_panel(
     if config is None:
         raise JudgeRunRefused("a panel needs its first judge (the run's judge) as well")
     seen = {config.pk}
-    asks = {_asks(config): config.name}
+    asks = {_asks(config): config}
     for judge in panel:
         if judge.pk in seen:
             raise JudgeRunRefused(f"judge {judge.name!r} is named twice in the panel")
         seen.add(judge.pk)
         # Two judges that send the same request share their answers (the call cache): the
         # panel would count one judge twice.
-        twin = asks.setdefault(_asks(judge), judge.name)
-        if twin != judge.name:
+        twin = asks.setdefault(_asks(judge), judge)
+        if twin.pk != judge.pk:
             raise JudgeRunRefused(
-                f"judges {twin!r} and {judge.name!r} ask the same model at the same endpoint "
+                f"judges {twin.name!r} and {judge.name!r} ask the same model at the same endpoint "
                 "with the same parameters: they give the same answers, so the panel would "
                 "count one judge twice"
             )

@@ -205,6 +205,15 @@ def test_panel_members_are_refused_with_a_reason(study, judge, second):
     off = _member(study, second, "off", disabled_reason="the key was revoked")
     cases = [
         (dict(method="direct", panel=[theirs]), "choose one of this study's judges"),
+        # Named twice or asking as ours does, another team's judge is still not named.
+        (dict(method="direct", panel=[theirs, theirs]), "choose one of this study's judges"),
+        (
+            dict(
+                method="direct",
+                panel=[ours, _member(elsewhere, second, "same", model="ours-model")],
+            ),
+            "choose one of this study's judges",
+        ),
         (dict(method="direct", panel=[ours, ours]), "'ours' is named twice"),
         (dict(method="direct", panel=[judge]), "'scripted' is named twice"),
         (dict(method="direct", panel=[off]), "'off' is disabled: the key was revoked"),
