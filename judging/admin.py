@@ -11,6 +11,7 @@ from .models import (
     JudgeRun,
     Judgment,
     PairwiseOutcome,
+    PanelMember,
     ReferenceComparison,
     ReferenceCorpus,
     ReferencePaper,
@@ -40,8 +41,23 @@ class JudgeConfigAdmin(ProjectAdmin):
             judge_config_delete(config=config, actor=request.user)
 
 
+class PanelMemberInline(admin.TabularInline):
+    """A panel run's further judges, by seat (read here; a run's panel is set when it is
+    created)."""
+
+    model = PanelMember
+    extra = 0
+    fields = ["seat", "config"]
+    readonly_fields = ["seat", "config"]
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
 @admin.register(JudgeRun)
 class JudgeRunAdmin(ProjectAdmin):
+    inlines = [PanelMemberInline]
     list_display = [
         "id",
         "study",
@@ -66,13 +82,22 @@ class LLMCallAdmin(ProjectAdmin):
 
 @admin.register(Judgment)
 class JudgmentAdmin(ProjectAdmin):
-    list_display = ["run", "idea", "metric", "score", "sample"]
+    list_display = ["run", "member", "idea", "metric", "score", "sample"]
     raw_id_fields = ["run", "idea", "call"]
 
 
 @admin.register(PairwiseOutcome)
 class PairwiseOutcomeAdmin(ProjectAdmin):
-    list_display = ["run", "round", "dimension", "idea_a", "idea_b", "first_shown", "verdict"]
+    list_display = [
+        "run",
+        "member",
+        "round",
+        "dimension",
+        "idea_a",
+        "idea_b",
+        "first_shown",
+        "verdict",
+    ]
     list_filter = ["verdict", "dimension"]
     raw_id_fields = ["run", "idea_a", "idea_b", "first_shown", "call"]
 

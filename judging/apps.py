@@ -122,7 +122,7 @@ def _register_transfer() -> None:
             | Q(pk__in=_leakage_call_ids(s))
         ),
     )
-    for model in (j.Judgment, j.PairwiseOutcome, j.IdeaRating, j.Formalisation):
+    for model in (j.PanelMember, j.Judgment, j.PairwiseOutcome, j.IdeaRating, j.Formalisation):
         transfer_section_register(model, lambda s, model=model: model.objects.filter(run__study=s))
     # Papers belong to their corpus and outlive the study: imported back where the corpus
     # still holds them, they are the same rows.

@@ -101,6 +101,15 @@ class JudgeRunForm(forms.Form):
         label="Judge",
         help_text="Needed by every method except the baselines.",
     )
+    panel = forms.ModelMultipleChoiceField(
+        queryset=JudgeConfig.objects.none(),
+        required=False,
+        label="More panel members",
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Direct, absolute and pairwise runs: these judges are asked every prompt "
+        "too; the panel's score is its members' mean, its pairwise verdict their majority "
+        "(a split is a tie). The budget below covers all of them.",
+    )
     params = forms.CharField(
         required=False,
         label="Parameters",
@@ -122,9 +131,14 @@ class JudgeRunForm(forms.Form):
 
     def __init__(self, *args: Any, configs: Any = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        field = self.fields["config"]
-        assert isinstance(field, forms.ModelChoiceField)
-        field.queryset = configs if configs is not None else JudgeConfig.objects.none()
+        for name in ("config", "panel"):
+            field = self.fields[name]
+            assert isinstance(field, forms.ModelChoiceField)
+            field.queryset = configs if configs is not None else JudgeConfig.objects.none()
+
+    def clean_panel(self) -> list[JudgeConfig]:
+        # In the order offered; the service refuses the run's own judge named again.
+        return list(self.cleaned_data.get("panel") or [])
 
     def clean_params(self) -> dict[str, Any]:
         return _json_object(self.cleaned_data.get("params", ""), "Parameters")

@@ -113,6 +113,12 @@ class JudgeRun(models.Model):
     def __str__(self) -> str:
         return f"{self.method_label} run {self.pk} ({self.status})"
 
+    def panel_configs(self) -> list[JudgeConfig]:
+        """The judges asked by this run, member 0 (the run's own config) first; one for a
+        run that is not a panel. A member's place in the list is its `Judgment.member`."""
+        extra = [m.config for m in self.panel_members.select_related("config").order_by("seat")]
+        return [self.config, *extra] if self.config is not None else extra
+
     @property
     def method_label(self) -> str:
         """The method's label in the registry."""
@@ -147,10 +153,36 @@ class JudgeRun(models.Model):
         return min(100, int(100 * self.done_calls / self.total_calls))
 
 
+class PanelMember(models.Model):
+    """One more judge of a panel run: asked the same prompts as the run's own config.
+
+    The run's own config is member 0; the members here sit at seats 1, 2, … in the order
+    they were named, and a judgment names its member by that seat. RESTRICT, as for the
+    run's config: a judge a panel used is not deleted alone."""
+
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="panel_members")
+    config = models.ForeignKey(JudgeConfig, on_delete=models.RESTRICT, related_name="panel_seats")
+    seat = models.PositiveSmallIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seat"], name="unique_panel_seat"),
+            models.UniqueConstraint(fields=["run", "config"], name="unique_panel_member"),
+            models.CheckConstraint(condition=models.Q(seat__gte=1), name="panel_seat_positive"),
+        ]
+        ordering = ["run", "seat"]
+
+    def __str__(self) -> str:
+        return f"seat {self.seat} of run {self.run_id}: {self.config_id}"
+
+
 class Judgment(models.Model):
-    """An absolute score (direct or 1–5 mode). `score` None means the answer was unparseable."""
+    """An absolute score (direct or 1–5 mode). `score` None means the answer was unparseable.
+
+    `member` is the panel seat of the judge that gave it (0: the run's own config)."""
 
     run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="judgments")
+    member = models.PositiveSmallIntegerField(default=0)
     idea = models.ForeignKey("studies.Idea", on_delete=models.CASCADE, related_name="judgments")
     metric = models.CharField(max_length=64)
     score = models.FloatField(null=True, blank=True)
@@ -164,10 +196,10 @@ class Judgment(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["run", "idea", "metric", "sample"], name="unique_judgment"
+                fields=["run", "member", "idea", "metric", "sample"], name="unique_judgment"
             )
         ]
-        ordering = ["run", "idea", "metric", "sample"]
+        ordering = ["run", "member", "idea", "metric", "sample"]
 
     def __str__(self) -> str:
         return f"{self.metric}={self.score} for idea {self.idea_id}"
@@ -183,7 +215,8 @@ class PairwiseOutcome(models.Model):
     `idea_a`/`idea_b` are the pair in schedule order; `first_shown` is whichever of them
     the judge saw as "A". `verdict` is stated in terms of the fields, not of the display:
     "A" means `idea_a` won whichever side it was shown on. "unparseable" is its own
-    verdict, never a win, a loss or a tie.
+    verdict, never a win, a loss or a tie. `member` is the panel seat of the judge that
+    gave it (0: the run's own config).
     """
 
     class Verdict(models.TextChoices):
@@ -193,6 +226,7 @@ class PairwiseOutcome(models.Model):
         UNPARSEABLE = "unparseable", "Unparseable"
 
     run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, related_name="outcomes")
+    member = models.PositiveSmallIntegerField(default=0)
     idea_a = models.ForeignKey("studies.Idea", on_delete=models.CASCADE, related_name="+")
     idea_b = models.ForeignKey("studies.Idea", on_delete=models.CASCADE, related_name="+")
     first_shown = models.ForeignKey("studies.Idea", on_delete=models.CASCADE, related_name="+")
@@ -208,7 +242,7 @@ class PairwiseOutcome(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["run", "round", "dimension", "idea_a", "idea_b", "first_shown"],
+                fields=["run", "member", "round", "dimension", "idea_a", "idea_b", "first_shown"],
                 name="unique_pairwise_outcome",
             ),
             models.CheckConstraint(

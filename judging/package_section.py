@@ -51,12 +51,22 @@ def judges_section(out: PackageWriter) -> None:
     out.csv(
         "judgments.csv",
         judgments,
-        ["run", "idea", "metric", "sample", "score", "call", "parse_error"],
+        ["run", "idea", "metric", "sample", "member", "score", "call", "parse_error"],
     )
     out.csv(
         "pairwise_outcomes.csv",
         outcomes,
-        ["run", "idea_a", "idea_b", "first_shown", "dimension", "round", "verdict", "call"],
+        [
+            "run",
+            "idea_a",
+            "idea_b",
+            "first_shown",
+            "dimension",
+            "round",
+            "member",
+            "verdict",
+            "call",
+        ],
     )
     out.csv("ratings.csv", ratings, ["run", "idea", "dimension", "score", "ci_low", "ci_high"])
 
@@ -83,6 +93,11 @@ def _run_meta(run: JudgeRun, key: str, name: dict[Any, str]) -> dict[str, Any]:
             "price_input_per_million": str(cfg.price_input_per_million),
             "price_output_per_million": str(cfg.price_output_per_million),
         },
+        # A panel run's further judges, by seat (a judgment's `member`; 0 is `judge`).
+        "panel": [
+            {"seat": m.seat, "name": m.config.name, "model": m.config.resolved_model()}
+            for m in run.panel_members.select_related("config")
+        ],
         "calls_paid": run.http_calls,
         "cache_hits": run.cache_hits,
         "unparseable": run.unparseable,
@@ -105,6 +120,7 @@ def _run_rows(
                 "idea": name.get(j.idea_id),
                 "metric": j.metric,
                 "sample": j.sample,
+                "member": j.member,
                 "score": j.score,
                 "call": j.call_id,
                 "parse_error": j.parse_error,
@@ -121,6 +137,7 @@ def _run_rows(
                 "first_shown": name.get(o.first_shown_id),
                 "dimension": o.dimension,
                 "round": o.round,
+                "member": o.member,
                 "verdict": o.verdict,
                 "call": o.call_id,
             }

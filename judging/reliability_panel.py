@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 from django.core.cache import cache
-from django.db.models import Avg
 
 from llm.models import LLMCall
 from studies import csvsafe
@@ -39,8 +38,9 @@ from studies.models import (
     Review,
     ReviewScore,
 )
-from studies.selectors import idea_text
+from studies.selectors import idea_text, reviewer_means_by_idea
 
+from .methods.panel import member_means, panel_scores
 from .methods.reliability import (
     STYLE_COVARIATES,
     Estimate,
@@ -54,6 +54,8 @@ from .methods.reliability import (
     style_covariates,
 )
 from .models import JudgeRun, Judgment, PairwiseOutcome
+from .panel_agreement import panel_rows, run_panel_agreement
+from .services.base import panel_outcomes
 from .services.runs import REPEATABLE
 
 #: Bootstrap resamples of the panel's intervals (seeded by the run's id): the report's
@@ -61,7 +63,7 @@ from .services.runs import REPEATABLE
 PANEL_BOOT = ReportOptions().panel_bootstrap
 _SCORED = {JudgeRun.Method.DIRECT, JudgeRun.Method.ABSOLUTE}
 _PAIRED = {JudgeRun.Method.PAIRWISE, JudgeRun.Method.SWISS}
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3
 
 
 def _est(e: Estimate) -> dict[str, Any]:
@@ -74,25 +76,26 @@ def _est(e: Estimate) -> dict[str, Any]:
 
 
 def _human_means(run: JudgeRun) -> dict[str, dict[int, float]]:
-    rows = (
-        ReviewScore.objects.filter(review__study=run.study, review__status=Review.Status.SUBMITTED)
-        .values("metric", "review__idea_id")
-        .annotate(mean=Avg("score"))
-    )
+    return reviewer_means_by_idea(run.study)
+
+
+def _judge_means(run: JudgeRun) -> dict[str, dict[int, float]]:
+    """The run's score of each idea per metric: the mean of its parseable samples, or of
+    a panel run, the panel's (the mean of its members' means)."""
+    by_member: dict[int, list[tuple[Hashable, int, float | None]]] = defaultdict(list)
+    for member, idea_id, metric, sample, score in Judgment.objects.filter(run=run).values_list(
+        "member", "idea_id", "metric", "sample", "score"
+    ):
+        by_member[member].append(((metric, idea_id), sample, score))
     out: dict[str, dict[int, float]] = defaultdict(dict)
-    for r in rows:
-        out[r["metric"]][r["review__idea_id"]] = float(r["mean"])
+    combined = panel_scores({m: member_means(rows) for m, rows in by_member.items()})
+    for (metric, idea_id), value in combined.items():
+        out[metric][idea_id] = value
     return out
 
 
 def _calibration(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
-    judge: dict[str, dict[int, float]] = defaultdict(dict)
-    for r in (
-        Judgment.objects.filter(run=run, score__isnull=False)
-        .values("metric", "idea_id")
-        .annotate(mean=Avg("score"))
-    ):
-        judge[r["metric"]][r["idea_id"]] = float(r["mean"])
+    judge = _judge_means(run)
     human = _human_means(run)
     scales = run.study.form_definition().scales()
     rows = []
@@ -136,12 +139,19 @@ def _conditions(run: JudgeRun) -> dict[Hashable, Hashable]:
     return out
 
 
+def _games(run: JudgeRun) -> list[tuple[int, int, int, str, str]]:
+    """(idea_a, idea_b, first shown, verdict, dimension) of the run's games; a panel's are
+    its combined verdicts."""
+    return [
+        (o.idea_a_id, o.idea_b_id, o.first_shown_id, o.verdict, o.dimension)
+        for o in panel_outcomes(run)
+    ]
+
+
 def _style(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
     groups = _conditions(run)
     games: dict[str, list[tuple[Hashable, Hashable, float]]] = defaultdict(list)
-    for a, b, first, verdict, dim in PairwiseOutcome.objects.filter(run=run).values_list(
-        "idea_a_id", "idea_b_id", "first_shown_id", "verdict", "dimension"
-    ):
+    for a, b, first, verdict, dim in _games(run):
         if verdict not in ("A", "B", "tie") or a not in groups or b not in groups:
             continue
         if groups[a] == groups[b]:
@@ -240,9 +250,7 @@ def _self_preference(run: JudgeRun, n_boot: int) -> dict[str, Any]:
             f"({judge_family})",
         }
     judged: dict[tuple[str, int, int], list[float]] = defaultdict(list)
-    for a, b, verdict, dim in PairwiseOutcome.objects.filter(run=run).values_list(
-        "idea_a_id", "idea_b_id", "verdict", "dimension"
-    ):
+    for a, b, _first, verdict, dim in _games(run):
         result = {"A": 1.0, "B": 0.0, "tie": 0.5}.get(verdict)
         if result is None or a not in families or b not in families:
             continue
@@ -434,6 +442,8 @@ def run_reliability(run: JudgeRun, *, n_boot: int = PANEL_BOOT) -> dict[str, Any
                 _score_repetition(run, n_boot) if scored else _pair_repetition(run, n_boot)
             ),
             "n_boot": n_boot,
+            # A panel run: its members' and its own agreement with the reviewers.
+            "judge_panel": run_panel_agreement(run, n_boot=n_boot),
         }
         panel["not_measured"] = _not_measured(panel, run)
         cache.set(key, panel, timeout=24 * 3600)
@@ -480,6 +490,12 @@ def reliability_csv(panel: dict[str, Any]) -> str:
             w.writerow(
                 [f"repetition_{who}", row["metric"], row["figure"], e["value"], e["low"],
                  e["high"], e["n"]]
+            )  # fmt: skip
+    if panel.get("judge_panel"):
+        for r in panel_rows(panel["judge_panel"]):
+            w.writerow(
+                [f"panel_{r['measure']}", r["metric"], r["of"], r["value"], r["low"], r["high"],
+                 r["n"]]
             )  # fmt: skip
     return buf.getvalue()
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -68,7 +69,11 @@ def _configs(study: Study) -> list[dict[str, Any]]:
 @require_GET
 def judging_home(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
-    runs = list(JudgeRun.objects.filter(study=study).select_related("config"))
+    runs = list(
+        JudgeRun.objects.filter(study=study)
+        .select_related("config")
+        .annotate(panel_size=Count("panel_members"))
+    )
     for run in runs:
         if run.is_active:
             judge_run_mark_if_lost(run=run)  # a run whose worker died shows as lost
@@ -186,6 +191,7 @@ def judge_run_new(request: HttpRequest, slug: str) -> HttpResponse:
                 budget_calls=data["budget_calls"],
                 budget_cost=data["budget_cost"],
                 actor=request.user,
+                panel=data["panel"],
             )
         except JudgeRunRefused as exc:
             form.add_error(None, str(exc))
@@ -227,6 +233,8 @@ def judge_run_detail(request: HttpRequest, slug: str, run_id: int) -> HttpRespon
             # The run ended since the page was drawn: reload it whole, results included.
             return HttpResponseClientRefresh()
         return render(request, "judging/run_detail.html#progress", context)
+    # The set-up names a panel's further judges while the run runs too.
+    context["panel_members"] = [m.config for m in run.panel_members.select_related("config")]
     if not run.is_active:
         context["report"] = judge_run_report(run=run)
         context["reliability"] = run_reliability(run)

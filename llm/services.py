@@ -160,7 +160,8 @@ def judge_config_usable(config: JudgeConfig | None, study: Any) -> bool:
 def judge_config_delete(*, config: JudgeConfig, actor: Any = None) -> None:
     """Remove a study's judge; one that judge runs used stays, since their results and
     calls name it."""
-    if config.runs.exists():  # type: ignore[attr-defined]
+    # A panel member counts as used too (its seats: the reverse name of judging's rows).
+    if config.runs.exists() or config.panel_seats.exists():  # type: ignore[attr-defined]
         raise JudgeConfigRefused(
             f"judge {config.name!r} stays: judge runs used it and their results name it"
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pandas as pd
+from django.db.models import Avg
 
 from .analysis.report import JudgeData
 from .judge_ratings import judge_ratings_provider
@@ -97,6 +98,20 @@ def review_frame(study: Study) -> pd.DataFrame:
         df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
     df["reviewer_id"] = df["reviewer_id"].astype(object).where(df["reviewer_id"].notna(), None)
     return df
+
+
+def reviewer_means_by_idea(study: Study) -> dict[str, dict[int, float]]:
+    """The reviewers' mean score of each idea per metric, over the study's submitted
+    reviews: {metric: {idea id: mean}}."""
+    rows = (
+        ReviewScore.objects.filter(review__study=study, review__status=Review.Status.SUBMITTED)
+        .values("metric", "review__idea_id")
+        .annotate(mean=Avg("score"))
+    )
+    out: dict[str, dict[int, float]] = {}
+    for r in rows:
+        out.setdefault(r["metric"], {})[r["review__idea_id"]] = float(r["mean"])
+    return out
 
 
 def idea_text(idea: Idea, source: str = "normalized") -> str:

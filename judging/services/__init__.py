@@ -5,7 +5,8 @@ Public API (keyword-only `<entity>_<action>` functions):
 - `judge_config_create(name=..., study=..., base_url=..., model=..., ...)` → JudgeConfig
   of the study's team; `judge_configs_of(study)`: the judges its team sees and uses
 - `judge_run_create(study=, method=, config=None, params=None, budget_calls=None,
-  budget_cost=None, actor=None)` → JudgeRun (queued; `tasks.judge_run_enqueue` sends it)
+  budget_cost=None, actor=None, panel=())` → JudgeRun (queued; `tasks.judge_run_enqueue`
+  sends it); `panel`: more judges of the team asked every prompt (a panel run)
 - `judge_run_execute(run=)` → JudgeRun: does the work in the calling process
 - `judge_run_cancel(run=)`, `judge_run_resume(run=, force=False, budget=None,
   actor=None)` → JudgeRun (queued; the caller sends it): `budget` (a `RunBudget`)

@@ -15,6 +15,7 @@ from studies.models import Idea, Study
 from studies.selectors import idea_text
 
 from ..methods.pairwise import PairCall
+from ..methods.panel import combine_verdicts
 from ..methods.parsing import Unparseable, parse_reasoned_verdicts
 from ..methods.schemas import schema_for_prompt
 from ..models import IdeaRating, JudgeRun, PairwiseOutcome, ReferenceComparison, ReferenceCorpus
@@ -37,16 +38,25 @@ class Unit:
     prompt_version: str = ""
     salt: str = ""
     seed_offset: int = 0
+    member: int = 0
+    """The panel seat of the judge that answers it (0: the run's own config)."""
 
 
 class Driver:
     """A method: which units to run, how to store a unit's answer, what to rate at the end."""
 
     def __init__(
-        self, *, run: JudgeRun | None, ideas: Sequence[Idea], params: dict[str, Any], study: Study
+        self,
+        *,
+        run: JudgeRun | None,
+        ideas: Sequence[Idea],
+        params: dict[str, Any],
+        study: Study,
+        members: int = 1,
     ):
         # A driver built only to plan (run None) never writes, so rows may assume a run.
         self.run = cast(JudgeRun, run)
+        self.panel_size = members
         self.params, self.study = params, study
         self.ideas = list(ideas)
         self.by_id = {i.pk: i for i in self.ideas}
@@ -188,6 +198,33 @@ def mark_parsed(call: LLMCall | None, parsed: Any) -> None:
     else:
         call.parsed = as_json(parsed)
         LLMCall.objects.filter(pk=call.pk).update(parsed=call.parsed)
+
+
+def panel_outcomes(run: JudgeRun) -> list[PairwiseOutcome]:
+    """The run's pairwise outcomes as one judge's: its rows, or for a panel run (outcomes
+    from several seats) one unsaved outcome per comparison carrying the majority of the
+    members' verdicts (`judging.methods.panel.combine_verdicts`), without a call."""
+    rows = list(PairwiseOutcome.objects.filter(run=run).order_by("round", "id"))
+    if len({o.member for o in rows}) < 2:
+        return rows
+    first: dict[Hashable, PairwiseOutcome] = {}
+    keyed = []
+    for o in rows:
+        key = (o.round, o.dimension, o.idea_a_id, o.idea_b_id, o.first_shown_id)
+        first.setdefault(key, o)
+        keyed.append((key, o.verdict))
+    return [
+        PairwiseOutcome(
+            run=run,
+            idea_a_id=first[key].idea_a_id,
+            idea_b_id=first[key].idea_b_id,
+            first_shown_id=first[key].first_shown_id,
+            dimension=first[key].dimension,
+            round=first[key].round,
+            verdict=verdict,
+        )
+        for key, verdict in combine_verdicts(keyed).items()
+    ]
 
 
 def pair_call(o: PairwiseOutcome) -> PairCall:

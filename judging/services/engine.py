@@ -94,6 +94,8 @@ class Engine:
     def __init__(self, run: JudgeRun, driver: Driver):
         self.run, self.driver = run, driver
         self.config = run.config
+        # A panel's judges by seat (0: the run's config); each unit names its seat.
+        self.configs = run.panel_configs()
         self.calls, self.cost = run_spend(run)
         self.cache_hits = 0
         self.errors = run.errors
@@ -103,8 +105,9 @@ class Engine:
         self.batch = _Batch()
         self.idle = 0.0  # seconds spent waiting for HTTP, to tell our own overhead apart
         self.units = 0
-        self.structured = bool(self.config and self.config.structured_outputs)
-        """Ask with the method's JSON schema: until the endpoint refuses one."""
+        self.structured_seats = {k for k, c in enumerate(self.configs) if c.structured_outputs}
+        """The seats whose judges ask with the method's JSON schema: until their endpoint
+        refuses one."""
         self.schema_refused = ""
 
     def structured_outputs(self) -> dict[str, Any] | None:
@@ -113,6 +116,11 @@ class Engine:
         if not (self.config and self.config.structured_outputs):
             return None
         return {"used": self.structured, "refused": self.schema_refused}
+
+    @property
+    def structured(self) -> bool:
+        """Whether the run's own judge still asks with JSON schemas."""
+        return 0 in self.structured_seats
 
     def extra_summary(self) -> dict[str, Any]:
         """What the engine adds to the run's summary."""
@@ -192,7 +200,8 @@ class Engine:
     def execute(self) -> None:
         self.pending: deque[Unit] = deque(self.driver.load())
         self.returned: list[tuple[Unit, Prepared, Attempt]] = []
-        width = self.config.concurrency if self.config else 1
+        # A panel shares one pool, no wider than its narrowest member's endpoint allows.
+        width = min((c.concurrency for c in self.configs), default=1)
         self.flush(force=True)
         failure: BaseException | None = None
         with SendPool[Unit](width, name="judge") as pool:
@@ -258,19 +267,19 @@ class Engine:
             self.pool.submit(prepared, unit)
 
     def _prepare(self, unit: Unit) -> Prepared:
-        assert self.config is not None
-        params = self.config.parameters or {}
+        config = self.configs[unit.member]
+        params = config.parameters or {}
         override: dict[str, Any] = {}
         if unit.seed_offset and "seed" in params:
             # k samples of one prompt: vary the seed so a seeded server does not repeat
             # itself; the salt keeps the cache keys apart either way.
             override["seed"] = int(params["seed"]) + unit.seed_offset
-        schema = self.driver.answer_schema(unit) if self.structured else None
+        schema = self.driver.answer_schema(unit) if unit.member in self.structured_seats else None
         if schema is not None:
             name = unit.prompt_version.partition("@")[0] or "answer"
             override["response_format"] = response_format(name, schema)
         return prepare(
-            self.config,
+            config,
             unit.messages or [],
             prompt_version=unit.prompt_version,
             salt=unit.salt,
@@ -281,9 +290,9 @@ class Engine:
     def _record(self, unit: Unit, prepared: Prepared, attempt: Attempt) -> None:
         self.batch.ensure()
         call = record(prepared, attempt, run=self.run)
-        if attempt.schema_refused and not attempt.error and self.structured:
+        if attempt.schema_refused and not attempt.error and unit.member in self.structured_seats:
             # The endpoint answered once the schema was left out: leave it out from now on.
-            self.structured = False
+            self.structured_seats.discard(unit.member)
             self.schema_refused = attempt.schema_refused
             log.info("run %s: structured outputs refused (%s)", self.run.pk, self.schema_refused)
         if call.run_id == self.run.pk:

@@ -10,7 +10,9 @@ that judge something other than the study's ideas (`NONE`) are left out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -21,9 +23,11 @@ from studies.models import Study
 from studies.selectors import human_pair_frame, idea_labels, idea_lengths
 
 from ..methods.alignment import preferences_from_scores
+from ..methods.panel import member_means, panel_scores
 from ..methods.registry import BASELINE_METHODS, METHODS, NONE, SCORES, method_spec
 from ..models import IdeaRating, JudgeRun, Judgment, PairwiseOutcome
-from .base import JudgeRunRefused
+from ..panel_agreement import member_labels
+from .base import JudgeRunRefused, panel_outcomes
 from .runs import judge_run_plan
 
 
@@ -31,9 +35,11 @@ def _score_rows(run: JudgeRun, labels: dict[int, str]) -> pd.DataFrame:
     # One call scores every metric of an idea: its cost is counted once.
     seen: set[int] = set()
     rows = []
-    for idea_id, metric, score, sample, call_id, cost, call_run in Judgment.objects.filter(
+    for member, idea_id, metric, score, sample, call_id, cost, call_run in Judgment.objects.filter(
         run=run
-    ).values_list("idea_id", "metric", "score", "sample", "call_id", "call__cost", "call__run_id"):
+    ).values_list(
+        "member", "idea_id", "metric", "score", "sample", "call_id", "call__cost", "call__run_id"
+    ):
         paid = cost is not None and call_run == run.pk and call_id not in seen
         if call_id is not None:
             seen.add(call_id)
@@ -44,9 +50,36 @@ def _score_rows(run: JudgeRun, labels: dict[int, str]) -> pd.DataFrame:
                 "score": float("nan") if score is None else score,
                 "sample": sample,
                 "cost": float(cost) if paid else 0.0,
+                "member": member,
             }
         )
+    if len({r["member"] for r in rows}) > 1:
+        rows = _panel_rows(rows)
     return pd.DataFrame(rows, columns=["idea_id", "metric", "score", "sample", "cost"])
+
+
+def _panel_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A panel run as one judge: per idea and metric the panel's score (the mean of its
+    members' means, judging.methods.panel) and the cost of every member's calls; NaN
+    where no member gave a parseable score."""
+    by_member: dict[int, list[tuple[Hashable, Hashable, float | None]]] = defaultdict(list)
+    cost: dict[tuple[Any, str], float] = defaultdict(float)
+    for r in rows:
+        key = (r["idea_id"], r["metric"])
+        score = None if math.isnan(r["score"]) else r["score"]
+        by_member[r["member"]].append((key, r["sample"], score))
+        cost[key] += r["cost"]
+    combined = panel_scores({m: member_means(v) for m, v in by_member.items()})
+    return [
+        {
+            "idea_id": idea,
+            "metric": metric,
+            "score": combined.get((idea, metric), math.nan),
+            "sample": 0,
+            "cost": total,
+        }
+        for (idea, metric), total in cost.items()
+    ]
 
 
 def _rating_rows(run: JudgeRun, labels: dict[int, str], metrics: Sequence[str]) -> pd.DataFrame:
@@ -69,28 +102,29 @@ def _rating_rows(run: JudgeRun, labels: dict[int, str], metrics: Sequence[str]) 
 
 
 def _pair_rows(run: JudgeRun, labels: dict[int, str]) -> pd.DataFrame | None:
+    # A panel's games are its combined verdicts; each carries the cost of its members' calls.
+    cost: dict[tuple[Any, ...], float] = defaultdict(float)
+    for a, b, f, d, rnd, paid, call_run in PairwiseOutcome.objects.filter(run=run).values_list(
+        "idea_a_id",
+        "idea_b_id",
+        "first_shown_id",
+        "dimension",
+        "round",
+        "call__cost",
+        "call__run_id",
+    ):
+        cost[(a, b, f, d, rnd)] += float(paid) if paid is not None and call_run == run.pk else 0.0
     rows = [
         {
-            "idea_a": labels.get(a),
-            "idea_b": labels.get(b),
-            "first_shown": labels.get(f),
-            "verdict": v,
-            "dimension": d,
-            "round": rnd,
-            "cost": float(cost) if cost is not None and call_run == run.pk else 0.0,
+            "idea_a": labels.get(o.idea_a_id),
+            "idea_b": labels.get(o.idea_b_id),
+            "first_shown": labels.get(o.first_shown_id),
+            "verdict": o.verdict,
+            "dimension": o.dimension,
+            "round": o.round,
+            "cost": cost[(o.idea_a_id, o.idea_b_id, o.first_shown_id, o.dimension, o.round)],
         }
-        for a, b, f, v, d, rnd, cost, call_run in PairwiseOutcome.objects.filter(
-            run=run
-        ).values_list(
-            "idea_a_id",
-            "idea_b_id",
-            "first_shown_id",
-            "verdict",
-            "dimension",
-            "round",
-            "call__cost",
-            "call__run_id",
-        )
+        for o in panel_outcomes(run)
     ]
     if not rows:
         return None
@@ -101,6 +135,9 @@ def _pair_rows(run: JudgeRun, labels: dict[int, str]) -> pd.DataFrame | None:
 def _label(run: JudgeRun) -> str:
     if run.method_is_baseline:
         return f"{run.method_label} (run {run.pk})"
+    members = member_labels(run)
+    if len(members) > 1:
+        return f"panel of {', '.join(members)} · {run.method} (run {run.pk})"
     return f"{run.config.name if run.config else run.method} · {run.method} (run {run.pk})"
 
 
@@ -121,11 +158,14 @@ def _run_info(run: JudgeRun, panel_bootstrap: int) -> dict[str, Any]:
             k: tokens[k] for k in ("input_tokens", "output_tokens", "reasoning_tokens")
         }
         info["answering_models"] = calls["models"]
-        from ..reliability_panel import reliability_for_report
+        from ..reliability_panel import reliability_for_report, run_reliability
 
         reliability = reliability_for_report(run, n_boot=panel_bootstrap)
         if reliability is not None:
             info["reliability"] = reliability
+        judge_panel = run_reliability(run)
+        if judge_panel is not None and judge_panel.get("judge_panel"):
+            info["panel"] = judge_panel["judge_panel"]
     return info
 
 

@@ -28,6 +28,7 @@ worker; resume puts the same row back in the queue.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import defaultdict
@@ -55,7 +56,7 @@ from studies.selectors import idea_text
 from studies.services.audit import audit
 
 from ..methods.registry import AUTO, LLM_METHODS, METHODS, method_spec
-from ..models import IdeaRating, JudgeRun
+from ..models import IdeaRating, JudgeRun, PanelMember
 from .base import Driver, JudgeRunRefused
 from .batch import BatchEngine
 from .engine import Engine
@@ -76,9 +77,13 @@ def make_driver(
     ideas: Sequence[Idea],
     params: dict[str, Any],
     study: Study,
+    members: int = 1,
 ) -> Driver:
-    """The method's driver, built by the factory its registry entry names."""
+    """The method's driver, built by the factory its registry entry names; `members`
+    judges ask every prompt (a panel run: PANEL_METHODS only)."""
     factory = import_string(method_spec(method).driver.replace(":", "."))
+    if members > 1:
+        return factory(run=run, ideas=ideas, params=params, study=study, members=members)
     return factory(run=run, ideas=ideas, params=params, study=study)
 
 
@@ -113,6 +118,9 @@ def _params(method: str, params: dict[str, Any] | None) -> dict[str, Any]:
 
 #: Methods whose drivers can ask a share of their prompts again (`repeat_share`).
 REPEATABLE = frozenset({"direct", "absolute", "pairwise"})
+#: Methods a panel of judges can run: every member is asked every prompt; the panel's
+#: score is the members' mean, its pairwise verdict their majority (judging.methods.panel).
+PANEL_METHODS = frozenset({"direct", "absolute", "pairwise"})
 
 
 def _repeat_share(method: str, value: Any) -> float:
@@ -159,9 +167,10 @@ def _check_texts(method: str, ideas: Sequence[Idea], source: str) -> None:
 
 
 def judge_run_plan(
-    *, study: Study, method: str, params: dict[str, Any] | None = None
+    *, study: Study, method: str, params: dict[str, Any] | None = None, members: int = 1
 ) -> dict[str, Any]:
-    """What a run would do: its parameters, ideas and number of units (calls)."""
+    """What a run would do: its parameters, ideas and number of units (calls), every
+    prompt asked of each of `members` judges."""
     if method not in METHODS:
         raise JudgeRunRefused(f"unknown method {method!r}")
     spec = method_spec(method)
@@ -174,7 +183,7 @@ def judge_run_plan(
     if len(ideas) < needed:
         raise JudgeRunRefused(f"{method} needs more ideas than the {len(ideas)} selected")
     _check_texts(method, ideas, merged["text"])
-    driver = make_driver(method, run=None, ideas=ideas, params=merged, study=study)
+    driver = make_driver(method, run=None, ideas=ideas, params=merged, study=study, members=members)
     return {"params": merged, "ideas": [i.pk for i in ideas], "total": driver.total}
 
 
@@ -214,23 +223,22 @@ def judge_run_create(
     budget_calls: int | None = None,
     budget_cost: Decimal | float | str | None = None,
     actor: Any = None,
+    panel: Sequence[JudgeConfig] = (),
 ) -> JudgeRun:
-    plan = judge_run_plan(study=study, method=method, params=params)
-    if not judge_config_usable(config, study):
-        # Another team's judge is named as a missing one would be: nothing about it.
-        raise JudgeRunRefused("choose one of this study's judges")
+    """A queued run. `panel`: more judges of the study's team asked every prompt beside
+    `config` (a panel run of a PANEL_METHODS method, under the run's one budget)."""
+    panel = list(panel)
+    for judge in (config, *panel):
+        # First, so that no message below names another team's judge: it is named as a
+        # missing one would be, nothing about it.
+        if not judge_config_usable(judge, study):
+            raise JudgeRunRefused("choose one of this study's judges")
+    if panel:
+        _check_panel(method, config, panel, params or {})
+    plan = judge_run_plan(study=study, method=method, params=params, members=1 + len(panel))
     if method in LLM_METHODS:
-        if config is None:
-            raise JudgeRunRefused(f"{method} needs a judge config")
-        if config.is_baseline:
-            raise JudgeRunRefused(f"{config.name} is a baseline judge; it cannot run {method}")
-        if config.disabled_reason:
-            raise JudgeRunRefused(f"judge {config.name!r} is disabled: {config.disabled_reason}")
-        if not config.is_configured():
-            raise JudgeRunRefused(
-                f"judge {config.name!r} has no endpoint or model (LLM judges are off until "
-                "an OpenAI-compatible endpoint is configured)"
-            )
+        for judge in (config, *panel):
+            _check_llm_config(judge, method)
     elif config is not None and not config.is_baseline:
         config = None  # baselines make no calls; a stray LLM config would mislead the reader
     with transaction.atomic():
@@ -259,8 +267,70 @@ def judge_run_create(
             calls=plan["total"],
             budget_calls=budget_calls,
             budget_cost=_text(run.budget_cost),
+            panel=[judge.name for judge in panel] or None,
+        )
+        PanelMember.objects.bulk_create(
+            [PanelMember(run=run, config=judge, seat=k) for k, judge in enumerate(panel, 1)]
         )
     return run
+
+
+def _check_llm_config(config: JudgeConfig | None, method: str) -> None:
+    """Refuse a judge that cannot make `method`'s calls, saying why."""
+    if config is None:
+        raise JudgeRunRefused(f"{method} needs a judge config")
+    if config.is_baseline:
+        raise JudgeRunRefused(f"{config.name} is a baseline judge; it cannot run {method}")
+    if config.disabled_reason:
+        raise JudgeRunRefused(f"judge {config.name!r} is disabled: {config.disabled_reason}")
+    if not config.is_configured():
+        raise JudgeRunRefused(
+            f"judge {config.name!r} has no endpoint or model (LLM judges are off until "
+            "an OpenAI-compatible endpoint is configured)"
+        )
+
+
+def _asks(config: JudgeConfig) -> str:
+    """What a judge sends besides the prompt: endpoint, model and parameters."""
+    return json.dumps(
+        [config.resolved_base_url(), config.resolved_model(), config.parameters or {}],
+        sort_keys=True,
+    )
+
+
+def _check_panel(
+    method: str, config: JudgeConfig | None, panel: Sequence[JudgeConfig], params: dict[str, Any]
+) -> None:
+    """Refuse a panel the run cannot have: a method without panels, no first judge, a
+    judge named twice, and the parameters a panel does not take."""
+    if method not in PANEL_METHODS:
+        raise JudgeRunRefused(
+            f"{method} runs cannot have panel members; methods that can: "
+            f"{', '.join(sorted(PANEL_METHODS))}"
+        )
+    if config is None:
+        raise JudgeRunRefused("a panel needs its first judge (the run's judge) as well")
+    seen = {config.pk}
+    asks = {_asks(config): config}
+    for judge in panel:
+        if judge.pk in seen:
+            raise JudgeRunRefused(f"judge {judge.name!r} is named twice in the panel")
+        seen.add(judge.pk)
+        # Two judges that send the same request share their answers (the call cache): the
+        # panel would count one judge twice.
+        twin = asks.setdefault(_asks(judge), judge)
+        if twin.pk != judge.pk:
+            raise JudgeRunRefused(
+                f"judges {twin.name!r} and {judge.name!r} ask the same model at the same endpoint "
+                "with the same parameters: they give the same answers, so the panel would "
+                "count one judge twice"
+            )
+    for name, why in (
+        ("batch", "a panel's calls go one by one"),
+        ("repeat_share", "repetition stability is measured per judge, on runs of one judge"),
+    ):
+        if params.get(name):
+            raise JudgeRunRefused(f"a panel run does not take {name}: {why}")
 
 
 def judge_run_cancel(*, run: JudgeRun) -> JudgeRun:
@@ -378,9 +448,19 @@ def judge_run_execute(*, run: JudgeRun) -> JudgeRun:
     ideas = _ideas(run.study, run.params)
     try:
         _check_texts(run.method, ideas, run.params.get("text", "normalized"))
-        if run.method in LLM_METHODS and (run.config is None or not run.config.is_configured()):
+        judges = run.panel_configs()
+        if run.method in LLM_METHODS and (
+            run.config is None or not all(j.is_configured() for j in judges)
+        ):
             raise JudgeNotConfigured("the run's judge has no endpoint or model")
-        driver = make_driver(run.method, run=run, ideas=ideas, params=run.params, study=run.study)
+        driver = make_driver(
+            run.method,
+            run=run,
+            ideas=ideas,
+            params=run.params,
+            study=run.study,
+            members=len(judges),
+        )
         engine = (BatchEngine if run.params.get("batch") else Engine)(run, driver)
         started = time.perf_counter()
         with lease_heartbeat(run):

@@ -277,6 +277,24 @@ _CORRELATIONS: dict[
 }
 
 
+def resampled_correlations(
+    x: np.ndarray,
+    y: np.ndarray,
+    method: Literal["spearman", "kendall", "pearson"],
+    resamples: np.ndarray,
+) -> tuple[float, np.ndarray]:
+    """The correlation of the pairs (x, y) by scipy, and its value in each resample (row
+    of `resamples`, indices into x and y; NaN where a resample has a constant side): what
+    `correlation_with_ci` computes its interval from, for callers that compare several
+    judges on the same resamples."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    point, rows_fn = _CORRELATIONS[method]
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan, np.full(len(resamples), np.nan)
+    estimate = float(point(x, y).statistic)
+    return estimate, rows_fn(x, y, resamples) if len(resamples) else np.empty(0)
+
+
 def correlation_with_ci(
     x: np.ndarray,
     y: np.ndarray,

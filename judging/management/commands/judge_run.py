@@ -28,6 +28,13 @@ class Command(BaseCommand):
         parser.add_argument("--study", help="study slug")
         parser.add_argument("--method", choices=list(METHODS))
         parser.add_argument("--config", default="", help="JudgeConfig name (LLM methods)")
+        parser.add_argument(
+            "--panel",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="one more judge of the panel (JudgeConfig name; repeat for several)",
+        )
         parser.add_argument("--params", default="{}", help="JSON object of method parameters")
         parser.add_argument("--budget-calls", type=int)
         parser.add_argument("--budget-cost", type=str)
@@ -57,6 +64,7 @@ class Command(BaseCommand):
                     params=json.loads(opts["params"]),
                     budget_calls=opts["budget_calls"],
                     budget_cost=opts["budget_cost"],
+                    panel=[judge_configs_of(study).get(name=name) for name in opts["panel"]],
                 )
                 if opts["queue"]:
                     judge_run_enqueue(run=run)

@@ -28,6 +28,7 @@ from ..base import (
     Unit,
     mark_parsed,
     pair_call,
+    panel_outcomes,
     stored_verdict,
 )
 
@@ -57,7 +58,8 @@ class PairDriver(Driver):
             if self.rule
             else self.repeated_among(self.schedule, lambda sc: self._key(sc.first, sc.second))
         )
-        self.total = len(self.schedule) + len(self.repeats)
+        # A panel asks every member every ordered pair, member after member per pair.
+        self.total = len(self.schedule) * self.panel_size + len(self.repeats)
 
     @staticmethod
     def _key(first: Any, second: Any) -> tuple[Any, ...]:
@@ -68,9 +70,9 @@ class PairDriver(Driver):
 
     def load(self) -> list[Unit]:
         existing = {
-            (a, b, f): v
-            for a, b, f, v in PairwiseOutcome.objects.filter(run=self.run).values_list(
-                "idea_a_id", "idea_b_id", "first_shown_id", "verdict"
+            (m, a, b, f): v
+            for m, a, b, f, v in PairwiseOutcome.objects.filter(run=self.run).values_list(
+                "member", "idea_a_id", "idea_b_id", "first_shown_id", "verdict"
             )
         }
         self.done = len(existing)
@@ -79,18 +81,20 @@ class PairDriver(Driver):
         for sc in self.schedule:
             first, second = cast(int, sc.first), cast(int, sc.second)
             a, b = sorted((first, second))
-            if (a, b, first) in existing:
-                continue
-            if self.rule:
-                units.append(Unit(("pair", a, b, first), None))
-            else:
+            for member in range(self.panel_size):
+                if (member, a, b, first) in existing:
+                    continue
+                key = ("pair", a, b, first, member) if member else ("pair", a, b, first)
+                if self.rule:
+                    units.append(Unit(key, None))
+                    continue
                 msgs = prompts.pairwise_messages(
                     self.text[first],
                     self.text[second],
                     self.params["criterion"],
                     self.params["description"],
                 )
-                units.append(Unit(("pair", a, b, first), msgs, prompts.PAIRWISE.id))
+                units.append(Unit(key, msgs, prompts.PAIRWISE.id, member=member))
         # Repeats go last, after their first asking; on a resume the ones already asked
         # come back from the cache (their own salted keys) and are counted done again.
         for sc in self.repeats:
@@ -117,7 +121,7 @@ class PairDriver(Driver):
     def store(self, unit: Unit, call: LLMCall | None) -> bool:
         if unit.key[0] == REPEAT:
             return self.store_repeat(unit, call)
-        _, a, b, first = unit.key
+        a, b, first = unit.key[1:4]
         second = b if first == a else a
         error = ""
         if call is None:
@@ -129,6 +133,7 @@ class PairDriver(Driver):
             error = parsed.reason if isinstance(parsed, Unparseable) else ""
         PairwiseOutcome.objects.create(
             run=self.run,
+            member=unit.member,
             idea_a_id=a,
             idea_b_id=b,
             first_shown_id=first,
@@ -139,7 +144,8 @@ class PairDriver(Driver):
         return shown is None
 
     def finish(self) -> dict[str, Any]:
-        outcomes = list(PairwiseOutcome.objects.filter(run=self.run))
+        # A panel's games are its combined verdicts (majority of its members').
+        outcomes = panel_outcomes(self.run)
         calls = [pair_call(o) for o in outcomes]
         summary = summarise_pairwise(calls, [i.pk for i in self.ideas])
         IdeaRating.objects.filter(run=self.run).delete()
@@ -163,6 +169,7 @@ class PairDriver(Driver):
         ratings += bt_ratings(self.run, calls, self.groups(), self.params)
         IdeaRating.objects.bulk_create(ratings)
         return {
+            **({"panel_members": self.panel_size} if self.panel_size > 1 else {}),
             "baseline": bool(self.rule),
             "rule": self.rule or None,
             "n_calls": summary.n_calls,

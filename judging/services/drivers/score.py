@@ -8,6 +8,7 @@ from typing import Any
 from llm.models import LLMCall
 
 from ...methods import prompts, schemas
+from ...methods.panel import member_means, panel_scores
 from ...methods.parsing import (
     AbsoluteScore,
     FormScores,
@@ -55,7 +56,9 @@ class ScoreDriver(Driver):
         self.repeats = [
             i.pk for i in self.repeated_among(list(self.ideas), lambda i: ("score", i.pk, 0))
         ]
-        self.total = len(self.ideas) * self.samples + len(self.repeats)
+        # A panel asks every member every prompt; members take turns idea by idea, so a
+        # run stopped by its budget has scored its ideas by the whole panel, not by some.
+        self.total = len(self.ideas) * self.samples * self.panel_size + len(self.repeats)
 
     def messages(self, idea_id: int) -> tuple[list[dict[str, str]], str]:
         text = self.text[idea_id]
@@ -74,26 +77,31 @@ class ScoreDriver(Driver):
         return schemas.form_scores_schema(self.ranges)
 
     def load(self) -> list[Unit]:
-        rows = Judgment.objects.filter(run=self.run).values_list("idea_id", "sample", "score")
-        done: set[tuple[int, int]] = set()
-        bad: set[tuple[int, int]] = set()
-        for idea_id, sample, score in rows:
-            done.add((idea_id, sample))
+        rows = Judgment.objects.filter(run=self.run).values_list(
+            "member", "idea_id", "sample", "score"
+        )
+        done: set[tuple[int, int, int]] = set()
+        bad: set[tuple[int, int, int]] = set()
+        for member, idea_id, sample, score in rows:
+            done.add((member, idea_id, sample))
             if score is None:
-                bad.add((idea_id, sample))
+                bad.add((member, idea_id, sample))
         self.done, self.unparseable = len(done), len(bad)
         units = []
         for idea in self.ideas:
             msgs, version = self.messages(idea.pk)
             for s in range(self.samples):
-                if (idea.pk, s) not in done:
+                for member in range(self.panel_size):
+                    if (member, idea.pk, s) in done:
+                        continue
                     units.append(
                         Unit(
-                            ("score", idea.pk, s),
+                            ("score", idea.pk, s, member) if member else ("score", idea.pk, s),
                             msgs,
                             version,
                             salt=f"sample={s}" if s else "",
                             seed_offset=s,
+                            member=member,
                         )
                     )
         # The first sample's prompt asked once more (on a resume, from the cache).
@@ -111,7 +119,7 @@ class ScoreDriver(Driver):
     def store(self, unit: Unit, call: LLMCall | None) -> bool:
         if unit.key[0] == REPEAT:
             return self.store_repeat(unit, call)
-        _, idea_id, sample = unit.key
+        idea_id, sample = unit.key[1], unit.key[2]
         raw = call.response_text if call else ""
         scores: dict[str, tuple[float | None, str, str]]
         parsed: AbsoluteScore | FormScores | Unparseable
@@ -132,6 +140,7 @@ class ScoreDriver(Driver):
             [
                 Judgment(
                     run=self.run,
+                    member=unit.member,
                     idea_id=idea_id,
                     metric=m,
                     score=score,
@@ -147,22 +156,38 @@ class ScoreDriver(Driver):
 
     def finish(self) -> dict[str, Any]:
         per: dict[tuple[int, str], list[float | None]] = defaultdict(list)
-        for idea_id, metric, score in Judgment.objects.filter(run=self.run).values_list(
-            "idea_id", "metric", "score"
-        ):
+        by_member: dict[int, list[tuple[Any, int, float | None]]] = defaultdict(list)
+        for member, idea_id, metric, sample, score in Judgment.objects.filter(
+            run=self.run
+        ).values_list("member", "idea_id", "metric", "sample", "score"):
             per[(idea_id, metric)].append(score)
+            by_member[member].append(((idea_id, metric), sample, score))
+        # One judge: the mean of its parseable samples. A panel: the mean of its members'
+        # means (judging.methods.panel), which is the same for a panel of one.
+        means = {m: member_means(rows) for m, rows in sorted(by_member.items())}
+        combined = panel_scores(means)
         IdeaRating.objects.filter(run=self.run).delete()
         ratings = []
         for (idea_id, metric), values in per.items():
-            parsed = [v for v in values if v is not None]
+            history: dict[str, Any] = {
+                "samples": values,
+                "parsed": sum(v is not None for v in values),
+            }
+            if self.panel_size > 1:
+                history["members"] = [
+                    means.get(m, {}).get((idea_id, metric)) for m in range(self.panel_size)
+                ]
             ratings.append(
                 IdeaRating(
                     run=self.run,
                     idea_id=idea_id,
                     dimension=metric,
-                    score=sum(parsed) / len(parsed) if parsed else None,
-                    history=[{"samples": values, "parsed": len(parsed)}],
+                    score=combined.get((idea_id, metric)),
+                    history=[history],
                 )
             )
         IdeaRating.objects.bulk_create(ratings)
-        return {"metrics": list(self.ranges), "samples": self.samples}
+        summary: dict[str, Any] = {"metrics": list(self.ranges), "samples": self.samples}
+        if self.panel_size > 1:
+            summary["panel_members"] = self.panel_size
+        return summary
