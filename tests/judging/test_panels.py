@@ -20,7 +20,7 @@ from scipy import stats
 from judging.methods import judge_profiles as jp
 from judging.methods.panel import majority_verdict, member_means, panel_agreement, panel_scores
 from judging.models import IdeaRating, JudgeRun, Judgment, PanelMember
-from judging.reliability_panel import reliability_csv, run_reliability
+from judging.reliability_panel import PANEL_BOOT, reliability_csv, run_reliability
 from judging.services import JudgeRunRefused, RunBudget, judge_run_create, judge_run_execute
 from judging.services.ratings import RUN_RATINGS
 from judging.services.runs import judge_run_resume
@@ -302,7 +302,6 @@ def _world(owner):
 
 
 @pytest.mark.django_db
-@pytest.mark.once
 def test_the_panel_beats_its_noisy_member_and_every_page_shows_the_figures(owner):
     with (
         TestServer(Rules(profile="neutral")) as steady_server,
@@ -363,7 +362,11 @@ def test_the_panel_beats_its_noisy_member_and_every_page_shows_the_figures(owner
     assert csv.count("panel_spearman,overall,") == 4  # two members, the panel, the difference
     assert "panel_pearson,overall,panel − " in csv
     assert reliability_csv(run_reliability(r)) == csv
-    (info,) = [j for j in RUN_RATINGS.judge_inputs(study, ["overall"]) if j.info["run_id"] == r.pk]
+    (info,) = [
+        j
+        for j in RUN_RATINGS.judge_inputs(study, ["overall"], panel_bootstrap=PANEL_BOOT)
+        if j.info["run_id"] == r.pk
+    ]
     assert info.label.startswith("panel of noisy, steady")
     assert info.info["panel"]["metrics"] == panel["metrics"]
     # The report's agreement input is the panel's combined score, one row per idea.
@@ -372,7 +375,7 @@ def test_the_panel_beats_its_noisy_member_and_every_page_shows_the_figures(owner
     assert len(by_idea) == IDEAS and sorted(by_idea.values()) == pytest.approx(sorted(combined))
     judges = [
         {"key": j.key, "label": j.label, "method": j.method, "available": True, "info": j.info}
-        for j in RUN_RATINGS.judge_inputs(study, ["overall"])
+        for j in RUN_RATINGS.judge_inputs(study, ["overall"], panel_bootstrap=PANEL_BOOT)
     ]
     report = render_to_string(
         "studies/report_document.html", {"r": {"agreement": {"judges": judges}}, "fig": {}}
