@@ -335,6 +335,7 @@ def _prepare(inputs: AssignmentInputs) -> _Prepared:
             for k in idea_keys[i]:
                 by_key[k].add(i)
         group_inst.append(by_key)
+    group_size = [len(grp.ideas) for grp in groups]
     eligible: dict[int, _Eligible] = {}
     cond_avail: dict[int, list[str]] = {}
     # A reviewer with nothing submitted depends only on their topics and institutions:
@@ -351,12 +352,13 @@ def _prepare(inputs: AssignmentInputs) -> _Prepared:
         entry: _Eligible = {}
         for rank, topic in enumerate(dict.fromkeys(rev.topics)):
             for g in topic_groups.get(topic, ()):
-                blocked_sets = [group_inst[g][k] for k in keys if k in group_inst[g]]
+                by_key = group_inst[g]  # empty for a group without author institutions
+                blocked_sets = [by_key[k] for k in keys if k in by_key] if by_key else None
                 if not blocked_sets:
-                    cap = len(groups[g].ideas)
+                    cap = group_size[g]
                 else:
                     blocked = set().union(*blocked_sets) - fixed_set
-                    cap = len(groups[g].ideas) - len(blocked)
+                    cap = group_size[g] - len(blocked)
                 if cap:
                     entry[g] = (rank, cap)
         for i in fixed_set:
