@@ -1238,7 +1238,7 @@ def _build_patterns(
         if not members:
             entries_of[key] = entries
         members.append(r)
-    shape_cache: dict[Any, list[tuple[int, ...]]] = {}
+    shape_cache: dict[Any, _ShapeArrays] = {}
     p = _Program()
     total_max = sum(reviewers[r].max_load for r in prep.active)
     noise_scale = 0.45 / (total_max + 1)
@@ -1335,9 +1335,15 @@ def _build_patterns(
     return _PatternModel(p, type_list, cost_bound)
 
 
+# A shape's patterns, their topic-rank costs, and per entry (used patterns, ideas taken).
+_ShapeArrays = tuple[list[tuple[int, ...]], np.ndarray, list[tuple[np.ndarray, np.ndarray]]]
+
+
 def _shape_arrays(
-    patterns: list[tuple[int, ...]], entries: list[tuple[int, int | None, int, int]], params
-) -> tuple[list[tuple[int, ...]], np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    patterns: list[tuple[int, ...]],
+    entries: list[tuple[int, int | None, int, int]],
+    params: Parameters,
+) -> _ShapeArrays:
     """What reviewer types of one shape share: their patterns, each pattern's topic-rank
     cost, and per entry the patterns that use it (ascending) with how many ideas they
     take from it."""
