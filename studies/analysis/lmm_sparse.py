@@ -837,14 +837,33 @@ class _Problem:
 
     def inner(self, state: _Outer, theta_small: np.ndarray) -> dict[str, Any]:
         """The deviance's ingredients at the small factor's ``theta`` (cheap)."""
-        logdet_a, quad = state.logdet, state.quad
+        rows = cols = None
         if self.q2:
             lam2 = np.repeat(np.asarray(theta_small, dtype=float), self.q_small)
-            t = lam2[:, None] * state.h * lam2[None, :]
+            rows, cols = lam2[:, None], lam2[None, :]
+        beta, pwrss, logdet_a, crx = self._reduce(state, rows, cols)
+        return {
+            "beta": beta + self.beta_ols,
+            "pwrss": pwrss,
+            "logdet_a": logdet_a,
+            "logdet_rx": float(2.0 * np.log(crx[0].diagonal()).sum()),
+            "rxtrx_factor": crx,
+        }
+
+    def _reduce(
+        self, state: _Outer, scale_rows: Any, scale_cols: Any
+    ) -> tuple[np.ndarray, float, float, tuple[np.ndarray, bool]]:
+        """Beta (centred), the PWRSS, log|A| and the fixed effects' Cholesky factor, with
+        the small factor's levels scaled by ``scale_rows`` (a column) and ``scale_cols``
+        (a row), or both by one float when every level shares its scale: the same
+        products either way."""
+        logdet_a, quad = state.logdet, state.quad
+        if self.q2:
+            t = scale_rows * state.h * scale_cols
             t.flat[:: t.shape[0] + 1] += 1.0  # the diagonal
             ct = _cho_factor(t)
             logdet_a += float(2.0 * np.log(ct[0].diagonal()).sum())
-            g2 = lam2[:, None] * state.f
+            g2 = scale_rows * state.f
             quad = quad + g2.T @ _cho_solve(ct, g2)
         rxtrx = self.XtX - quad[1:, 1:]
         rhs = self.Xty - quad[1:, 0]
@@ -857,13 +876,7 @@ class _Problem:
         pwrss = self.yty - float(quad[0, 0]) - float(beta @ rhs)
         if not pwrss > 0:
             raise FloatingPointError("penalised residual sum of squares is not positive")
-        return {
-            "beta": beta + self.beta_ols,
-            "pwrss": pwrss,
-            "logdet_a": logdet_a,
-            "logdet_rx": float(2.0 * np.log(crx[0].diagonal()).sum()),
-            "rxtrx_factor": crx,
-        }
+        return beta, pwrss, logdet_a, crx
 
     # -- deviances ------------------------------------------------------------------------
 
@@ -912,11 +925,18 @@ class _Problem:
         then Brent's method inside the bracket around the best grid point.
         """
 
+        # One small factor: its levels share one scale, a float (`inner` without the
+        # parts only the fit needs).
+        assert len(self.q_small) == 1
+
         def h(t: float) -> float:
+            lam = float(abs(t))
             try:
-                return self._deviance_from(self.inner(state, np.array([abs(t)])))
+                _, pwrss, logdet_a, crx = self._reduce(state, lam, lam)
             except (np.linalg.LinAlgError, FloatingPointError):
                 return math.inf
+            logdet_rx = float(2.0 * np.log(crx[0].diagonal()).sum())
+            return self._deviance_of(pwrss, logdet_a, logdet_rx)
 
         grid = np.concatenate([[0.0], np.geomspace(1e-3, 30.0, 28)])
         vals = np.array([h(t) for t in grid])
@@ -936,16 +956,14 @@ class _Problem:
         return best_v, np.array([best_t])
 
     def _deviance_from(self, parts: Mapping[str, Any]) -> float:
+        return self._deviance_of(parts["pwrss"], parts["logdet_a"], parts["logdet_rx"])
+
+    def _deviance_of(self, pw: float, logdet_a: float, logdet_rx: float) -> float:
         n, p = self.n, self.p
-        pw = parts["pwrss"]
         if self.reml:
             nmp = n - p
-            return (
-                parts["logdet_a"]
-                + parts["logdet_rx"]
-                + nmp * (1.0 + math.log(2.0 * math.pi * pw / nmp))
-            )
-        return parts["logdet_a"] + n * (1.0 + math.log(2.0 * math.pi * pw / n))
+            return logdet_a + logdet_rx + nmp * (1.0 + math.log(2.0 * math.pi * pw / nmp))
+        return logdet_a + n * (1.0 + math.log(2.0 * math.pi * pw / n))
 
     def deviance_unprofiled(self, theta: np.ndarray, sigma: float) -> float:
         """REML/ML deviance at (theta, sigma), sigma not profiled (for Satterthwaite)."""

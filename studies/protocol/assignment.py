@@ -335,6 +335,7 @@ def _prepare(inputs: AssignmentInputs) -> _Prepared:
             for k in idea_keys[i]:
                 by_key[k].add(i)
         group_inst.append(by_key)
+    group_size = [len(grp.ideas) for grp in groups]
     eligible: dict[int, _Eligible] = {}
     cond_avail: dict[int, list[str]] = {}
     # A reviewer with nothing submitted depends only on their topics and institutions:
@@ -351,12 +352,13 @@ def _prepare(inputs: AssignmentInputs) -> _Prepared:
         entry: _Eligible = {}
         for rank, topic in enumerate(dict.fromkeys(rev.topics)):
             for g in topic_groups.get(topic, ()):
-                blocked_sets = [group_inst[g][k] for k in keys if k in group_inst[g]]
+                by_key = group_inst[g]  # empty for a group without author institutions
+                blocked_sets = [by_key[k] for k in keys if k in by_key] if by_key else None
                 if not blocked_sets:
-                    cap = len(groups[g].ideas)
+                    cap = group_size[g]
                 else:
                     blocked = set().union(*blocked_sets) - fixed_set
-                    cap = len(groups[g].ideas) - len(blocked)
+                    cap = group_size[g] - len(blocked)
                 if cap:
                     entry[g] = (rank, cap)
         for i in fixed_set:
@@ -701,6 +703,10 @@ class _Program:
         self.integer: list[int] = []
         self.row_lo: list[float] = []
         self.row_hi: list[float] = []
+        # Entries as (rows, columns, values) array chunks in the order they were added;
+        # small rows gather in the lists below until the next chunk or `matrix` call.
+        self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._nnz = 0
         self.ri: list[int] = []
         self.ci: list[int] = []
         self.val: list[float] = []
@@ -732,21 +738,44 @@ class _Program:
         self.ri.extend([r] * len(cols))
         self.ci.extend(cols)
         self.val.extend(coefs)
+        self._nnz += len(cols)
         return r
+
+    def row_array(self, cols: np.ndarray, coefs: np.ndarray, lo: float, hi: float) -> int:
+        """`row` for columns and coefficients already in arrays (long rows)."""
+        self._flush()
+        r = len(self.row_lo)
+        self.row_lo.append(lo)
+        self.row_hi.append(hi)
+        cols = np.asarray(cols, np.int64)
+        self._chunks.append((np.full(len(cols), r, np.int64), cols, np.asarray(coefs, float)))
+        self._nnz += len(cols)
+        return r
+
+    def _flush(self) -> None:
+        if self.ri:
+            self._chunks.append(
+                (
+                    np.asarray(self.ri, np.int64),
+                    np.asarray(self.ci, np.int64),
+                    np.asarray(self.val, float),
+                )
+            )
+            self.ri, self.ci, self.val = [], [], []
 
     def matrix(self) -> sparse.csr_array:
         """The constraint matrix; built once per shape (the LP and the integer programs
         that follow it share one). Callers must not modify it."""
         n, m = len(self.cost), len(self.row_lo)
-        key = (n, m, len(self.val))
+        key = (n, m, self._nnz)
         if self._matrix is None or self._matrix[0] != key:
-            built = sparse.csr_array(
-                (
-                    np.asarray(self.val, float),
-                    (np.asarray(self.ri, np.int64), np.asarray(self.ci, np.int64)),
-                ),
-                shape=(m, n),
-            )
+            self._flush()
+            if len(self._chunks) > 1:
+                rows, cols, vals = zip(*self._chunks, strict=True)
+                self._chunks = [(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals))]
+            empty = np.zeros(0, np.int64)
+            ri, ci, val = self._chunks[0] if self._chunks else (empty, empty, empty)
+            built = sparse.csr_array((np.asarray(val, float), (ri, ci)), shape=(m, n))
             self._matrix = (key, built)
         return self._matrix[1]
 
@@ -790,11 +819,15 @@ class _Program:
         eq = lo == hi
         upper = ~eq & np.isfinite(hi)
         lower = ~eq & np.isfinite(lo)
+        a_ub = None
+        if upper.any() or lower.any():
+            # The upper rows, then the lower rows negated, in one row selection.
+            a_ub = matrix[np.concatenate([np.flatnonzero(upper), np.flatnonzero(lower)])]
+            n_upper = int(np.diff(matrix.indptr)[upper].sum())
+            np.negative(a_ub.data[n_upper:], out=a_ub.data[n_upper:])
         res = linprog(
             np.asarray(self.cost, float),
-            A_ub=sparse.vstack([matrix[upper], -matrix[lower]]).tocsr()
-            if (upper.any() or lower.any())
-            else None,
+            A_ub=a_ub,
             b_ub=np.concatenate([hi[upper], -lo[lower]]) if (upper.any() or lower.any()) else None,
             A_eq=matrix[eq] if eq.any() else None,
             b_eq=lo[eq] if eq.any() else None,
@@ -1205,7 +1238,7 @@ def _build_patterns(
         if not members:
             entries_of[key] = entries
         members.append(r)
-    shape_cache: dict[Any, list[tuple[int, ...]]] = {}
+    shape_cache: dict[Any, _ShapeArrays] = {}
     p = _Program()
     total_max = sum(reviewers[r].max_load for r in prep.active)
     noise_scale = 0.45 / (total_max + 1)
@@ -1231,34 +1264,30 @@ def _build_patterns(
             key[2],
         )
         if shape not in shape_cache:
-            shape_cache[shape] = _enumerate_patterns(prep, entries, key[1], key[2])
-        patterns = shape_cache[shape]
+            shape_cache[shape] = _shape_arrays(
+                _enumerate_patterns(prep, entries, key[1], key[2]), entries, params
+            )
+        patterns, costs, by_entry = shape_cache[shape]
         if not patterns:
             return None
         first = len(p.cost)
         # Per pattern: its topic-rank cost (integers), plus the tie-breaking noise, drawn
         # in the same order as one draw per pattern would.
-        counts = np.array(patterns, dtype=np.int64).reshape(len(patterns), len(entries))
-        ranks = np.array([rank or 0 for _, rank, _, _ in entries], dtype=np.int64)
-        costs = params.rank_weight * (counts @ ranks)
         cost_bound = max(cost_bound, float(costs.max()))
         noise = rng.random(len(patterns))
-        cols = p.add_vars(
+        p.add_vars(
             (costs + noise_scale * noise).tolist(),
             lb=0,
             ub=len(members),
             integer=True,
         )
-        # Per entry j: the patterns that use it (ascending) and how many ideas they take.
-        entry_of, used = np.nonzero(counts.T)
-        taken = counts.T[entry_of, used]
-        bounds = np.searchsorted(entry_of, np.arange(len(entries) + 1)).tolist()
-        for j, (g, *_) in enumerate(entries):
-            chunk = (first + used[bounds[j] : bounds[j + 1]], taken[bounds[j] : bounds[j + 1]])
+        for (g, *_), (used, taken) in zip(entries, by_entry, strict=True):
+            chunk = (first + used, taken)
             group_cols[g].append(chunk)
             for inst in key[3]:
                 inst_cols[(g, inst)].append(chunk)
-        p.row(cols, [1.0] * len(cols), len(members), len(members))
+        n_pat = len(patterns)
+        p.row_array(np.arange(first, first + n_pat), np.ones(n_pat), len(members), len(members))
         type_list.append((members, [g for g, *_ in entries], patterns, first))
     cost_bound *= len(prep.active)
     span = params.max_reviews - params.min_reviews
@@ -1275,19 +1304,24 @@ def _build_patterns(
         n = len(grp.ideas)
         base = int(np.maximum(prep.fixed_per_idea[grp.ideas], params.min_reviews).sum())
         g_cols, coefs = joined(group_cols.get(g, []))
-        p.row(g_cols.tolist(), coefs.tolist(), base, params.max_reviews * n)
+        p.row_array(g_cols, coefs, base, params.max_reviews * n)
         if span > 0 and params.evenness_weight:
             us = [
                 p.var(cost=float(params.evenness_weight * k), lb=0, ub=n)
                 for k in range(1, span + 1)
             ]
             cost_bound += params.evenness_weight * span * n * span
-            p.row(us + g_cols.tolist(), [1.0] * len(us) + (-coefs).tolist(), -base, math.inf)
+            p.row_array(
+                np.concatenate([np.asarray(us, np.int64), g_cols]),
+                np.concatenate([np.ones(len(us)), -coefs]),
+                -base,
+                math.inf,
+            )
     for g, inst, cap, need_outside in binding:
         in_cols, in_coefs = joined(inst_cols.get((g, inst), []))
         g_cols, coefs = joined(group_cols.get(g, []))
         if len(in_cols):
-            p.row(in_cols.tolist(), in_coefs.tolist(), -math.inf, cap)
+            p.row_array(in_cols, in_coefs, -math.inf, cap)
         # Reviews from outside the institution = group total − reviews from inside (a
         # column appears at most once in each, and the inside's are the group's).
         outside = coefs.copy()
@@ -1295,10 +1329,35 @@ def _build_patterns(
         where[g_cols] = np.arange(len(g_cols))
         outside[where[in_cols]] -= in_coefs
         keep = outside != 0
-        p.row(g_cols[keep].tolist(), outside[keep].tolist(), need_outside, math.inf)
+        p.row_array(g_cols[keep], outside[keep], need_outside, math.inf)
     for g in sorted(cut_groups):
         _add_hall_cuts(prep, p, g, type_list, types)
     return _PatternModel(p, type_list, cost_bound)
+
+
+# A shape's patterns, their topic-rank costs, and per entry (used patterns, ideas taken).
+_ShapeArrays = tuple[list[tuple[int, ...]], np.ndarray, list[tuple[np.ndarray, np.ndarray]]]
+
+
+def _shape_arrays(
+    patterns: list[tuple[int, ...]],
+    entries: list[tuple[int, int | None, int, int]],
+    params: Parameters,
+) -> _ShapeArrays:
+    """What reviewer types of one shape share: their patterns, each pattern's topic-rank
+    cost, and per entry the patterns that use it (ascending) with how many ideas they
+    take from it."""
+    counts = np.array(patterns, dtype=np.int64).reshape(len(patterns), len(entries))
+    ranks = np.array([rank or 0 for _, rank, _, _ in entries], dtype=np.int64)
+    costs = params.rank_weight * (counts @ ranks)
+    entry_of, used = np.nonzero(counts.T)
+    taken = counts.T[entry_of, used]
+    bounds = np.searchsorted(entry_of, np.arange(len(entries) + 1)).tolist()
+    by_entry = [
+        (used[bounds[j] : bounds[j + 1]], taken[bounds[j] : bounds[j + 1]])
+        for j in range(len(entries))
+    ]
+    return patterns, costs, by_entry
 
 
 def _add_hall_cuts(
