@@ -18,8 +18,9 @@ interval width most) with the prior λ estimated from the outcomes so far
 The precision measure (docs/judge-reliability.md, fixed before the runs): **Kendall τ-b
 between the fitted and the true strengths reaching `--tau` (0.85)**. A design's "pairs
 needed" is where its τ curve, averaged over the seeds at each batch boundary, first
-reaches the target (linear interpolation between boundaries); per-seed first crossings
-are printed beside it. The mean width of the 95 % intervals and their coverage of the
+reaches the target (linear interpolation between boundaries). Each seed's first crossing
+is printed for both designs side by side (the same world, the same verdict draws, the same
+stopping rule), with their ratio and the median and mean over the seeds. The mean width of the 95 % intervals and their coverage of the
 true centred strengths are printed at that point too: a design may not buy τ with
 intervals that stop covering.
 
@@ -40,7 +41,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -195,6 +196,34 @@ def summarise(design: str, runs: Sequence[list[Point]], target: float) -> Design
     )
 
 
+def _spread(values: Sequence[float]) -> str:
+    """Median and mean of the finite values, and how many never reached the target."""
+    finite = [x for x in values if math.isfinite(x)]
+    if not finite:
+        return "none reached the target"
+    missed = len(values) - len(finite)
+    tail = f", {missed} never reached it" if missed else ""
+    return f"median {statistics.median(finite):.0f}, mean {statistics.fmean(finite):.0f}{tail}"
+
+
+def print_per_seed(seeds: Iterable[int], random: Sequence[float], active: Sequence[float]) -> None:
+    """Each seed's first crossing of the τ target for both designs (the same world, judge
+    draws and stopping rule), their ratio, and the median and mean over the seeds."""
+    print(f"\n{'seed':>5}  {'random':>7}  {'active':>7}  {'ratio':>6}")
+    ratios = []
+    for seed, r, a in zip(seeds, random, active, strict=True):
+        ratio = a / r if math.isfinite(r) and math.isfinite(a) else math.nan
+        ratios.append(ratio)
+        print(f"{seed:>5}  {r:>7.0f}  {a:>7.0f}  {ratio:>6.2f}")
+    print(f"per-seed pairs to τ: random {_spread(random)}; active {_spread(active)}")
+    finite = [x for x in ratios if math.isfinite(x)]
+    if finite:
+        print(
+            f"per-seed ratio: median {statistics.median(finite):.2f}, "
+            f"mean {statistics.fmean(finite):.2f}"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--ideas", type=int, default=100)
@@ -254,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         span = f"{min(finite):.0f}–{max(finite):.0f}" if finite else "—"
         print(f"{r.design:>7}  {r.needed:>10.0f}  {span:>19}  {r.width:>6.3f}  {r.coverage:>6.1%}")
     rnd, act = results["random"], results["active"]
+    print_per_seed(range(args.seed, args.seed + args.seeds), rnd.per_seed, act.per_seed)
     if math.isfinite(rnd.needed):
         print(
             f"τ at the random design's {rnd.needed:.0f} pairs: random "
