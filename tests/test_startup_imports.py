@@ -15,6 +15,7 @@ file needs them.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -75,3 +76,16 @@ def test_a_figure_loads_pyplot_with_the_figures_style():
     # One style for every figure: the report's settings are in force once pyplot is loaded.
     assert pyplot().rcParams["svg.fonttype"] == "none"
     assert pyplot().rcParams["font.size"] == 9
+
+
+def test_every_name_the_services_package_offers_is_there_when_first_used():
+    # The package lists its names twice (for the type checker, and where each is defined
+    # for the loader); a name in one list only would fail at its first use in a request.
+    from studies import services
+
+    eager = {"audit", "audit_chain_check"}
+    assert set(services.__all__) == set(services._DEFINED_IN) | eager
+    for name in services.__all__:
+        module = services._DEFINED_IN.get(name, ".audit")
+        defined = vars(importlib.import_module(module, "studies.services"))
+        assert getattr(services, name) is defined[name], name
