@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run serve test test-fast check lint typecheck install lock system-deps worker web demo bench bench-smoke clean
+.PHONY: run serve test test-fast test-durations check lint typecheck install lock system-deps worker web demo bench bench-smoke clean
 
 # Exact versions: everything comes from requirements.lock (hash-checked, no resolver at
 # install time), so a deployment runs what CI tested; `pip check` then proves the set is
@@ -71,6 +71,11 @@ test: install system-deps
 # xdist workers. `make test` (and CI) runs them all.
 test-fast: install
 	$(BIN)/pytest $(PYTEST_XDIST) -m "not slow and not e2e and not r" -q
+
+# The durations the scheduler orders a fresh clone's tests by (tests/durations.json), from
+# this checkout's last runs.
+test-durations: install
+	$(BIN)/python scripts/test_durations.py
 
 lint: install
 	$(BIN)/ruff check .

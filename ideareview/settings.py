@@ -616,6 +616,10 @@ QUALITY_EMBED_PER_VIEW = env_int("IDEAREVIEW_QUALITY_EMBED_PER_VIEW", 64)
 QUALITY_EMBED_PER_REPORT = env_int("IDEAREVIEW_QUALITY_EMBED_PER_REPORT", 20000)
 # The assignment solver's time limit (s).
 IDEAREVIEW_ASSIGNMENT_TIME_LIMIT = env_int("IDEAREVIEW_ASSIGNMENT_TIME_LIMIT", 120)
+# Draw the report's figures (matplotlib). Off: report.html keeps every table and says the
+# figures were not drawn; for a server that should not spend that CPU, and for the test
+# suite's report builds that read tables only (tests/conftest.py).
+IDEAREVIEW_REPORT_FIGURES = env_bool("IDEAREVIEW_REPORT_FIGURES", True)
 # The chromium that prints report.pdf (default: the first of chromium, chromium-browser,
 # google-chrome on PATH).
 IDEAREVIEW_CHROMIUM = os.environ.get("IDEAREVIEW_CHROMIUM", "")

@@ -491,7 +491,8 @@ def render_report_html(
         "studies/report_document.html",
         {
             "r": report,
-            "fig": report_figures(report, df, judges),
+            "fig": report_figures(report, df, judges) if settings.IDEAREVIEW_REPORT_FIGURES else {},
+            "figures_off": not settings.IDEAREVIEW_REPORT_FIGURES,
             "css": css,
             "tests": [
                 {"title": "Test 1: each review row a data point", "data": report["by_review"]},

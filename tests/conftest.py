@@ -125,6 +125,15 @@ def _fast_passwords_and_clean_cache(settings):
     cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _report_figures_only_when_marked(request, settings):
+    """A report built in this process draws its figures (matplotlib, a large share of a
+    small report's build) only in tests marked `figures`: the others read its tables and
+    numbers. The figures' own tests (tests/analysis/test_plots.py and the like) draw them
+    directly; worker processes a test starts keep the setting's default and draw them."""
+    settings.IDEAREVIEW_REPORT_FIGURES = request.node.get_closest_marker("figures") is not None
+
+
 @pytest.fixture
 def owner(db):
     return get_user_model().objects.create_user("owner", password="owner-pass-123")
@@ -444,9 +453,29 @@ def _module_shares_a_computation(module: str) -> bool:
     return bool(SHARED_FIXTURE.search(_module_source(module)))
 
 
+#: Durations of a whole run kept in the repository (`make test-durations` refreshes them
+#: from this checkout's last runs), so a fresh clone, as CI's is, starts its longest tests
+#: first too. Only their order matters: they were measured on a loaded machine.
+COMMITTED_DURATIONS = Path(__file__).with_name("durations.json")
+
+
+@cache
+def _committed_durations() -> dict[str, float]:
+    import json
+
+    try:
+        return json.loads(COMMITTED_DURATIONS.read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
 def _guessed_seconds(nodeid: str) -> float:
-    """A test's expected duration when no run has recorded it: seconds for a module with
-    slow, browser or R marks, a fraction of one otherwise."""
+    """A test's expected duration when this checkout has not recorded it: the committed
+    one, else seconds for a module with slow, browser or R marks, a fraction of one
+    otherwise."""
+    committed = _committed_durations().get(nodeid)
+    if committed:
+        return committed
     module = nodeid.split("::", 1)[0]
     return (
         8.0 if module.startswith("tests/e2e/") or SLOW_MARK.search(_module_source(module)) else 0.3

@@ -82,3 +82,17 @@ def test_an_unknown_pass_name_is_an_error(monkeypatch):
     monkeypatch.setenv("IDEAREVIEW_TEST_PASS", "postgres")
     with pytest.raises(pytest.UsageError, match="embedded, production"):
         pytest_collection_modifyitems(FakeConfig(), items())  # type: ignore[arg-type]
+
+
+def test_a_fresh_clone_orders_tests_by_the_committed_durations():
+    """Without a recorded run (CI's clean clone) the scheduler reads tests/durations.json:
+    every id there names a test module that exists, and a test it knows is expected to
+    take what it says, not the marks' guess."""
+    from tests.conftest import ROOT, _committed_durations, _guessed_seconds
+
+    committed = _committed_durations()
+    assert len(committed) > 100
+    assert all((ROOT / nodeid.split("::", 1)[0]).exists() for nodeid in committed)
+    longest = max(committed, key=committed.__getitem__)
+    assert _guessed_seconds(longest) == committed[longest] > 8.0
+    assert _guessed_seconds("tests/test_no_such_module.py::test_x") == 0.3

@@ -346,6 +346,7 @@ def test_the_later_report_has_the_phase_comparison_the_plan_asks_for(client, own
     assert "no reviewer random effect" in fit["fit"]["warnings"][0]
 
 
+@pytest.mark.figures  # the slope plot
 def test_the_later_report_html_and_csvs_show_the_comparison(linked_report):
     _, _, snap = linked_report
     html = report_file_open(snap.directory, "report.html").read().decode()

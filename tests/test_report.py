@@ -118,10 +118,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("si2024-report")]
 
 
 @pytest.fixture
-def si2024_report(db, tmp_path_factory):
+def si2024_report(db, tmp_path_factory, settings):
     """Import and report once per test session; the rows go with the first test's
-    transaction, the files stay for the others."""
+    transaction, the files stay for the others. Its figures are drawn: tests read them."""
     if "out" not in _BUILT:
+        settings.IDEAREVIEW_REPORT_FIGURES = True
         from django.contrib.auth import get_user_model
 
         out = tmp_path_factory.mktemp("report")

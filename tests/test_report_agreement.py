@@ -52,6 +52,7 @@ def test_report_agreement_has_both_judges_beside_the_human_ceiling(agreement_rep
     assert rho["value"] > 0.5 and rho["ci_low"] is not None and rho["n"] == 32
 
 
+@pytest.mark.figures
 def test_report_pairwise_agreement_has_confusion_diagnostics_and_footnotes(agreement_report):
     seeded, out, _ = agreement_report
     report = json.loads((out / "report.json").read_text())
@@ -79,10 +80,19 @@ def test_report_pairwise_agreement_has_confusion_diagnostics_and_footnotes(agree
     html = (out / "report.html").read_text()
     assert html.count('<li id="fn-') == len(notes)
     assert 'class="agreement-bars"' in html and 'class="agreement-scatter"' in html
-    assert 'class="agreement-confusion"' in html
+    assert 'class="agreement-confusion"' in html and 'id="figures-off"' not in html
     assert "Human ceiling (human–human)" in html
     csv_text = (out / "agreement.csv").read_text()
     assert "ceiling" in csv_text and f"run{seeded.direct.pk}" in csv_text
+
+
+def test_a_report_built_without_figures_keeps_its_tables_and_says_so(agreement_report):
+    _, out, _ = agreement_report  # this test is not marked `figures`: the setting is off
+    html = (out / "report.html").read_text()
+    assert "<svg" not in html and "<figure" not in html
+    assert 'id="figures-off"' in html and "IDEAREVIEW_REPORT_FIGURES" in html
+    assert "Human ceiling (human–human)" in html and 'id="fn-1"' in html
+    assert "Test 1" in html and "Mixed-effects models" in html
 
 
 def test_report_carries_each_judge_runs_reliability_panel(agreement_report):

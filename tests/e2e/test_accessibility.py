@@ -21,7 +21,7 @@ from django.urls import reverse
 from judging.models import JudgeRun
 from studies.models import Assignment, Idea, Invitation, JobRun, PairTask, Reviewer
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.figures]  # reads the report's figures
 
 AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
 WIDTHS = {"desktop": (1280, 900), "phone": (375, 740)}

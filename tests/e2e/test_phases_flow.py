@@ -15,7 +15,7 @@ from django.core.management import call_command
 from studies.models import AuditEvent, Study
 from tests.e2e.pages import new_page, owner_login
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.figures]  # reads the report's figures
 
 RELEASE = Path(__file__).resolve().parents[1] / "data" / "synthetic_execution_release.json"
 PLAN = {

@@ -11,7 +11,7 @@ from studies.report_files import report_build
 from tests.e2e.pages import new_page, owner_login
 from tests.factories import FAST, make_agreement_study
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.figures]  # reads the report's figures
 
 
 def test_owner_reads_the_report_with_agreement_and_downloads_pdf_and_package(
