@@ -34,11 +34,27 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 METRICS = ["novelty", "excitement", "feasibility", "effectiveness", "overall"]
+
+
+def _smoke_options() -> Any:
+    from studies.analysis.options import ReportOptions
+
+    return ReportOptions(
+        consistency_splits=20,
+        consistency_bootstrap=20,
+        consistency_permutations=20,
+        mixed_starts=1,
+        agreement_splits=10,
+        agreement_bootstrap=10,
+        agreement_permutations=10,
+        panel_bootstrap=20,
+    )
 
 
 def _cpu() -> float:
@@ -56,7 +72,7 @@ def _line(name: str, parts: dict[str, float], total: float, cpu: float | None = 
     print(f"{name:<28} total {total:7.2f} s  ({detail}){extra}", flush=True)
 
 
-def bench_si2024() -> None:
+def bench_si2024(smoke: bool = False) -> None:
     from django.core.management import call_command
     from django.db import connection
     from django.test.utils import setup_test_environment
@@ -89,7 +105,10 @@ def bench_si2024() -> None:
     study = Study.objects.get(slug="si2024")
     with tempfile.TemporaryDirectory() as tmp:
         t0, cpu0 = time.perf_counter(), _cpu()
-        snap = report_build(study=study, out_dir=Path(tmp) / "r")
+        # --smoke: the same parts with few resamples (the counts change the time, not
+        # the code that runs)
+        options = _smoke_options() if smoke else None
+        snap = report_build(study=study, out_dir=Path(tmp) / "r", options=options)
         total, cpu = time.perf_counter() - t0, _cpu() - cpu0
         t = snap.data["timings"]
         analysis = sum(v for k, v in t.items() if k not in ("pdf", "package"))
@@ -210,7 +229,7 @@ def main() -> None:
 
     django.setup()
     if not args.skip_si2024:
-        bench_si2024()
+        bench_si2024(smoke=args.smoke)
     if args.size:
         bench_simulated(args.size, args.judges, args.draws)
 

@@ -83,6 +83,7 @@ class Workers:
             "IDEAREVIEW_BROKER_RESTORE_SECONDS": str(RESTORE),
             "IDEAREVIEW_CONSISTENCY_SPLITS": "50",
             "IDEAREVIEW_MIXED_ENGINE": "sparse",
+            "IDEAREVIEW_REPORT_FIGURES": "0",  # the reports here are read for their rows
             **environ,
         }
         cmd = [

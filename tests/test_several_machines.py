@@ -298,12 +298,13 @@ def cluster(django_db_setup, tmp_path_factory) -> Iterator[Cluster]:
         "IDEAREVIEW_BROKER_RESTORE_SECONDS": str(RESTORE),
         "IDEAREVIEW_BEAT_LOCK_POLL_SECONDS": "1",
         # small work: an upload of more than 10 rows is imported by a worker; a report
-        # with few resamples and no PDF (the PDF is one more file saved the same way)
+        # with few resamples, no figures and no PDF (the PDF is one more file saved the same way)
         "IDEAREVIEW_IMPORT_JOB_ROWS": "10",
         "IDEAREVIEW_CONSISTENCY_SPLITS": "50",
         "IDEAREVIEW_MIXED_ENGINE": "sparse",
         "IDEAREVIEW_MIXED_STARTS": "1",
         "IDEAREVIEW_CHROMIUM": str(root / "no-chromium"),
+        "IDEAREVIEW_REPORT_FIGURES": "0",
         "IDEAREVIEW_WEB_WORKERS": "1",
         "IDEAREVIEW_WEB_THREADS": "2",
     }

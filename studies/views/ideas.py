@@ -755,13 +755,14 @@ def ideas_gold(request: HttpRequest, slug: str) -> HttpResponse:
                 )
                 return redirect("studies:ideas_gold", study.slug)
     ideas = list(study.ideas.select_related("topic").order_by("pk"))
+    labels = idea_labels(study)  # one query for the page, not two per idea
     reviewed = set(
         Idea.objects.filter(study=study, reviews__isnull=False).values_list("pk", flat=True)
     )
     rows = [
         {
             "idea": i,
-            "label": idea_label(i),
+            "label": labels.get(i.pk) or f"idea-{i.pk}",
             "ranges": json.dumps(i.gold_ranges) if i.gold_ranges is not None else "",
             "locked": i.pk in reviewed,
         }
