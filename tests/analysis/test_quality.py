@@ -341,7 +341,7 @@ def test_a_condition_the_rules_empty_keeps_its_row_saying_no_review_is_left():
     welch = hyp.welch(ai.to_numpy(), h.to_numpy())
     row = rows[("by_review", "AI")]
     assert row["n_kept"] == len(ai) and row["diff_kept"] == pytest.approx(ai.mean() - h.mean())
-    assert row["p_adjusted_kept"] == pytest.approx(welch["p"])
+    assert row["p_adjusted_kept"] == pytest.approx(welch.p)
     assert row["changed"] == (bool(row["reject_all"]) != bool(row["reject_kept"]))
 
 
