@@ -314,7 +314,8 @@ def build_agreement(
         j.key: j.judge_scores for j, _ in results if j.judge_scores is not None and not j.computed
     }
     out["krippendorff"] = {
-        m: ag.krippendorff_with_judges(df, alpha_judges, m, level="ordinal") for m in metrics
+        m: ag.krippendorff_with_judges(df, alpha_judges, m, level="ordinal").as_dict()
+        for m in metrics
     }
     out["human_pairs"] = {
         "n_ratings": 0 if human_pairs is None else len(human_pairs),
@@ -429,27 +430,27 @@ def _correlation_table(
         if res.absolute is None:
             continue
         cells = {}
-        for m, info in res.absolute["by_metric"].items():
-            s = info["spearman"]
-            k = info["kendall"]
+        for m, info in res.absolute.by_metric.items():
+            s = info.spearman
+            k = info.kendall
             how = (
                 f"{j.label} on {m}: Spearman ρ between the judge's score and the mean human "
-                f"score per idea (each review once), n = {info['n_ideas']} ideas "
-                f"({info['n_reviews']} reviews); 95% CI: percentile bootstrap over ideas "
-                f"({s.get('n_bootstrap_used', 0)} of {s.get('n_bootstrap', 0)} resamples usable); "
-                f"p = {_p(s.get('p_value'))}; Kendall τ-b = "
-                + ("–" if k.get("estimate") is None else f"{k['estimate']:.3f}")
+                f"score per idea (each review once), n = {info.n_ideas} ideas "
+                f"({info.n_reviews} reviews); 95% CI: percentile bootstrap over ideas "
+                f"({s.n_bootstrap_used} of {s.n_bootstrap} resamples usable); "
+                f"p = {_p(s.p_value)}; Kendall τ-b = "
+                + ("–" if k.estimate is None else f"{k.estimate:.3f}")
                 + "."
             )
             cells[m] = _cell(
-                s.get("estimate"),
+                s.estimate,
                 "num3",
                 how
-                if s.get("reason") is None
-                else f"{j.label} on {m}: Spearman ρ not computable: {s['reason']}.",
-                n=info["n_ideas"],
-                ci=(s.get("ci_low"), s.get("ci_high")),
-                reason=s.get("reason"),
+                if s.reason is None
+                else f"{j.label} on {m}: Spearman ρ not computable: {s.reason}.",
+                n=info.n_ideas,
+                ci=(s.ci_low, s.ci_high),
+                reason=s.reason,
             )
         rows.append(_row(j.key, j.label, _kind(j), cells))
     return {
@@ -607,7 +608,7 @@ def _pairwise_table(
     rows = []
     hh_done = False
     for j, res in results:
-        for dim, block in (res.pairwise or {}).get("by_dimension", {}).items():
+        for dim, block in (res.pairwise.by_dimension if res.pairwise else {}).items():
             name = f"{j.label} ({dim})"
             cells = _pairwise_judge_cells(name, dim, block)
             rows.append(_row(f"{j.key}:{dim}", name, _kind(j), cells))
@@ -644,9 +645,8 @@ def _diagnostics_table(results: Sequence[tuple[JudgeData, JudgeAgreement]]) -> d
     for j, res in results:
         if j.computed:
             continue
-        d = res.diagnostics
         cells = {}
-        pw, direct = d.get("pairwise"), d.get("direct")
+        pw, direct = res.diagnostics.pairwise, res.diagnostics.direct
         if pw:
             pos, first, longer = (
                 pw["position_consistency"],
