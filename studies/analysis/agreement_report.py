@@ -6,9 +6,9 @@ in agreement.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -18,7 +18,10 @@ from .frame import json_float, plain_value
 from .options import ReportOptions
 
 if TYPE_CHECKING:
-    from .agreement import JudgeAgreement
+    from .agreement import JudgeAgreement, MetricCorrelations, TopKOverlap
+
+# One judge's figure on one metric, as a judges x metrics table reads it.
+_Figure = TypeVar("_Figure")
 
 
 @dataclass
@@ -421,86 +424,98 @@ def _consistency_table(
     }
 
 
+def _judge_metric_table(
+    results: Sequence[tuple[JudgeData, JudgeAgreement]],
+    cols: list[dict[str, str]],
+    *,
+    table_id: str,
+    title: str,
+    caption: str,
+    figures: Callable[[JudgeAgreement], Mapping[str, _Figure] | None],
+    cell: Callable[[JudgeData, str, _Figure], dict[str, Any]],
+) -> dict[str, Any]:
+    """A judges x metrics table: a row per judge whose result has the `figures`, a cell
+    per metric made by `cell` from the judge, the metric and that metric's figure."""
+    rows = []
+    for j, res in results:
+        per_metric = figures(res)
+        if per_metric is None:
+            continue
+        cells = {m: cell(j, m, figure) for m, figure in per_metric.items()}
+        rows.append(_row(j.key, j.label, _kind(j), cells))
+    return {"id": table_id, "title": title, "caption": caption, "columns": cols, "rows": rows}
+
+
+def _correlation_cell(j: JudgeData, m: str, info: MetricCorrelations) -> dict[str, Any]:
+    """Spearman's rho of one judge with the human mean per idea on one metric."""
+    s, k = info.spearman, info.kendall
+    if s.reason is not None:
+        how = f"{j.label} on {m}: Spearman ρ not computable: {s.reason}."
+    else:
+        how = (
+            f"{j.label} on {m}: Spearman ρ between the judge's score and the mean human "
+            f"score per idea (each review once), n = {info.n_ideas} ideas "
+            f"({info.n_reviews} reviews); 95% CI: percentile bootstrap over ideas "
+            f"({s.n_bootstrap_used} of {s.n_bootstrap} resamples usable); "
+            f"p = {_p(s.p_value)}; Kendall τ-b = "
+            + ("–" if k.estimate is None else f"{k.estimate:.3f}")
+            + "."
+        )
+    return _cell(s.estimate, "num3", how, n=info.n_ideas, ci=(s.ci_low, s.ci_high), reason=s.reason)
+
+
+def _top_k_cell(j: JudgeData, m: str, t: TopKOverlap) -> dict[str, Any]:
+    """The overlap of one judge's top ideas with the reviewers' on one metric."""
+    if t.overlap is None:
+        return _cell(
+            None,
+            "num1",
+            f"{j.label} on {m}: top-k overlap not computable: {t.reason}.",
+            n=t.n_ideas,
+            reason=t.reason,
+        )
+    cell = _cell(
+        t.overlap,
+        "num1",
+        f"{j.label} on {m}: of the humans' {t.k} best ideas (by mean score) among "
+        f"n = {t.n_ideas} ideas, the expected number also among the judge's {t.k} "
+        f"best (ties at the cut broken at random); chance {t.expected_by_chance:.1f}; "
+        f"hypergeometric p = {_p(t.p_value)}.",
+        n=t.n_ideas,
+    )
+    cell["k"] = t.k
+    return cell
+
+
 def _correlation_table(
     results: Sequence[tuple[JudgeData, JudgeAgreement]], cols: list[dict[str, str]]
 ) -> dict[str, Any]:
     """Rank correlation of each judge with the human mean per idea."""
-    rows = []
-    for j, res in results:
-        if res.absolute is None:
-            continue
-        cells = {}
-        for m, info in res.absolute.by_metric.items():
-            s = info.spearman
-            k = info.kendall
-            how = (
-                f"{j.label} on {m}: Spearman ρ between the judge's score and the mean human "
-                f"score per idea (each review once), n = {info.n_ideas} ideas "
-                f"({info.n_reviews} reviews); 95% CI: percentile bootstrap over ideas "
-                f"({s.n_bootstrap_used} of {s.n_bootstrap} resamples usable); "
-                f"p = {_p(s.p_value)}; Kendall τ-b = "
-                + ("–" if k.estimate is None else f"{k.estimate:.3f}")
-                + "."
-            )
-            cells[m] = _cell(
-                s.estimate,
-                "num3",
-                how
-                if s.reason is None
-                else f"{j.label} on {m}: Spearman ρ not computable: {s.reason}.",
-                n=info.n_ideas,
-                ci=(s.ci_low, s.ci_high),
-                reason=s.reason,
-            )
-        rows.append(_row(j.key, j.label, _kind(j), cells))
-    return {
-        "id": "correlation",
-        "title": "Rank correlation with the human mean per idea (Spearman ρ)",
-        "caption": "Kendall τ-b and Pearson r with their CIs are in report.json and "
+    return _judge_metric_table(
+        results,
+        cols,
+        table_id="correlation",
+        title="Rank correlation with the human mean per idea (Spearman ρ)",
+        caption="Kendall τ-b and Pearson r with their CIs are in report.json and "
         "agreement.csv. No human–human row: a split-half ρ is not the same quantity.",
-        "columns": cols,
-        "rows": rows,
-    }
+        figures=lambda res: None if res.absolute is None else res.absolute.by_metric,
+        cell=_correlation_cell,
+    )
 
 
 def _top_k_table(
     results: Sequence[tuple[JudgeData, JudgeAgreement]], cols: list[dict[str, str]]
 ) -> dict[str, Any]:
     """Overlap of each judge's top ideas with the reviewers' top ideas."""
-    rows = []
-    for j, res in results:
-        if res.top_k is None:
-            continue
-        cells = {}
-        for m, t in res.top_k.items():
-            if t.overlap is None:
-                cells[m] = _cell(
-                    None,
-                    "num1",
-                    f"{j.label} on {m}: top-k overlap not computable: {t.reason}.",
-                    n=t.n_ideas,
-                    reason=t.reason,
-                )
-                continue
-            cells[m] = _cell(
-                t.overlap,
-                "num1",
-                f"{j.label} on {m}: of the humans' {t.k} best ideas (by mean score) among "
-                f"n = {t.n_ideas} ideas, the expected number also among the judge's {t.k} "
-                f"best (ties at the cut broken at random); chance {t.expected_by_chance:.1f}; "
-                f"hypergeometric p = {_p(t.p_value)}.",
-                n=t.n_ideas,
-            )
-            cells[m]["k"] = t.k
-        rows.append(_row(j.key, j.label, _kind(j), cells))
-    return {
-        "id": "top_k",
-        "title": "Top-25 % overlap with the reviewers' best ideas (as Si et al. Table 12)",
-        "caption": "Expected overlap of the two top-k sets; k is a quarter of the ideas "
-        "both scored.",
-        "columns": cols,
-        "rows": rows,
-    }
+    return _judge_metric_table(
+        results,
+        cols,
+        table_id="top_k",
+        title="Top-25 % overlap with the reviewers' best ideas (as Si et al. Table 12)",
+        caption="Expected overlap of the two top-k sets; k is a quarter of the ideas both scored.",
+        figures=lambda res: res.top_k,
+        cell=_top_k_cell,
+    )
 
 
 def _pairwise_judge_cells(name: str, dim: str, block: dict[str, Any]) -> dict[str, Any]:
