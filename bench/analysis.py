@@ -161,7 +161,7 @@ def agreement_per_judge(size: int, n_judges: int, draws: int) -> None:
         consistency["by_metric"][m] = {
             "all": inter_reviewer_consistency(
                 df, m, rows="all", n_splits=100, n_bootstrap=0, n_permutations=0
-            )
+            ).as_dict()
         }
     print(
         f"\n# agreement at {len(df)} reviews, {draws} draws asked per judge and metric, "

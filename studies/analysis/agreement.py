@@ -983,7 +983,7 @@ def _judge_ceiling(
     if key not in cache:
         cache[key] = inter_reviewer_consistency(
             frame[frame["idea_id"].isin(judge.index)], metric, **r.keywords()
-        )
+        ).as_dict()
     return cache[key]
 
 

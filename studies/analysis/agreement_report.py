@@ -181,7 +181,7 @@ def _agreement_ceiling(
                     n_permutations=0,
                     splits_per_resample=max(1, round(10 * min(1.0, ag.SCALE_UNITS / units))),
                     seed=o.seed,
-                )
+                ).as_dict()
             except ValueError as exc:
                 known = {"balanced_accuracy": None, "reason": str(exc)}
         ceiling[m] = known

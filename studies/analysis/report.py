@@ -248,7 +248,7 @@ def _consistency_section(
                     n_permutations=n_perm if heavy else 0,
                     seed=options.seed,
                     splits_out=splits if heavy and rows == "all" else None,
-                )
+                ).as_dict()
             consistency["by_metric"][metric] = entry
         main = consistency["by_metric"][main_metric]["all"]
         consistency.update(
