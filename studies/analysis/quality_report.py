@@ -73,7 +73,7 @@ def quality_section(
     baseline, conditions = report["baseline"], list(report["conditions"])
     rules, planned = rules_in_force(plan)
     excl = exclusions(flags, rules, reviews)
-    removed = set(excl["removed"])
+    removed = set(excl.removed)
     kept = df[~df["review_id"].astype(str).isin(removed)]
     section: dict[str, Any] = {
         "kinds": FLAG_KINDS,
@@ -87,7 +87,7 @@ def quality_section(
         "counts": {k: n for k, n in Counter(f.kind for f in flags).items()},
         "flagged_reviewers": len({f.reviewer_id for f in flags}),
         "rationales_not_compared": pending,
-        "exclusion": {**excl, "planned": planned},
+        "exclusion": {**excl.as_dict(), "planned": planned},
         "with_without": [],
         "with_without_note": "",
         "leniency": {},

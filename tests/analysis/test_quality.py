@@ -125,9 +125,9 @@ def test_exclusion_rules_say_what_each_removed_and_what_only_it_removed():
         reviews,
     )
     # Reviewer B wrote the analysed reviews 1, 3, 5 (7 is gold: never analysed).
-    assert result["analysed"] == 6
-    assert result["removed"] == ["1", "3", "5"] and result["kept"] == 3
-    rows = {r["rule"]: r for r in result["rules"]}
+    assert result.analysed == 6
+    assert result.removed == ["1", "3", "5"] and result.kept == 3
+    rows = {r["rule"]: r for r in result.rules}
     assert rows["fast"]["review_ids"] == ["1", "3"] and rows["fast"]["only_this_rule"] == 0
     assert rows["straight_line"]["reviews"] == 1
     assert rows["gold (whole reviewer)"]["review_ids"] == ["1", "3", "5"]
