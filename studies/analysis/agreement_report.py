@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -74,6 +74,22 @@ def _pc(x: Any) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
 
+class ComputedBaselines(NamedTuple):
+    """The no-LLM baselines the report computes itself (`computed_baselines`).
+
+    Attributes
+    ----------
+    judges
+        One `JudgeData` per baseline that can run.
+    status
+        Baseline method → {available, reason, how}, as the agreement section's
+        "baselines" shows it (JSON-ready).
+    """
+
+    judges: list[JudgeData]
+    status: dict[str, Any]
+
+
 def computed_baselines(
     df: pd.DataFrame,
     *,
@@ -81,11 +97,31 @@ def computed_baselines(
     lengths: Mapping[str, float] | None,
     reasons: Mapping[str, str | None],
     seed: int,
-) -> tuple[list[JudgeData], dict[str, Any]]:
+) -> ComputedBaselines:
     """The no-LLM baselines as rankings of the reviewed ideas, for studies without a stored
     baseline run: a seeded random ranking, and the text length ranking (what longer-text-
     wins converges to). A baseline that cannot run (no text) is reported with its reason,
-    never with a number."""
+    never with a number.
+
+    Parameters
+    ----------
+    df
+        The review frame; its idea ids are ranked.
+    metric
+        The metric the rankings stand for (the report's headline metric).
+    lengths
+        Idea id → text length, for longer-text-wins; None: no texts.
+    reasons
+        Baseline method → why it cannot run (None: it can), from the study.
+    seed
+        Seed of the random ranking.
+
+    Returns
+    -------
+    ComputedBaselines
+        The baselines that can run as judges, and every baseline's status; unpacks as
+        ``judges, status``.
+    """
     ideas = sorted(set(df["idea_id"]))
     out: list[JudgeData] = []
     status: dict[str, Any] = {}
@@ -141,7 +177,7 @@ def computed_baselines(
             "reason": reason or "longer-text-wins cannot run: the ideas have no text",
             "how": None,
         }
-    return out, status
+    return ComputedBaselines(judges=out, status=status)
 
 
 def _agreement_ceiling(
