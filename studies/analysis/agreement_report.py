@@ -307,6 +307,30 @@ def build_agreement(
 
     Tables are judges x metrics; each cell carries its value, CI, n and one sentence saying
     how it was computed (shown on hover in the page and as a footnote in the files).
+
+    Parameters
+    ----------
+    df
+        The review frame.
+    metrics
+        The form's metrics.
+    judges
+        Stored judge runs and the report's computed baselines.
+    human_pairs
+        The reviewers' pair ratings, if any.
+    consistency
+        The report's consistency section (its headline metric and values are reused).
+    options
+        The report's options (draws, seed).
+    baselines
+        No-LLM baseline → whether it could run (`ComputedBaselines.status`).
+
+    Returns
+    -------
+    dict
+        The report's "agreement" section, JSON-ready by design and written out as it is:
+        each judge's entry (its `JudgeAgreement.as_dict()` as "result"), the ceiling,
+        Krippendorff's alpha per metric, the tables and their footnotes.
     """
     from . import agreement as ag
 

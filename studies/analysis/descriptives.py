@@ -191,6 +191,17 @@ def assignment_table(df: pd.DataFrame) -> dict[str, Any]:
                   reviews_per_reviewer, conditions_per_reviewer, topics_per_reviewer}.
     Each "stats" is {n, mean, sd, median, min, max}. When no row has a reviewer id the
     reviewer block says so instead of guessing: the per-reviewer stats are None.
+
+    Parameters
+    ----------
+    df
+        The review frame (idea_id, review_id, condition, topic; reviewer_id if known).
+
+    Returns
+    -------
+    dict
+        The report's "assignment" section with the keys above, JSON-ready by design and
+        written out as it is.
     """
     require_columns(df, _ID_REQUIRED)
     uniq = unique_reviews(df)

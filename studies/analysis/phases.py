@@ -1299,8 +1299,8 @@ def phase_tables(result: PhaseComparison) -> dict[str, pd.DataFrame]:
 
     Returns
     -------
-    dict
-        ``phase_match`` (per idea id: compared, in one phase only, condition differs, left
+    dict of DataFrame
+        CSV name → table, as the report's files take it: ``phase_match`` (per idea id: compared, in one phase only, condition differs, left
         out), ``phase_ideas`` (per idea × metric), ``phase_changes`` (per metric ×
         condition), ``phase_tests`` (Welch, per metric × condition), ``phase_mixed``
         (fixed effects and variances per metric), ``phase_correlations``, ``phase_top_k``

@@ -118,7 +118,29 @@ def plan_voice(
     plan_hash: str = "",
 ) -> dict[str, Any]:
     """The report's words about its tests under `plan` (`multiplicity` as
-    :func:`plan.apply_plan` returns it)."""
+    :func:`plan.apply_plan` returns it).
+
+    Parameters
+    ----------
+    plan
+        The analysis plan.
+    multiplicity
+        The multiplicity section the plan produced.
+    metrics
+        The report's metrics.
+    baseline
+        The baseline condition.
+    tests
+        The tests the report shows.
+    plan_hash
+        The plan's hash, quoted in the words.
+
+    Returns
+    -------
+    dict
+        Sentence name → text, the plan section's "voice", JSON-ready by design: the report
+        template and the files print it as it is.
+    """
     n_metrics = len(metrics)
     if plan.is_default():
         return _default_voice(n_metrics)
@@ -194,7 +216,24 @@ def _default_voice(n_metrics: int) -> dict[str, Any]:
 
 def planned_summary(result: Mapping[str, Any], *, test: str, plan: AnalysisPlan) -> dict[str, Any]:
     """One test's summary under the plan: whether the plan tests it, the alternatives and
-    families its comparisons fall in, the method and alpha."""
+    families its comparisons fall in, the method and alpha.
+
+    Parameters
+    ----------
+    result
+        The test's report section after :func:`plan.apply_plan` wrote its rows.
+    test
+        The test's name.
+    plan
+        The analysis plan.
+
+    Returns
+    -------
+    dict
+        The test section's "planned" entry, JSON-ready by design: in_plan, method,
+        method_label, alpha, alternatives, families, planned_comparisons and
+        exploratory_comparisons.
+    """
     rows = result.get("comparisons") or []
     planned = [r for r in rows if r.get("family")]
     return {
