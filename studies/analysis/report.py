@@ -637,7 +637,7 @@ def planned_tests(
     digest = plan_hash(plan)
     multiplicity = apply_plan(all_tests, plan, metrics=metrics)
     for name, result in tests.items():
-        result["planned"] = planned_summary(result, test=name, plan=plan)
+        result["planned"] = planned_summary(result, test=name, plan=plan).as_dict()
     section: dict[str, Any] = {
         "document": plan_document(plan),
         "hash": digest,
