@@ -389,7 +389,7 @@ def _review_sections(
     tick("per-topic breakdown, review quality, assignment")
     per_topic = desc.per_topic(df, metrics, conditions)
     quality = desc.review_quality(df)
-    assignment = desc.assignment_table(df)
+    assignment = desc.assignment_table(df).as_dict()
 
     t0 = time.perf_counter()
     tick("human-LLM agreement")
