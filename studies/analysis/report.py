@@ -18,7 +18,7 @@ import importlib.metadata
 import platform
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -171,7 +171,7 @@ def _mixed_section(
     if extras and options.crosscheck_lme4:
         mixed["lme4_crosscheck"] = lme4_crosscheck(
             df, mixed["fits"], baseline=baseline, idea_unit=idea_unit, reml=options.mixed_reml
-        )
+        ).as_dict()
     mixed["idea_unit"] = idea_unit
     fixed_terms = "".join(f" + {c}" for c in plan.covariates) + (
         " + topic (fixed)" if plan.topic == "fixed" else ""
@@ -788,9 +788,36 @@ def ordinal_rows(report: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+@dataclass(frozen=True)
+class Lme4Crosscheck:
+    """The report's mixed models refitted by R's lmer (`lme4_crosscheck`).
+
+    Attributes
+    ----------
+    available
+        Whether R and lme4 could be run.
+    reason
+        Why not, when they could not; None when they could.
+    by_metric
+        Metric → the largest absolute differences of coefficients, SEs and variances,
+        lme4's log-likelihood, the log-likelihoods' difference and lme4's time.
+    """
+
+    available: bool
+    reason: str | None = None
+    by_metric: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the mixed-effects section's "lme4_crosscheck" entry:
+        available and reason when not run, available and by_metric when run."""
+        if not self.available:
+            return {"available": False, "reason": self.reason}
+        return {"available": True, "by_metric": self.by_metric}
+
+
 def lme4_crosscheck(
     df: pd.DataFrame, fits: dict[str, Any], *, baseline: str, idea_unit: str, reml: bool
-) -> dict[str, Any]:
+) -> Lme4Crosscheck:
     """Refit the report's models through R's lmer and give the largest differences.
 
     Parameters
@@ -804,22 +831,21 @@ def lme4_crosscheck(
 
     Returns
     -------
-    dict
-        The mixed-effects section's "lme4_crosscheck" entry, JSON-ready by design:
-        available and reason, or per metric the largest differences of coefficients,
-        SEs and variances, the two log-likelihoods and lme4's time.
+    Lme4Crosscheck
+        Why R could not run, or per metric the largest differences of coefficients, SEs
+        and variances, the two log-likelihoods and lme4's time.
     """
     from .rcheck import RJob, lme4_fit_many, r_unavailable_reason
 
     reason = r_unavailable_reason()
     if reason is not None:
-        return {"available": False, "reason": f"lme4 cross-check skipped: {reason}"}
+        return Lme4Crosscheck(available=False, reason=f"lme4 cross-check skipped: {reason}")
     metrics = [m for m, f in fits.items() if "error" not in f]
     jobs = [
         RJob(metric=m, baseline=baseline, reml=reml, groups=("topic", "reviewer_id", idea_unit))
         for m in metrics
     ]
-    out: dict[str, Any] = {"available": True, "by_metric": {}}
+    by_metric: dict[str, dict[str, Any]] = {}
     for metric, r in zip(metrics, lme4_fit_many(df, jobs), strict=True):
         ours = fits[metric]
         theirs = r.to_dict()
@@ -827,7 +853,7 @@ def lme4_crosscheck(
         coef = max(abs(ours_fixed[t["term"]]["coef"] - t["coef"]) for t in theirs["fixed"])
         se = max(abs(ours_fixed[t["term"]]["se"] - t["se"]) for t in theirs["fixed"])
         var = max(abs(ours["variance"][k] - v) for k, v in theirs["variance"].items())
-        out["by_metric"][metric] = {
+        by_metric[metric] = {
             "max_abs_diff_coef": coef,
             "max_abs_diff_se": se,
             "max_abs_diff_variance": var,
@@ -835,7 +861,7 @@ def lme4_crosscheck(
             "abs_diff_loglik": abs(ours["loglik"] - theirs["loglik"]),
             "lme4_seconds": theirs.get("fit_seconds"),
         }
-    return out
+    return Lme4Crosscheck(available=True, by_metric=by_metric)
 
 
 def tidy_tables(report: dict[str, Any], df: pd.DataFrame) -> dict[str, pd.DataFrame]:
