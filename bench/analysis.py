@@ -110,12 +110,12 @@ def ordinal_table(sizes: list[int], clmm: bool, threads: int) -> None:
         if reason is None:
             ref = clmm_fit_many(df, [ClmmJob(metric, "Human", groups=groups)])[0]
             ours_rows = ours.thresholds + ours.fixed
-            ref_rows = ref["thresholds"] + ref["fixed"]
+            ref_rows = ref.thresholds + ref.fixed
             coef = max(abs(a["coef"] - b["coef"]) for a, b in zip(ours_rows, ref_rows, strict=True))
-            sd = max(abs(ours.sd[g] - v) for g, v in ref["sd"].items())
+            sd = max(abs(ours.sd[g] - v) for g, v in ref.sd.items())
             line += (
-                f"  clmm {ref['fit_seconds']:7.2f} s  max |coef diff| {coef:.1e}  "
-                f"max |SD diff| {sd:.1e}  |loglik diff| {abs(ours.loglik - ref['loglik']):.1e}"
+                f"  clmm {ref.fit_seconds:7.2f} s  max |coef diff| {coef:.1e}  "
+                f"max |SD diff| {sd:.1e}  |loglik diff| {abs(ours.loglik - ref.loglik):.1e}"
             )
         else:
             line += f"  clmm: {reason}"
@@ -161,7 +161,7 @@ def agreement_per_judge(size: int, n_judges: int, draws: int) -> None:
         consistency["by_metric"][m] = {
             "all": inter_reviewer_consistency(
                 df, m, rows="all", n_splits=100, n_bootstrap=0, n_permutations=0
-            )
+            ).as_dict()
         }
     print(
         f"\n# agreement at {len(df)} reviews, {draws} draws asked per judge and metric, "

@@ -72,5 +72,7 @@ def alignment_table(scores: pd.DataFrame, human_pairs: pd.DataFrame) -> list[dic
             judge.append("x" if winner == w.x else "y" if winner == w.y else "tie")
             human.append(w.winner)
         block = label_agreement(judge, human)
-        out.append({"dimension": dim, "n_ratings": len(judge), "unmatched": unmatched, **block})
+        out.append(
+            {"dimension": dim, "n_ratings": len(judge), "unmatched": unmatched, **block.as_dict()}
+        )
     return out

@@ -30,7 +30,8 @@ Input frames
 
 Conventions
 -----------
-Every function returns a JSON-ready dict (plain floats; NaN, inf and undefined values become
+Every public statistic returns a small frozen result object whose `as_dict()` is the
+JSON-ready dict the report writes (plain floats; NaN, inf and undefined values become
 None). Every block states its n and which rows it used; a statistic that cannot be computed
 is None with a `reason` string beside it rather than an exception. Malformed inputs (missing
 columns, unknown verdicts) raise ValueError naming the problem. Everything random takes a
@@ -295,6 +296,47 @@ def resampled_correlations(
     return estimate, rows_fn(x, y, resamples) if len(resamples) else np.empty(0)
 
 
+@dataclass(frozen=True)
+class CorrelationCI:
+    """One correlation with its p-value and bootstrap interval (`correlation_with_ci`).
+
+    Attributes
+    ----------
+    method
+        ``"spearman"``, ``"kendall"`` (tau-b) or ``"pearson"``.
+    n
+        The pairs correlated.
+    estimate, p_value
+        scipy's estimate and p-value; None when not computable (`reason` says why).
+    confidence
+        Level of the interval.
+    n_bootstrap, n_bootstrap_used
+        Resamples drawn, and those without a constant side (the interval's).
+    ci_low, ci_high
+        The percentile interval; None without at least two usable resamples.
+    reason
+        Why the correlation cannot be computed; None when it was.
+    """
+
+    method: str
+    n: int
+    estimate: float | None
+    p_value: float | None = None
+    confidence: float | None = None
+    n_bootstrap: int | None = None
+    n_bootstrap_used: int | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the report; one not computed is method, n, estimate
+        (None) and reason."""
+        if self.reason is not None:
+            return {"method": self.method, "n": self.n, "estimate": None, "reason": self.reason}
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 def correlation_with_ci(
     x: np.ndarray,
     y: np.ndarray,
@@ -304,7 +346,7 @@ def correlation_with_ci(
     confidence: float = 0.95,
     rng: np.random.Generator | None = None,
     resamples: np.ndarray | None = None,
-) -> dict[str, Any]:
+) -> CorrelationCI:
     """One correlation with scipy's estimate and p-value and a percentile bootstrap CI.
 
     The bootstrap resamples pairs (ideas) with replacement; a resample in which either side
@@ -328,42 +370,44 @@ def correlation_with_ci(
 
     Returns
     -------
-    dict
-        method, n, estimate, p_value, confidence, n_bootstrap, n_bootstrap_used, ci_low,
-        ci_high, reason; with fewer than 3 pairs or a constant side only method, n,
-        estimate (None) and reason.
+    CorrelationCI
+        The estimate, p-value and interval; with fewer than 3 pairs or a constant side
+        only method, n, estimate (None) and reason.
     """
     _check_confidence(confidence)
     x, y = np.asarray(x, float), np.asarray(y, float)
     n = len(x)
-    base = {"method": method, "n": n}
     if n < 3:
-        return _na(f"needs at least 3 ideas with both a judge and a human score, has {n}", **base)
-    if np.ptp(x) == 0:
-        return _na(f"the judge gives all {n} ideas the same score ({x[0]:g})", **base)
-    if np.ptp(y) == 0:
-        return _na(f"the human mean is the same for all {n} ideas ({y[0]:g})", **base)
+        reason = f"needs at least 3 ideas with both a judge and a human score, has {n}"
+    elif np.ptp(x) == 0:
+        reason = f"the judge gives all {n} ideas the same score ({x[0]:g})"
+    elif np.ptp(y) == 0:
+        reason = f"the human mean is the same for all {n} ideas ({y[0]:g})"
+    else:
+        reason = None
+    if reason is not None:
+        return CorrelationCI(method=method, n=n, estimate=None, reason=reason)
     point, rows_fn = _CORRELATIONS[method]
     res = point(x, y)
-    out = {
-        **base,
-        "estimate": json_float(res.statistic),
-        "p_value": json_float(res.pvalue),
-        "confidence": confidence,
-        "n_bootstrap": n_bootstrap,
-        "n_bootstrap_used": 0,
-        "ci_low": None,
-        "ci_high": None,
-        "reason": None,
-    }
+    used, ci_low, ci_high = 0, None, None
     if n_bootstrap > 0:
         if resamples is None:
             rng = rng if rng is not None else np.random.default_rng(0)
             resamples = rng.integers(0, n, size=(n_bootstrap, n))
         boot = rows_fn(x, y, resamples)
-        out["n_bootstrap_used"] = int(np.isfinite(boot).sum())
-        out["ci_low"], out["ci_high"] = _interval(boot, confidence)
-    return out
+        used = int(np.isfinite(boot).sum())
+        ci_low, ci_high = _interval(boot, confidence)
+    return CorrelationCI(
+        method=method,
+        n=n,
+        estimate=json_float(res.statistic),
+        p_value=json_float(res.pvalue),
+        confidence=confidence,
+        n_bootstrap=n_bootstrap,
+        n_bootstrap_used=used,
+        ci_low=ci_low,
+        ci_high=ci_high,
+    )
 
 
 def _metrics_to_use(
@@ -382,6 +426,73 @@ def _metrics_to_use(
     return list(metrics)
 
 
+_METHODS: tuple[Literal["spearman", "kendall", "pearson"], ...] = ("spearman", "kendall", "pearson")
+
+
+@dataclass(frozen=True)
+class MetricCorrelations:
+    """The three correlations of one judge with the human mean on one metric.
+
+    Attributes
+    ----------
+    metric
+        The metric compared.
+    n_ideas, n_reviews
+        Ideas with both a judge score and a human mean, and their reviews (each once).
+    n_ideas_without_judge, n_ideas_without_reviews
+        Ideas reviewed but not judged, and judged but not reviewed (left out).
+    spearman, kendall, pearson
+        Each correlation (`correlation_with_ci`), on the same resamples.
+    """
+
+    metric: str
+    n_ideas: int
+    n_reviews: int
+    n_ideas_without_judge: int
+    n_ideas_without_reviews: int
+    spearman: CorrelationCI
+    kendall: CorrelationCI
+    pearson: CorrelationCI
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the report: the counts, then each correlation's dict."""
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        for method in _METHODS:
+            out[method] = out[method].as_dict()
+        return out
+
+
+@dataclass(frozen=True)
+class AbsoluteAgreement:
+    """One judge's scores against the human means, per metric (`absolute_agreement`).
+
+    Attributes
+    ----------
+    metrics
+        The metrics compared.
+    n_bootstrap, confidence, seed
+        The intervals' resamples, level and seed.
+    by_metric
+        Metric → its `MetricCorrelations`.
+    """
+
+    metrics: list[str]
+    n_bootstrap: int
+    confidence: float
+    seed: int
+    by_metric: dict[str, MetricCorrelations]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the report."""
+        return {
+            "metrics": self.metrics,
+            "n_bootstrap": self.n_bootstrap,
+            "confidence": self.confidence,
+            "seed": self.seed,
+            "by_metric": {m: c.as_dict() for m, c in self.by_metric.items()},
+        }
+
+
 def absolute_agreement(
     frame: pd.DataFrame,
     judge_scores: pd.DataFrame,
@@ -390,7 +501,7 @@ def absolute_agreement(
     n_bootstrap: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
-) -> dict[str, Any]:
+) -> AbsoluteAgreement:
     """Spearman, Kendall tau-b and Pearson between the judge's score and the human mean.
 
     Units are ideas with at least one parseable judge score and one human review for the
@@ -414,13 +525,11 @@ def absolute_agreement(
 
     Returns
     -------
-    dict
-        {"metrics", "n_bootstrap", "confidence", "seed", "by_metric": {metric: {metric,
-        n_ideas, n_reviews, n_ideas_without_judge, n_ideas_without_reviews, spearman,
-        kendall, pearson}}}; each correlation is `correlation_with_ci`'s dict.
+    AbsoluteAgreement
+        The options used and, per metric, a `MetricCorrelations`.
     """
     metrics = _metrics_to_use(frame, judge_scores, metrics)
-    by_metric: dict[str, Any] = {}
+    by_metric: dict[str, MetricCorrelations] = {}
     for metric in metrics:
         _, x, y, info = _common(frame, judge_scores, metric)
         # Each correlation resamples with a fresh generator of `seed`, so all three use the
@@ -430,23 +539,22 @@ def absolute_agreement(
             if len(x) >= 3 and n_bootstrap > 0
             else None
         )
-        for method in ("spearman", "kendall", "pearson"):
-            info[method] = correlation_with_ci(
-                x,
-                y,
-                method,  # type: ignore[arg-type]
-                n_bootstrap=n_bootstrap,
-                confidence=confidence,
-                resamples=idx,
+        spearman, kendall, pearson = (
+            correlation_with_ci(
+                x, y, method, n_bootstrap=n_bootstrap, confidence=confidence, resamples=idx
             )
-        by_metric[metric] = info
-    return {
-        "metrics": metrics,
-        "n_bootstrap": n_bootstrap,
-        "confidence": confidence,
-        "seed": seed,
-        "by_metric": by_metric,
-    }
+            for method in _METHODS
+        )
+        by_metric[metric] = MetricCorrelations(
+            **info, spearman=spearman, kendall=kendall, pearson=pearson
+        )
+    return AbsoluteAgreement(
+        metrics=metrics,
+        n_bootstrap=n_bootstrap,
+        confidence=confidence,
+        seed=seed,
+        by_metric=by_metric,
+    )
 
 
 # ----------------------------------------------------- Si et al. consistency, judge
@@ -875,7 +983,7 @@ def _judge_ceiling(
     if key not in cache:
         cache[key] = inter_reviewer_consistency(
             frame[frame["idea_id"].isin(judge.index)], metric, **r.keywords()
-        )
+        ).as_dict()
     return cache[key]
 
 
@@ -1104,7 +1212,49 @@ def symmetric_kappa(first: Sequence[str], second: Sequence[str]) -> float | None
     return None if p_e >= 1 - 1e-12 else json_float((p_o - p_e) / (1 - p_e))
 
 
-def label_agreement(first: Sequence[str], second: Sequence[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LabelAgreement:
+    """Accuracy and symmetric kappa of two label lists (`label_agreement`).
+
+    Attributes
+    ----------
+    n, accuracy, kappa
+        Every item, the share on which the two lists agree, and the symmetric kappa.
+    n_without_ties, accuracy_without_ties, kappa_without_ties
+        The same over the items neither list calls a tie.
+    confusion
+        3 x 3 counts, rows the first list, columns the second, in the order of `labels`.
+    labels
+        LABELS.
+    """
+
+    n: int
+    accuracy: float | None
+    kappa: float | None
+    n_without_ties: int
+    accuracy_without_ties: float | None
+    kappa_without_ties: float | None
+    confusion: list[list[int]]
+    labels: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the report: {n, with_ties: {n, accuracy, kappa},
+        without_ties: {n, n_dropped, accuracy, kappa}, confusion, labels}."""
+        return {
+            "n": self.n,
+            "with_ties": {"n": self.n, "accuracy": self.accuracy, "kappa": self.kappa},
+            "without_ties": {
+                "n": self.n_without_ties,
+                "n_dropped": self.n - self.n_without_ties,
+                "accuracy": self.accuracy_without_ties,
+                "kappa": self.kappa_without_ties,
+            },
+            "confusion": self.confusion,
+            "labels": self.labels,
+        }
+
+
+def label_agreement(first: Sequence[str], second: Sequence[str]) -> LabelAgreement:
     """Accuracy and symmetric kappa of two label lists, with ties and with tied items dropped.
 
     Parameters
@@ -1114,10 +1264,9 @@ def label_agreement(first: Sequence[str], second: Sequence[str]) -> dict[str, An
 
     Returns
     -------
-    dict
-        {n, with_ties: {n, accuracy, kappa}, without_ties: {n, n_dropped, accuracy,
-        kappa}, confusion: 3 x 3 counts (rows first, columns second, order LABELS),
-        labels}.
+    LabelAgreement
+        Accuracy and kappa over every item and over the items neither list calls a tie,
+        and the confusion counts.
     """
     f, s = np.asarray(first, dtype=object), np.asarray(second, dtype=object)
     n = len(f)
@@ -1127,22 +1276,16 @@ def label_agreement(first: Sequence[str], second: Sequence[str]) -> dict[str, An
     if n:
         np.add.at(cm, ([idx[v] for v in f], [idx[v] for v in s]), 1)
     nd = int(decisive.sum())
-    return {
-        "n": n,
-        "with_ties": {
-            "n": n,
-            "accuracy": json_float(np.mean(f == s)) if n else None,
-            "kappa": symmetric_kappa(list(f), list(s)),
-        },
-        "without_ties": {
-            "n": nd,
-            "n_dropped": n - nd,
-            "accuracy": json_float(np.mean(f[decisive] == s[decisive])) if nd else None,
-            "kappa": symmetric_kappa(list(f[decisive]), list(s[decisive])),
-        },
-        "confusion": cm.tolist(),
-        "labels": list(LABELS),
-    }
+    return LabelAgreement(
+        n=n,
+        accuracy=json_float(np.mean(f == s)) if n else None,
+        kappa=symmetric_kappa(list(f), list(s)),
+        n_without_ties=nd,
+        accuracy_without_ties=json_float(np.mean(f[decisive] == s[decisive])) if nd else None,
+        kappa_without_ties=symmetric_kappa(list(f[decisive]), list(s[decisive])),
+        confusion=cm.tolist(),
+        labels=list(LABELS),
+    )
 
 
 def _human_mean_preferences(
@@ -1175,13 +1318,34 @@ def _human_human(winners: pd.DataFrame) -> tuple[list[str], list[str], int]:
     return first, second, n_pairs
 
 
+@dataclass(frozen=True)
+class PairwiseAgreement:
+    """A judge's pairwise preferences against the reviewers (`pairwise_agreement`).
+
+    Attributes
+    ----------
+    dimensions
+        The dimensions compared.
+    by_dimension
+        Dimension → its block as the report shows it (JSON-ready): n_judged_pairs,
+        judge_tie_rate, vs_human_ratings, human_human and vs_human_means.
+    """
+
+    dimensions: list[str]
+    by_dimension: dict[str, dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the report."""
+        return {"dimensions": self.dimensions, "by_dimension": self.by_dimension}
+
+
 def pairwise_agreement(
     judge_pairs: pd.DataFrame,
     *,
     human_pairs: pd.DataFrame | None = None,
     frame: pd.DataFrame | None = None,
     dimensions: Sequence[str] | None = None,
-) -> dict[str, Any]:
+) -> PairwiseAgreement:
     """The judge's pairwise preferences against reviewers' pair ratings and review means.
 
     Per dimension:
@@ -1207,11 +1371,11 @@ def pairwise_agreement(
 
     Returns
     -------
-    dict
-        {"dimensions", "by_dimension": {dimension: {vs_human_ratings, vs_human_means,
-        human_human, ...}}}; each item block is `label_agreement`'s dict plus its n, or a
-        reason when it cannot be computed. Ratings of pairs the judge never compared are
-        counted in n_ratings_unmatched.
+    PairwiseAgreement
+        The dimensions and, per dimension, the report's block {vs_human_ratings,
+        vs_human_means, human_human, ...}; each item block is `label_agreement`'s dict
+        plus its n, or a reason when it cannot be computed. Ratings of pairs the judge
+        never compared are counted in n_ratings_unmatched.
     """
     prefs_all = judge_pair_preferences(judge_pairs)
     winners_all = human_pair_winners(human_pairs) if human_pairs is not None else None
@@ -1233,7 +1397,9 @@ def pairwise_agreement(
             winners = winners_all[winners_all["dimension"] == dim]
             merged = winners.merge(prefs[["x", "y", "preference"]], on=["x", "y"], how="left")
             matched = merged[merged["preference"].notna()]
-            vs = label_agreement(matched["preference"].tolist(), matched["winner"].tolist())
+            vs = label_agreement(
+                matched["preference"].tolist(), matched["winner"].tolist()
+            ).as_dict()
             vs.update(
                 n_pairs=int(matched[["x", "y"]].drop_duplicates().shape[0]),
                 n_ratings_unmatched=int(merged["preference"].isna().sum()),
@@ -1242,12 +1408,14 @@ def pairwise_agreement(
                 vs["reason"] = "no pair was both judged and rated by a reviewer"
             block["vs_human_ratings"] = vs
             f, s, n_multi = _human_human(winners)
-            hh = label_agreement(f, s)
             # Which of two reviewers is "first" is arbitrary: kappa counts both orders.
-            hh["with_ties"]["kappa"] = symmetric_kappa(f + s, s + f)
             dec = [(a, b) for a, b in zip(f, s, strict=True) if "tie" not in (a, b)]
             fd, sd = [a for a, _ in dec], [b for _, b in dec]
-            hh["without_ties"]["kappa"] = symmetric_kappa(fd + sd, sd + fd)
+            hh = replace(
+                label_agreement(f, s),
+                kappa=symmetric_kappa(f + s, s + f),
+                kappa_without_ties=symmetric_kappa(fd + sd, sd + fd),
+            ).as_dict()
             hh["n_pairs"] = n_multi
             if n_multi == 0:
                 hh["reason"] = "no pair was rated by two or more reviewers"
@@ -1255,7 +1423,7 @@ def pairwise_agreement(
             same = merged[multi.to_numpy() & merged["preference"].notna().to_numpy()]
             hh["judge_on_same_pairs"] = label_agreement(
                 same["preference"].tolist(), same["winner"].tolist()
-            )
+            ).as_dict()
             block["human_human"] = hh
         if frame is None:
             block["vs_human_means"] = _na("no review frame given")
@@ -1263,13 +1431,13 @@ def pairwise_agreement(
             block["vs_human_means"] = _na(f"the review frame has no metric column {dim!r}")
         else:
             j, h, n_missing = _human_mean_preferences(prefs, frame, dim)
-            vm = label_agreement(j, h)
+            vm = label_agreement(j, h).as_dict()
             vm["n_pairs_without_reviews"] = n_missing
             if not j:
                 vm["reason"] = "no judged pair has reviews for both ideas"
             block["vs_human_means"] = vm
         by_dim[dim] = block
-    return {"dimensions": list(dimensions), "by_dimension": by_dim}
+    return PairwiseAgreement(dimensions=list(dimensions), by_dimension=by_dim)
 
 
 # ---------------------------------------------------------------------- top-k overlap
@@ -1454,12 +1622,34 @@ def _cost_per_idea(df: pd.DataFrame | None, idea_columns: Sequence[str]) -> dict
     }
 
 
+@dataclass(frozen=True)
+class JudgeDiagnostics:
+    """Biases and failure rates of one judge run (`judge_diagnostics`).
+
+    Attributes
+    ----------
+    pairwise
+        The block of its pairwise outcomes as the report shows it (JSON-ready); None
+        without them.
+    direct
+        The block of its direct scores; None without them.
+    """
+
+    pairwise: dict[str, Any] | None
+    direct: dict[str, Any] | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the report: the blocks computed, pairwise first."""
+        blocks = {"pairwise": self.pairwise, "direct": self.direct}
+        return {name: block for name, block in blocks.items() if block is not None}
+
+
 def judge_diagnostics(
     *,
     judge_pairs: pd.DataFrame | None = None,
     judge_scores: pd.DataFrame | None = None,
     lengths: Mapping[Any, float] | pd.Series | None = None,
-) -> dict[str, Any]:
+) -> JudgeDiagnostics:
     """Biases and failure rates of one judge run, from whatever of its outputs is given.
 
     Pairwise (`judge_pairs`):
@@ -1485,8 +1675,8 @@ def judge_diagnostics(
 
     Returns
     -------
-    dict
-        "pairwise" and/or "direct" blocks as above, each with cost_per_idea (total `cost`
+    JudgeDiagnostics
+        The pairwise and/or direct blocks as above, each with cost_per_idea (total `cost`
         over the distinct ideas judged; needs a cost column, else a reason).
     """
     out: dict[str, Any] = {}
@@ -1573,7 +1763,7 @@ def judge_diagnostics(
         }
     if not out:
         raise ValueError("judge_diagnostics needs judge_pairs, judge_scores or both")
-    return out
+    return JudgeDiagnostics(pairwise=out.get("pairwise"), direct=out.get("direct"))
 
 
 # ---------------------------------------------------------------- Krippendorff
@@ -1593,13 +1783,44 @@ def _alpha_block(df: pd.DataFrame, metric: str, level: str) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class AlphaWithJudges:
+    """Krippendorff's alpha among the reviewers and with each judge added
+    (`krippendorff_with_judges`).
+
+    Attributes
+    ----------
+    metric, level
+        The metric rated and the level of measurement.
+    humans
+        {alpha, n_units, n_values, reason} among the reviewers.
+    judges
+        Judge name → {alpha, n_units, n_values, n_judged_ideas, outside_human_range, delta
+        (alpha - the humans' alpha), reason} with that judge as one more rater.
+    """
+
+    metric: str
+    level: str
+    humans: dict[str, Any]
+    judges: dict[str, dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the report."""
+        return {
+            "metric": self.metric,
+            "level": self.level,
+            "humans": self.humans,
+            "judges": self.judges,
+        }
+
+
 def krippendorff_with_judges(
     frame: pd.DataFrame,
     judges: Mapping[str, pd.DataFrame],
     metric: str = "overall",
     *,
     level: Literal["ordinal", "interval", "nominal"] = "ordinal",
-) -> dict[str, Any]:
+) -> AlphaWithJudges:
     """Krippendorff's alpha among the reviewers, then with each judge as one more rater.
 
     Units are ideas (each review once); a unit needs two values to count, so adding a
@@ -1622,15 +1843,13 @@ def krippendorff_with_judges(
 
     Returns
     -------
-    dict
-        {metric, level, humans: {alpha, n_units, n_values, reason}, judges: {name: {alpha,
-        n_units, n_values, delta (alpha - human alpha), n_judged_ideas,
-        outside_human_range, reason}}}.
+    AlphaWithJudges
+        The reviewers' alpha and, per judge, the alpha with that judge as one more rater.
     """
     validate_frame(frame, [metric], require=("review_id", "idea_id"))
     human = _alpha_block(frame, metric, level)
     lo, hi = frame[metric].min(), frame[metric].max()
-    out: dict[str, Any] = {"metric": metric, "level": level, "humans": human, "judges": {}}
+    with_judges: dict[str, dict[str, Any]] = {}
     reviewed = set(frame.loc[frame[metric].notna(), "idea_id"])
     for name, scores in judges.items():
         j = judge_idea_scores(scores, metric)
@@ -1654,8 +1873,8 @@ def krippendorff_with_judges(
         )
         if not len(j):
             block["reason"] = "the judge scored none of the reviewed ideas"
-        out["judges"][name] = block
-    return out
+        with_judges[name] = block
+    return AlphaWithJudges(metric=metric, level=level, humans=human, judges=with_judges)
 
 
 # ------------------------------------------------------------------- one judge run
@@ -1715,36 +1934,36 @@ class JudgeAgreement:
     draws
         The resampling draws used.
     absolute
-        `absolute_agreement`'s dict; None without judge scores.
+        `absolute_agreement`'s result; None without judge scores.
     consistency
         Metric → `JudgeConsistency`; None without judge scores.
     top_k
         Metric → `TopKOverlap`; None without judge scores.
     pairwise
-        `pairwise_agreement`'s dict; None without judge pairs.
+        `pairwise_agreement`'s result; None without judge pairs.
     diagnostics
-        `judge_diagnostics`'s dict.
+        `judge_diagnostics`'s result.
     """
 
     draws: Draws
-    absolute: dict[str, Any] | None
+    absolute: AbsoluteAgreement | None
     consistency: dict[str, JudgeConsistency] | None
     top_k: dict[str, TopKOverlap] | None
-    pairwise: dict[str, Any] | None
-    diagnostics: dict[str, Any]
+    pairwise: PairwiseAgreement | None
+    diagnostics: JudgeDiagnostics
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-ready dict of the report (a part that was not computed is absent)."""
         out: dict[str, Any] = {"draws": asdict(self.draws)}
         if self.absolute is not None:
-            out["absolute"] = self.absolute
+            out["absolute"] = self.absolute.as_dict()
         if self.consistency is not None:
             out["consistency"] = {m: c.as_dict() for m, c in self.consistency.items()}
         if self.top_k is not None:
             out["top_k"] = {m: t.as_dict() for m, t in self.top_k.items()}
         if self.pairwise is not None:
-            out["pairwise"] = self.pairwise
-        out["diagnostics"] = self.diagnostics
+            out["pairwise"] = self.pairwise.as_dict()
+        out["diagnostics"] = self.diagnostics.as_dict()
         return out
 
 

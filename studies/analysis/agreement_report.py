@@ -6,9 +6,9 @@ in agreement.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -18,7 +18,10 @@ from .frame import json_float, plain_value
 from .options import ReportOptions
 
 if TYPE_CHECKING:
-    from .agreement import JudgeAgreement
+    from .agreement import JudgeAgreement, MetricCorrelations, TopKOverlap
+
+# One judge's figure on one metric, as a judges x metrics table reads it.
+_Figure = TypeVar("_Figure")
 
 
 @dataclass
@@ -71,6 +74,22 @@ def _pc(x: Any) -> str:
     return "–" if x is None else f"{100 * x:.1f}%"
 
 
+class ComputedBaselines(NamedTuple):
+    """The no-LLM baselines the report computes itself (`computed_baselines`).
+
+    Attributes
+    ----------
+    judges
+        One `JudgeData` per baseline that can run.
+    status
+        Baseline method → {available, reason, how}, as the agreement section's
+        "baselines" shows it (JSON-ready).
+    """
+
+    judges: list[JudgeData]
+    status: dict[str, Any]
+
+
 def computed_baselines(
     df: pd.DataFrame,
     *,
@@ -78,11 +97,31 @@ def computed_baselines(
     lengths: Mapping[str, float] | None,
     reasons: Mapping[str, str | None],
     seed: int,
-) -> tuple[list[JudgeData], dict[str, Any]]:
+) -> ComputedBaselines:
     """The no-LLM baselines as rankings of the reviewed ideas, for studies without a stored
     baseline run: a seeded random ranking, and the text length ranking (what longer-text-
     wins converges to). A baseline that cannot run (no text) is reported with its reason,
-    never with a number."""
+    never with a number.
+
+    Parameters
+    ----------
+    df
+        The review frame; its idea ids are ranked.
+    metric
+        The metric the rankings stand for (the report's headline metric).
+    lengths
+        Idea id → text length, for longer-text-wins; None: no texts.
+    reasons
+        Baseline method → why it cannot run (None: it can), from the study.
+    seed
+        Seed of the random ranking.
+
+    Returns
+    -------
+    ComputedBaselines
+        The baselines that can run as judges, and every baseline's status; unpacks as
+        ``judges, status``.
+    """
     ideas = sorted(set(df["idea_id"]))
     out: list[JudgeData] = []
     status: dict[str, Any] = {}
@@ -138,7 +177,7 @@ def computed_baselines(
             "reason": reason or "longer-text-wins cannot run: the ideas have no text",
             "how": None,
         }
-    return out, status
+    return ComputedBaselines(judges=out, status=status)
 
 
 def _agreement_ceiling(
@@ -178,7 +217,7 @@ def _agreement_ceiling(
                     n_permutations=0,
                     splits_per_resample=max(1, round(10 * min(1.0, ag.SCALE_UNITS / units))),
                     seed=o.seed,
-                )
+                ).as_dict()
             except ValueError as exc:
                 known = {"balanced_accuracy": None, "reason": str(exc)}
         ceiling[m] = known
@@ -268,6 +307,30 @@ def build_agreement(
 
     Tables are judges x metrics; each cell carries its value, CI, n and one sentence saying
     how it was computed (shown on hover in the page and as a footnote in the files).
+
+    Parameters
+    ----------
+    df
+        The review frame.
+    metrics
+        The form's metrics.
+    judges
+        Stored judge runs and the report's computed baselines.
+    human_pairs
+        The reviewers' pair ratings, if any.
+    consistency
+        The report's consistency section (its headline metric and values are reused).
+    options
+        The report's options (draws, seed).
+    baselines
+        No-LLM baseline → whether it could run (`ComputedBaselines.status`).
+
+    Returns
+    -------
+    dict
+        The report's "agreement" section, JSON-ready by design and written out as it is:
+        each judge's entry (its `JudgeAgreement.as_dict()` as "result"), the ceiling,
+        Krippendorff's alpha per metric, the tables and their footnotes.
     """
     from . import agreement as ag
 
@@ -314,7 +377,8 @@ def build_agreement(
         j.key: j.judge_scores for j, _ in results if j.judge_scores is not None and not j.computed
     }
     out["krippendorff"] = {
-        m: ag.krippendorff_with_judges(df, alpha_judges, m, level="ordinal") for m in metrics
+        m: ag.krippendorff_with_judges(df, alpha_judges, m, level="ordinal").as_dict()
+        for m in metrics
     }
     out["human_pairs"] = {
         "n_ratings": 0 if human_pairs is None else len(human_pairs),
@@ -420,86 +484,98 @@ def _consistency_table(
     }
 
 
+def _judge_metric_table(
+    results: Sequence[tuple[JudgeData, JudgeAgreement]],
+    cols: list[dict[str, str]],
+    *,
+    table_id: str,
+    title: str,
+    caption: str,
+    figures: Callable[[JudgeAgreement], Mapping[str, _Figure] | None],
+    cell: Callable[[JudgeData, str, _Figure], dict[str, Any]],
+) -> dict[str, Any]:
+    """A judges x metrics table: a row per judge whose result has the `figures`, a cell
+    per metric made by `cell` from the judge, the metric and that metric's figure."""
+    rows = []
+    for j, res in results:
+        per_metric = figures(res)
+        if per_metric is None:
+            continue
+        cells = {m: cell(j, m, figure) for m, figure in per_metric.items()}
+        rows.append(_row(j.key, j.label, _kind(j), cells))
+    return {"id": table_id, "title": title, "caption": caption, "columns": cols, "rows": rows}
+
+
+def _correlation_cell(j: JudgeData, m: str, info: MetricCorrelations) -> dict[str, Any]:
+    """Spearman's rho of one judge with the human mean per idea on one metric."""
+    s, k = info.spearman, info.kendall
+    if s.reason is not None:
+        how = f"{j.label} on {m}: Spearman ρ not computable: {s.reason}."
+    else:
+        how = (
+            f"{j.label} on {m}: Spearman ρ between the judge's score and the mean human "
+            f"score per idea (each review once), n = {info.n_ideas} ideas "
+            f"({info.n_reviews} reviews); 95% CI: percentile bootstrap over ideas "
+            f"({s.n_bootstrap_used} of {s.n_bootstrap} resamples usable); "
+            f"p = {_p(s.p_value)}; Kendall τ-b = "
+            + ("–" if k.estimate is None else f"{k.estimate:.3f}")
+            + "."
+        )
+    return _cell(s.estimate, "num3", how, n=info.n_ideas, ci=(s.ci_low, s.ci_high), reason=s.reason)
+
+
+def _top_k_cell(j: JudgeData, m: str, t: TopKOverlap) -> dict[str, Any]:
+    """The overlap of one judge's top ideas with the reviewers' on one metric."""
+    if t.overlap is None:
+        return _cell(
+            None,
+            "num1",
+            f"{j.label} on {m}: top-k overlap not computable: {t.reason}.",
+            n=t.n_ideas,
+            reason=t.reason,
+        )
+    cell = _cell(
+        t.overlap,
+        "num1",
+        f"{j.label} on {m}: of the humans' {t.k} best ideas (by mean score) among "
+        f"n = {t.n_ideas} ideas, the expected number also among the judge's {t.k} "
+        f"best (ties at the cut broken at random); chance {t.expected_by_chance:.1f}; "
+        f"hypergeometric p = {_p(t.p_value)}.",
+        n=t.n_ideas,
+    )
+    cell["k"] = t.k
+    return cell
+
+
 def _correlation_table(
     results: Sequence[tuple[JudgeData, JudgeAgreement]], cols: list[dict[str, str]]
 ) -> dict[str, Any]:
     """Rank correlation of each judge with the human mean per idea."""
-    rows = []
-    for j, res in results:
-        if res.absolute is None:
-            continue
-        cells = {}
-        for m, info in res.absolute["by_metric"].items():
-            s = info["spearman"]
-            k = info["kendall"]
-            how = (
-                f"{j.label} on {m}: Spearman ρ between the judge's score and the mean human "
-                f"score per idea (each review once), n = {info['n_ideas']} ideas "
-                f"({info['n_reviews']} reviews); 95% CI: percentile bootstrap over ideas "
-                f"({s.get('n_bootstrap_used', 0)} of {s.get('n_bootstrap', 0)} resamples usable); "
-                f"p = {_p(s.get('p_value'))}; Kendall τ-b = "
-                + ("–" if k.get("estimate") is None else f"{k['estimate']:.3f}")
-                + "."
-            )
-            cells[m] = _cell(
-                s.get("estimate"),
-                "num3",
-                how
-                if s.get("reason") is None
-                else f"{j.label} on {m}: Spearman ρ not computable: {s['reason']}.",
-                n=info["n_ideas"],
-                ci=(s.get("ci_low"), s.get("ci_high")),
-                reason=s.get("reason"),
-            )
-        rows.append(_row(j.key, j.label, _kind(j), cells))
-    return {
-        "id": "correlation",
-        "title": "Rank correlation with the human mean per idea (Spearman ρ)",
-        "caption": "Kendall τ-b and Pearson r with their CIs are in report.json and "
+    return _judge_metric_table(
+        results,
+        cols,
+        table_id="correlation",
+        title="Rank correlation with the human mean per idea (Spearman ρ)",
+        caption="Kendall τ-b and Pearson r with their CIs are in report.json and "
         "agreement.csv. No human–human row: a split-half ρ is not the same quantity.",
-        "columns": cols,
-        "rows": rows,
-    }
+        figures=lambda res: None if res.absolute is None else res.absolute.by_metric,
+        cell=_correlation_cell,
+    )
 
 
 def _top_k_table(
     results: Sequence[tuple[JudgeData, JudgeAgreement]], cols: list[dict[str, str]]
 ) -> dict[str, Any]:
     """Overlap of each judge's top ideas with the reviewers' top ideas."""
-    rows = []
-    for j, res in results:
-        if res.top_k is None:
-            continue
-        cells = {}
-        for m, t in res.top_k.items():
-            if t.overlap is None:
-                cells[m] = _cell(
-                    None,
-                    "num1",
-                    f"{j.label} on {m}: top-k overlap not computable: {t.reason}.",
-                    n=t.n_ideas,
-                    reason=t.reason,
-                )
-                continue
-            cells[m] = _cell(
-                t.overlap,
-                "num1",
-                f"{j.label} on {m}: of the humans' {t.k} best ideas (by mean score) among "
-                f"n = {t.n_ideas} ideas, the expected number also among the judge's {t.k} "
-                f"best (ties at the cut broken at random); chance {t.expected_by_chance:.1f}; "
-                f"hypergeometric p = {_p(t.p_value)}.",
-                n=t.n_ideas,
-            )
-            cells[m]["k"] = t.k
-        rows.append(_row(j.key, j.label, _kind(j), cells))
-    return {
-        "id": "top_k",
-        "title": "Top-25 % overlap with the reviewers' best ideas (as Si et al. Table 12)",
-        "caption": "Expected overlap of the two top-k sets; k is a quarter of the ideas "
-        "both scored.",
-        "columns": cols,
-        "rows": rows,
-    }
+    return _judge_metric_table(
+        results,
+        cols,
+        table_id="top_k",
+        title="Top-25 % overlap with the reviewers' best ideas (as Si et al. Table 12)",
+        caption="Expected overlap of the two top-k sets; k is a quarter of the ideas both scored.",
+        figures=lambda res: res.top_k,
+        cell=_top_k_cell,
+    )
 
 
 def _pairwise_judge_cells(name: str, dim: str, block: dict[str, Any]) -> dict[str, Any]:
@@ -607,7 +683,7 @@ def _pairwise_table(
     rows = []
     hh_done = False
     for j, res in results:
-        for dim, block in (res.pairwise or {}).get("by_dimension", {}).items():
+        for dim, block in (res.pairwise.by_dimension if res.pairwise else {}).items():
             name = f"{j.label} ({dim})"
             cells = _pairwise_judge_cells(name, dim, block)
             rows.append(_row(f"{j.key}:{dim}", name, _kind(j), cells))
@@ -644,9 +720,8 @@ def _diagnostics_table(results: Sequence[tuple[JudgeData, JudgeAgreement]]) -> d
     for j, res in results:
         if j.computed:
             continue
-        d = res.diagnostics
         cells = {}
-        pw, direct = d.get("pairwise"), d.get("direct")
+        pw, direct = res.diagnostics.pairwise, res.diagnostics.direct
         if pw:
             pos, first, longer = (
                 pw["position_consistency"],

@@ -89,7 +89,19 @@ def assignment_figures(summary: Mapping[str, Any]) -> list[dict[str, str]]:
     """[{title, src}] in the order the preview shows them. Each SVG goes in an <img> as a
     data URI: matplotlib's SVG styles its shapes with style attributes, which the site's
     Content-Security-Policy (no inline styles) would strip from inline SVG, leaving
-    black boxes; an image is its own document, outside the page's policy."""
+    black boxes; an image is its own document, outside the page's policy.
+
+    Parameters
+    ----------
+    summary
+        The assignment preview's summary (loads, reviews per idea, conditions per
+        reviewer, topic_choice).
+
+    Returns
+    -------
+    list of dict
+        ``{"title", "src"}`` per figure, what the preview template reads as is.
+    """
     figures = [
         ("Loads: asked for and assigned", load_plot(summary)),
         ("Reviews per idea", reviews_per_idea_plot(summary)),

@@ -24,7 +24,7 @@ resamples and permutations are a handful of array operations.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 import numpy as np
@@ -298,6 +298,59 @@ def _replicate_means(
     return np.concatenate(means) if means else np.empty(0)
 
 
+@dataclass(frozen=True)
+class SplitHalfConsistency:
+    """Si et al.'s inter-reviewer consistency of one metric (`inter_reviewer_consistency`).
+
+    Attributes
+    ----------
+    metric, rows
+        The metric split and the row set (`Rows`).
+    n_units, n_reviews, n_selected
+        Units with >= 2 reviews, their reviews, and the units each split picks (top and
+        bottom together).
+    top_fraction, seed
+        The share picked at each end, and the seed of every draw.
+    balanced_accuracy
+        The mean over splits, 0-1.
+    n_splits, split_sd, split_low, split_high
+        The splits, and the SD and 2.5 / 97.5 percentiles of single splits.
+    confidence, n_bootstrap, splits_per_resample, ci_low, ci_high
+        The percentile bootstrap over units (None without resamples).
+    n_permutations, null_mean, null_sd, p_value
+        The permutation null (None without permutations).
+    chance
+        0.5.
+    """
+
+    metric: str
+    rows: str
+    n_units: int
+    n_reviews: int
+    n_selected: int
+    top_fraction: float
+    seed: int
+    balanced_accuracy: float
+    n_splits: int
+    split_sd: float | None
+    split_low: float | None
+    split_high: float | None
+    confidence: float
+    n_bootstrap: int
+    splits_per_resample: int
+    ci_low: float | None
+    ci_high: float | None
+    n_permutations: int
+    null_mean: float | None
+    null_sd: float | None
+    p_value: float | None
+    chance: float = 0.5
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the report: the fields in order."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 def inter_reviewer_consistency(
     df: pd.DataFrame,
     metric: str = "overall",
@@ -311,7 +364,7 @@ def inter_reviewer_consistency(
     confidence: float = 0.95,
     seed: int = 0,
     splits_out: list[float] | None = None,
-) -> dict[str, Any]:
+) -> SplitHalfConsistency:
     """Split-half balanced accuracy with its split spread, bootstrap CI and permutation p.
 
     One split is noisy (si2024: roughly 50-65 %), so the estimate is the mean over
@@ -336,12 +389,10 @@ def inter_reviewer_consistency(
 
     Returns
     -------
-    dict
-        JSON-ready: metric, rows, n_units, n_reviews, n_selected, top_fraction, seed,
-        balanced_accuracy (mean over splits, 0-1), n_splits, split_sd, split_low,
-        split_high (2.5 / 97.5 percentiles of single splits), confidence, n_bootstrap,
-        splits_per_resample, ci_low, ci_high (percentile bootstrap over units),
-        n_permutations, null_mean, null_sd, p_value, chance (0.5).
+    SplitHalfConsistency
+        The mean balanced accuracy over splits with its split spread, the bootstrap
+        interval and the permutation p (None where skipped); `as_dict()` is the report's
+        JSON.
     """
     if n_splits < 1:
         raise ValueError("n_splits must be >= 1")
@@ -385,30 +436,29 @@ def inter_reviewer_consistency(
         null_mean, null_sd = json_float(null.mean()), json_float(null.std(ddof=1))
         p_value = float((1 + np.sum(null >= observed - 1e-12)) / (1 + n_permutations))
 
-    return {
-        "metric": metric,
-        "rows": rows,
-        "n_units": int(n_units),
-        "n_reviews": int(np.sum(~np.isnan(P))),
-        "n_selected": 2 * int(np.floor(top_fraction * n_units)),
-        "top_fraction": top_fraction,
-        "seed": seed,
-        "balanced_accuracy": observed,
-        "n_splits": n_splits,
-        "split_sd": json_float(acc.std(ddof=1)) if n_splits > 1 else None,
-        "split_low": json_float(np.quantile(acc, 0.025)),
-        "split_high": json_float(np.quantile(acc, 0.975)),
-        "confidence": confidence,
-        "n_bootstrap": n_bootstrap,
-        "splits_per_resample": splits_per_resample,
-        "ci_low": ci_low,
-        "ci_high": ci_high,
-        "n_permutations": n_permutations,
-        "null_mean": null_mean,
-        "null_sd": null_sd,
-        "p_value": p_value,
-        "chance": 0.5,
-    }
+    return SplitHalfConsistency(
+        metric=metric,
+        rows=rows,
+        n_units=int(n_units),
+        n_reviews=int(np.sum(~np.isnan(P))),
+        n_selected=2 * int(np.floor(top_fraction * n_units)),
+        top_fraction=top_fraction,
+        seed=seed,
+        balanced_accuracy=observed,
+        n_splits=n_splits,
+        split_sd=json_float(acc.std(ddof=1)) if n_splits > 1 else None,
+        split_low=json_float(np.quantile(acc, 0.025)),
+        split_high=json_float(np.quantile(acc, 0.975)),
+        confidence=confidence,
+        n_bootstrap=n_bootstrap,
+        splits_per_resample=splits_per_resample,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        n_permutations=n_permutations,
+        null_mean=null_mean,
+        null_sd=null_sd,
+        p_value=p_value,
+    )
 
 
 def krippendorff_alpha(

@@ -9,6 +9,7 @@ otherwise count twice.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 import numpy as np
@@ -180,32 +181,56 @@ def _count_stats(counts: pd.Series) -> dict[str, Any]:
     }
 
 
-def assignment_table(df: pd.DataFrame) -> dict[str, Any]:
-    """The shape of the assignment, as a JSON-ready dict.
+@dataclass(frozen=True)
+class AssignmentShape:
+    """The shape of an assignment (`assignment_table`). Each "stats" is {n, mean, sd,
+    median, min, max}.
 
-    Keys:
-      n_rows, n_reviews (unique), n_ideas, n_conditions, n_topics;
-      reviews_per_idea: stats of unique reviews per idea_id;
-      reviews_per_idea_by_condition: {condition: stats of rows per idea in it};
-      reviewers: {available, reason, n_reviewers, rows_without_reviewer,
-                  reviews_per_reviewer, conditions_per_reviewer, topics_per_reviewer}.
-    Each "stats" is {n, mean, sd, median, min, max}. When no row has a reviewer id the
-    reviewer block says so instead of guessing: the per-reviewer stats are None.
+    Attributes
+    ----------
+    n_rows, n_reviews, n_ideas, n_conditions, n_topics
+        Rows (review x condition), unique reviews, ideas, conditions and topics.
+    reviews_per_idea
+        Stats of unique reviews per idea_id.
+    reviews_per_idea_by_condition
+        Condition → stats of rows per idea in it.
+    reviewers
+        {available, reason, n_reviewers, rows_without_reviewer, reviews_per_reviewer,
+        conditions_per_reviewer, topics_per_reviewer}; without reviewer ids available is
+        False, reason says why and the per-reviewer stats are None.
+    """
+
+    n_rows: int
+    n_reviews: int
+    n_ideas: int
+    n_conditions: int
+    n_topics: int
+    reviews_per_idea: dict[str, Any]
+    reviews_per_idea_by_condition: dict[str, dict[str, Any]]
+    reviewers: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the report's "assignment" section: the fields in order."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def assignment_table(df: pd.DataFrame) -> AssignmentShape:
+    """The shape of the assignment: counts, reviews per idea, and per reviewer when the
+    data has reviewer ids. When no row has one the reviewer block says so instead of
+    guessing: the per-reviewer stats are None.
+
+    Parameters
+    ----------
+    df
+        The review frame (idea_id, review_id, condition, topic; reviewer_id if known).
+
+    Returns
+    -------
+    AssignmentShape
+        The counts and their stats; ``as_dict()`` is the report's "assignment" section.
     """
     require_columns(df, _ID_REQUIRED)
     uniq = unique_reviews(df)
-    out: dict[str, Any] = {
-        "n_rows": len(df),
-        "n_reviews": len(uniq),
-        "n_ideas": int(df["idea_id"].nunique()),
-        "n_conditions": int(df["condition"].nunique()),
-        "n_topics": int(df["topic"].nunique()),
-        "reviews_per_idea": _count_stats(uniq.groupby("idea_id").size()),
-        "reviews_per_idea_by_condition": {
-            str(c): _count_stats(g.groupby("idea_id").size())
-            for c, g in df.groupby("condition", sort=True)
-        },
-    }
     reviewers: dict[str, Any] = {
         "available": False,
         "reason": None,
@@ -232,5 +257,16 @@ def assignment_table(df: pd.DataFrame) -> dict[str, Any]:
             conditions_per_reviewer=_count_stats(by["condition"].nunique()),
             topics_per_reviewer=_count_stats(by["topic"].nunique()),
         )
-    out["reviewers"] = reviewers
-    return out
+    return AssignmentShape(
+        n_rows=len(df),
+        n_reviews=len(uniq),
+        n_ideas=int(df["idea_id"].nunique()),
+        n_conditions=int(df["condition"].nunique()),
+        n_topics=int(df["topic"].nunique()),
+        reviews_per_idea=_count_stats(uniq.groupby("idea_id").size()),
+        reviews_per_idea_by_condition={
+            str(c): _count_stats(g.groupby("idea_id").size())
+            for c, g in df.groupby("condition", sort=True)
+        },
+        reviewers=reviewers,
+    )

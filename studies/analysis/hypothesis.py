@@ -15,7 +15,10 @@ number of metrics tested together (capped at 1), as in the paper's tables. A stu
 analysis plan may test otherwise (one-sided, another correction); `plan.apply_plan` adds
 its p-values beside these, and the report speaks with the plan's.
 
-Every function returns one JSON-ready dict (floats, never numpy scalars; NaN -> None):
+The two statistics under them, `welch` and `one_sample`, return small result objects
+(`WelchTest`, `OneSampleTest`). Each of the three tests returns one report section, a
+JSON-ready dict by design (floats, never numpy scalars; NaN -> None), which the report
+writes out as it is and the analysis plan adds its columns to:
 
     {
       "test": "by_review" | "by_idea" | "by_reviewer",
@@ -57,6 +60,7 @@ df = n - 1 and the CI is the one-sample t interval.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -78,13 +82,98 @@ def _t_quantile(q: float, dof: float) -> float:
     return float(special.stdtrit(dof, q))
 
 
-def welch(x: np.ndarray, y: np.ndarray, *, confidence: float = CONFIDENCE_LEVEL) -> dict[str, Any]:
+@dataclass(frozen=True)
+class WelchTest:
+    """Welch's t-test of mean(x) - mean(y) (`welch`); NaN where a figure is undefined.
+
+    Attributes
+    ----------
+    n, mean, sd
+        The first sample's size, mean and SD (ddof=1).
+    n_baseline, mean_baseline, sd_baseline
+        The same of the second sample, the baseline.
+    diff
+        mean - mean_baseline.
+    se
+        sqrt(sd^2/n + sd_baseline^2/n_baseline).
+    t, df, p
+        Welch's t, the Welch-Satterthwaite df and the two-sided p.
+    ci_low, ci_high
+        The interval of diff at the asked confidence.
+    """
+
+    n: int
+    mean: float
+    sd: float
+    n_baseline: int
+    mean_baseline: float
+    sd_baseline: float
+    diff: float
+    se: float
+    t: float
+    df: float
+    p: float
+    ci_low: float
+    ci_high: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields by name, in field order (the comparison rows' keys)."""
+        return dict(vars(self))
+
+
+@dataclass(frozen=True)
+class OneSampleTest:
+    """One-sample t-test of mean(d) against 0 (`one_sample`); NaN where undefined.
+
+    Attributes
+    ----------
+    n
+        The sample's size.
+    diff, sd, se
+        Its mean, SD (ddof=1) and the mean's standard error.
+    t, df, p
+        The t statistic, n - 1 and the two-sided p.
+    ci_low, ci_high
+        The t interval of the mean at the asked confidence.
+    """
+
+    n: int
+    diff: float
+    sd: float
+    se: float
+    t: float
+    df: float
+    p: float
+    ci_low: float
+    ci_high: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields by name, in field order (the comparison rows' keys)."""
+        return dict(vars(self))
+
+
+def welch(x: np.ndarray, y: np.ndarray, *, confidence: float = CONFIDENCE_LEVEL) -> WelchTest:
     """Welch's t-test of mean(x) - mean(y) with the Welch-Satterthwaite df and CI.
 
     The same statistic as `scipy.stats.ttest_ind(x, y, equal_var=False)` (the released
     scripts' call; the tests check they agree), written out with scipy.special because
     the stats wrapper's per-call overhead dominates power simulations
     (docs/measurements.md).
+
+    Parameters
+    ----------
+    x
+        The condition's values.
+    y
+        The baseline's values.
+    confidence
+        Level of the interval, in (0, 1).
+
+    Returns
+    -------
+    WelchTest
+        The two samples' sizes, means and SDs, the difference, t, df, p and interval; the
+        statistics are NaN when either sample has fewer than 2 values or both are constant.
     """
     x = np.asarray(x, float)
     y = np.asarray(y, float)
@@ -104,25 +193,39 @@ def welch(x: np.ndarray, y: np.ndarray, *, confidence: float = CONFIDENCE_LEVEL)
             p = _two_sided_p(t, dof)
             half = _t_quantile(0.5 + confidence / 2, dof) * se
             lo, hi = diff - half, diff + half
-    return {
-        "n": nx,
-        "mean": mx,
-        "sd": sx,
-        "n_baseline": ny,
-        "mean_baseline": my,
-        "sd_baseline": sy,
-        "diff": diff,
-        "se": se,
-        "t": t,
-        "df": dof,
-        "p": p,
-        "ci_low": lo,
-        "ci_high": hi,
-    }
+    return WelchTest(
+        n=nx,
+        mean=mx,
+        sd=sx,
+        n_baseline=ny,
+        mean_baseline=my,
+        sd_baseline=sy,
+        diff=diff,
+        se=se,
+        t=t,
+        df=dof,
+        p=p,
+        ci_low=lo,
+        ci_high=hi,
+    )
 
 
-def one_sample(d: np.ndarray, *, confidence: float = CONFIDENCE_LEVEL) -> dict[str, Any]:
-    """One-sample t-test of mean(d) against 0 with its t interval."""
+def one_sample(d: np.ndarray, *, confidence: float = CONFIDENCE_LEVEL) -> OneSampleTest:
+    """One-sample t-test of mean(d) against 0 with its t interval.
+
+    Parameters
+    ----------
+    d
+        The values (differences) tested against 0.
+    confidence
+        Level of the interval, in (0, 1).
+
+    Returns
+    -------
+    OneSampleTest
+        n, the mean (as diff), SD, standard error, t, df, p and interval; the statistics
+        are NaN with fewer than 2 values or a constant sample.
+    """
     d = np.asarray(d, float)
     n = len(d)
     mean = float(d.mean()) if n else np.nan
@@ -136,17 +239,7 @@ def one_sample(d: np.ndarray, *, confidence: float = CONFIDENCE_LEVEL) -> dict[s
             p = _two_sided_p(t, n - 1)
             half = _t_quantile(0.5 + confidence / 2, n - 1) * se
             lo, hi = mean - half, mean + half
-    return {
-        "n": n,
-        "diff": mean,
-        "sd": sd,
-        "se": se,
-        "t": t,
-        "df": dof,
-        "p": p,
-        "ci_low": lo,
-        "ci_high": hi,
-    }
+    return OneSampleTest(n=n, diff=mean, sd=sd, se=se, t=t, df=dof, p=p, ci_low=lo, ci_high=hi)
 
 
 def _envelope(
@@ -233,7 +326,9 @@ def _two_sample(
     for cond in others:
         x = groups[cond]
         x = x[~np.isnan(x)]
-        raw.append({"metric": metric, "condition": cond, "baseline": baseline, **welch(x, y)})
+        raw.append(
+            {"metric": metric, "condition": cond, "baseline": baseline, **welch(x, y).as_dict()}
+        )
     return raw
 
 
@@ -244,7 +339,24 @@ def test_by_review(
     baseline: str,
     conditions: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Test 1: Welch t-test with every review × condition row as a point."""
+    """Test 1: Welch t-test with every review × condition row as a point.
+
+    Parameters
+    ----------
+    df
+        The review frame (`frame.py`): idea_id, condition and the metric columns.
+    metrics
+        The metrics tested; each is one family of the Bonferroni correction.
+    baseline
+        The condition every other is compared with.
+    conditions
+        The conditions compared (baseline included); None: every condition of `df`.
+
+    Returns
+    -------
+    dict
+        The report's "by_review" section, JSON-ready, as the module text describes.
+    """
     others = _prepare(df, metrics, baseline, conditions)
     conds = [baseline, *others]
     codes = _condition_codes(df, conds)
@@ -267,6 +379,22 @@ def test_by_idea(
 
     Means skip missing scores per metric, so an idea counts for a metric when at least one
     of its reviews scored it. An idea in two conditions is one point in each.
+
+    Parameters
+    ----------
+    df
+        The review frame (`frame.py`): idea_id, condition and the metric columns.
+    metrics
+        The metrics tested; each is one family of the Bonferroni correction.
+    baseline
+        The condition every other is compared with.
+    conditions
+        The conditions compared (baseline included); None: every condition of `df`.
+
+    Returns
+    -------
+    dict
+        The report's "by_idea" section, JSON-ready, as the module text describes.
     """
     others = _prepare(df, metrics, baseline, conditions)
     conds = [baseline, *others]
@@ -298,6 +426,22 @@ def test_by_reviewer(
 
     Only reviewers with at least one score on both sides count, per metric. Rows without a
     reviewer id are left out; if no row has one the result is `available: False`.
+
+    Parameters
+    ----------
+    df
+        The review frame (`frame.py`): idea_id, condition, reviewer_id and the metric columns.
+    metrics
+        The metrics tested; each is one family of the Bonferroni correction.
+    baseline
+        The condition every other is compared with.
+    conditions
+        The conditions compared (baseline included); None: every condition of `df`.
+
+    Returns
+    -------
+    dict
+        The report's "by_reviewer" section, JSON-ready, as the module text describes (available False with a reason when no row has a reviewer id).
     """
     others = _prepare(df, metrics, baseline, conditions)
     result = _envelope("by_reviewer", "reviewer", baseline, others, metrics)
@@ -314,13 +458,13 @@ def test_by_reviewer(
             both = ~np.isnan(means[:, 0]) & ~np.isnan(means[:, j])
             on, off = means[both, j], means[both, 0]
             comp = one_sample(on - off)
-            n = comp["n"]
+            n = comp.n
             raw.append(
                 {
                     "metric": metric,
                     "condition": cond,
                     "baseline": baseline,
-                    **comp,
+                    **comp.as_dict(),
                     "mean": float(on.mean()) if n else np.nan,
                     "mean_baseline": float(off.mean()) if n else np.nan,
                     "n_baseline": n,

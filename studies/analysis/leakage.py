@@ -524,7 +524,18 @@ _GUESS = re.compile(r"AI\s+probability\s*[:=]\s*(\d{1,3}(?:\.\d+)?)\s*%?", re.IG
 
 
 def source_guess_messages(text: str) -> list[dict[str, str]]:
-    """Chat messages asking an OpenAI-compatible model for P(AI) of one proposal."""
+    """Chat messages asking an OpenAI-compatible model for P(AI) of one proposal.
+
+    Parameters
+    ----------
+    text
+        The proposal as the reviewers read it.
+
+    Returns
+    -------
+    list of dict
+        ``{"role", "content"}`` messages, the chat API's own format (sent as they are).
+    """
     return [
         {"role": "system", "content": SOURCE_GUESS_PROMPT},
         {"role": "user", "content": f"Proposal:\n<<<\n{text.strip()}\n>>>"},

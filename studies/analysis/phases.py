@@ -607,7 +607,7 @@ def _condition_changes(
                 subset=["change"]
             )
             one = hyp.one_sample(rows["change"].to_numpy(float), confidence=confidence)
-            n = int(one["n"])
+            n = int(one.n)
             out.append(
                 ConditionChange(
                     metric=m,
@@ -615,14 +615,14 @@ def _condition_changes(
                     n=n,
                     mean_first=float(rows["mean_first"].mean()) if n else math.nan,
                     mean_second=float(rows["mean_second"].mean()) if n else math.nan,
-                    mean_change=float(one["diff"]),
-                    sd=float(one["sd"]),
-                    se=float(one["se"]),
-                    t=float(one["t"]),
-                    df=float(one["df"]),
-                    p=float(one["p"]),
-                    ci_low=float(one["ci_low"]),
-                    ci_high=float(one["ci_high"]),
+                    mean_change=float(one.diff),
+                    sd=float(one.sd),
+                    se=float(one.se),
+                    t=float(one.t),
+                    df=float(one.df),
+                    p=float(one.p),
+                    ci_low=float(one.ci_low),
+                    ci_high=float(one.ci_high),
                 )
             )
     return out
@@ -680,9 +680,9 @@ def _change_tests(
                     "metric": m,
                     "condition": c,
                     "baseline": baseline,
-                    **w,
+                    **w.as_dict(),
                     "alternative": alt,
-                    "p_unadjusted": _planned_p(w["t"], w["df"], w["p"], alt, normal=False),
+                    "p_unadjusted": _planned_p(w.t, w.df, w.p, alt, normal=False),
                     "family": _family("change (Welch)", c, baseline, plan.family_scope),
                 }
             )
@@ -1299,8 +1299,8 @@ def phase_tables(result: PhaseComparison) -> dict[str, pd.DataFrame]:
 
     Returns
     -------
-    dict
-        ``phase_match`` (per idea id: compared, in one phase only, condition differs, left
+    dict of DataFrame
+        CSV name → table, as the report's files take it: ``phase_match`` (per idea id: compared, in one phase only, condition differs, left
         out), ``phase_ideas`` (per idea × metric), ``phase_changes`` (per metric ×
         condition), ``phase_tests`` (Welch, per metric × condition), ``phase_mixed``
         (fixed effects and variances per metric), ``phase_correlations``, ``phase_top_k``

@@ -620,7 +620,20 @@ def _resampling(value: Any, where: str, *, metric: bool) -> dict[str, Any]:
 
 
 def plan_document(plan: AnalysisPlan) -> dict[str, Any]:
-    """The plan as the JSON document :func:`parse_plan` reads (round-trips)."""
+    """The plan as the JSON document :func:`parse_plan` reads (round-trips).
+
+    Parameters
+    ----------
+    plan
+        The analysis plan.
+
+    Returns
+    -------
+    dict
+        The plan document, JSON-ready by design: what a study stores, the report shows
+        and :func:`plan_hash` hashes (keys added since the first schema appear only when
+        set, so older plans keep their hash).
+    """
     doc: dict[str, Any] = {
         "schema": PLAN_SCHEMA,
         "primary_metrics": list(plan.primary_metrics),
@@ -797,8 +810,26 @@ def apply_plan(
     comparison row gets ``alternative``, ``p_unadjusted`` (the planned p), ``p_adjusted``,
     ``family``, ``adjustment`` and ``reject`` (``p_adjusted`` ≤ alpha); comparisons outside
     every family get ``family: ""``, ``p_adjusted: None`` and ``reject: None``
-    (exploratory).  Returns the multiplicity section: method, alpha and
-    each family's members with both p-values and the decision.
+    (exploratory).
+
+    Parameters
+    ----------
+    tests
+        Test name → its report section; its comparison rows are updated in place when
+        ``write``.
+    plan
+        The analysis plan.
+    metrics
+        The report's metrics.
+    write
+        Whether to write the planned columns into the comparison rows.
+
+    Returns
+    -------
+    dict
+        The report's multiplicity section, JSON-ready by design: method, method_label,
+        alpha, family_scope and each family's members with both p-values and the
+        decision.
     """
     members = _members(tests, plan, metrics)
     for m in members:
@@ -936,7 +967,21 @@ def _f(x: float) -> float | None:
 
 
 def mixed_comparisons(fits: Mapping[str, dict[str, Any]], *, baseline: str) -> dict[str, Any]:
-    """The mixed model's condition effects as comparisons (z as t, no df) for the plan."""
+    """The mixed model's condition effects as comparisons (z as t, no df) for the plan.
+
+    Parameters
+    ----------
+    fits
+        Metric → the mixed-model fit's dict (fits with an error left out by the caller).
+    baseline
+        The baseline condition.
+
+    Returns
+    -------
+    dict
+        ``{"available": True, "comparisons": [...]}``, the shape of a :mod:`hypothesis`
+        test section, so :func:`apply_plan` corrects both alike.
+    """
     rows = []
     for metric, fit in fits.items():
         for row in fit.get("fixed") or []:

@@ -8,7 +8,8 @@ is never the report's voice. Under the default plan the two coincide and the rep
 its published wording.
 
 :func:`plan_voice` returns the words (a dict stored as ``report["plan"]["voice"]``) and
-:func:`planned_summary` the per-test summary stored as each test's ``planned`` block.
+:func:`planned_summary` the per-test summary (a `PlannedSummary`, whose ``as_dict()`` is
+stored as each test's ``planned`` block).
 
 Pure module: no Django imports.
 """
@@ -17,11 +18,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from .plan import CORRECTIONS, AnalysisPlan
 
-__all__ = ["STAR_STEPS", "TEST_NAMES", "plan_voice", "stars_for", "planned_summary"]
+__all__ = [
+    "STAR_STEPS",
+    "TEST_NAMES",
+    "PlannedSummary",
+    "plan_voice",
+    "stars_for",
+    "planned_summary",
+]
 
 TEST_NAMES = {
     "by_review": "Test 1",
@@ -118,7 +127,29 @@ def plan_voice(
     plan_hash: str = "",
 ) -> dict[str, Any]:
     """The report's words about its tests under `plan` (`multiplicity` as
-    :func:`plan.apply_plan` returns it)."""
+    :func:`plan.apply_plan` returns it).
+
+    Parameters
+    ----------
+    plan
+        The analysis plan.
+    multiplicity
+        The multiplicity section the plan produced.
+    metrics
+        The report's metrics.
+    baseline
+        The baseline condition.
+    tests
+        The tests the report shows.
+    plan_hash
+        The plan's hash, quoted in the words.
+
+    Returns
+    -------
+    dict
+        Sentence name → text, the plan section's "voice", JSON-ready by design: the report
+        template and the files print it as it is.
+    """
     n_metrics = len(metrics)
     if plan.is_default():
         return _default_voice(n_metrics)
@@ -192,18 +223,66 @@ def _default_voice(n_metrics: int) -> dict[str, Any]:
     }
 
 
-def planned_summary(result: Mapping[str, Any], *, test: str, plan: AnalysisPlan) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PlannedSummary:
+    """One test under the analysis plan (`planned_summary`).
+
+    Attributes
+    ----------
+    in_plan
+        Whether the plan tests it.
+    method, method_label, alpha
+        The plan's multiple-testing method, its label and alpha.
+    alternatives
+        The alternatives of its comparisons in a family, sorted.
+    families
+        The families those comparisons fall in, in order of first appearance.
+    planned_comparisons, exploratory_comparisons
+        Its comparisons in a family, and those outside every family.
+    """
+
+    in_plan: bool
+    method: str
+    method_label: str
+    alpha: float
+    alternatives: list[str]
+    families: list[str]
+    planned_comparisons: int
+    exploratory_comparisons: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the test section's "planned" entry."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def planned_summary(result: Mapping[str, Any], *, test: str, plan: AnalysisPlan) -> PlannedSummary:
     """One test's summary under the plan: whether the plan tests it, the alternatives and
-    families its comparisons fall in, the method and alpha."""
+    families its comparisons fall in, the method and alpha.
+
+    Parameters
+    ----------
+    result
+        The test's report section after :func:`plan.apply_plan` wrote its rows.
+    test
+        The test's name.
+    plan
+        The analysis plan.
+
+    Returns
+    -------
+    PlannedSummary
+        Whether the plan tests it, its method and alpha, and the alternatives and
+        families of its comparisons.
+    """
     rows = result.get("comparisons") or []
     planned = [r for r in rows if r.get("family")]
-    return {
-        "in_plan": test in plan.tests,
-        "method": plan.method,
-        "method_label": CORRECTIONS[plan.method],
-        "alpha": float(plan.alpha),
-        "alternatives": sorted({r["alternative"] for r in planned}),
-        "families": list(dict.fromkeys(r["family"] for r in planned)),
-        "planned_comparisons": len(planned),
-        "exploratory_comparisons": len(rows) - len(planned),
-    }
+    return PlannedSummary(
+        in_plan=test in plan.tests,
+        method=plan.method,
+        method_label=CORRECTIONS[plan.method],
+        alpha=float(plan.alpha),
+        alternatives=sorted({r["alternative"] for r in planned}),
+        families=list(dict.fromkeys(r["family"] for r in planned)),
+        planned_comparisons=len(planned),
+        exploratory_comparisons=len(rows) - len(planned),
+    )

@@ -193,13 +193,57 @@ def duplicate_flags(
 # ----------------------------------------------------------------------------- exclusion
 
 
+@dataclass(frozen=True)
+class Exclusions:
+    """Which analysed reviews the exclusion rules remove (`exclusions`).
+
+    Attributes
+    ----------
+    analysed
+        The analysed reviews (gold reviews are never analysed).
+    removed
+        Every review id removed by any rule, in natural order.
+    kept
+        The analysed reviews no rule removes.
+    rules
+        Per rule, as the report shows it: rule (its name), flag, unit, reviews (how many
+        it removes), only_this_rule (how many only it removes) and review_ids.
+    """
+
+    analysed: int
+    removed: list[str]
+    kept: int
+    rules: list[dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the report's exclusion block."""
+        return {
+            "analysed": self.analysed,
+            "removed": self.removed,
+            "kept": self.kept,
+            "rules": self.rules,
+        }
+
+
 def exclusions(
     flags: Iterable[Flag], rules: Sequence[ExclusionRule], reviews: Sequence[ReviewAnswers]
-) -> dict[str, Any]:
+) -> Exclusions:
     """Which analysed reviews (gold reviews are never analysed) each rule removes.
 
-    Returns ``removed`` (every review id removed by any rule, sorted) and ``rules``: per
-    rule its name, the reviews it removes, how many, and how many only it removes.
+    Parameters
+    ----------
+    flags
+        The study's quality flags.
+    rules
+        The exclusion rules in force.
+    reviews
+        Every review's answers (gold ones included, and left out).
+
+    Returns
+    -------
+    Exclusions
+        The reviews removed by any rule and, per rule, the reviews it removes, how many,
+        and how many only it removes.
     """
     flags = list(flags)
     analysed = [r for r in reviews if not r.gold]
@@ -229,12 +273,12 @@ def exclusions(
                 "review_ids": sorted(ids, key=_natural),
             }
         )
-    return {
-        "analysed": len(analysed_ids),
-        "removed": sorted(removed, key=_natural),
-        "kept": len(analysed_ids - removed),
-        "rules": rows,
-    }
+    return Exclusions(
+        analysed=len(analysed_ids),
+        removed=sorted(removed, key=_natural),
+        kept=len(analysed_ids - removed),
+        rules=rows,
+    )
 
 
 def _natural(text: str) -> tuple[int, int, str]:
@@ -355,7 +399,27 @@ def with_without(
     baseline, keeps its figures on all reviews, has none on the kept side, says why in
     ``kept_note``, and ``changed`` is None (no decision to compare). So does a row the
     kept side has no result for (a mixed model that failed on the kept reviews): a
-    missing decision is not a changed one."""
+    missing decision is not a changed one.
+
+    Parameters
+    ----------
+    tests_with, tests_without
+        Test name → its report section (`hypothesis`, `plan.mixed_comparisons`), on all
+        reviews and on the kept ones.
+    plan
+        The analysis plan whose primary comparisons and corrections are shown.
+    metrics
+        The report's metrics.
+    emptied
+        Condition → why the kept side has no review of it.
+
+    Returns
+    -------
+    list of dict
+        The report's with/without rows, JSON-ready by design (they are written out as
+        they are): test, metric, condition, diff / n / p_adjusted / reject on each side
+        (``_all``, ``_kept``), changed and kept_note.
+    """
     import copy
 
     def side(tests: Mapping[str, dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:

@@ -68,12 +68,32 @@ def quality_section(
     and a rule removed something. ``design`` is the frame, covariates and grouping
     factors the report's mixed model used (``report.mixed_design`` and its groups), for
     the leniency. ``pending`` counts rationales not yet compared.
+
+    Parameters
+    ----------
+    df
+        The review frame the report was built on.
+    report
+        The report so far (its metrics, conditions, tests and mixed fits are read).
+    flags, reviews
+        The study's quality flags and every review's answers.
+    plan
+        The analysis plan (quality thresholds and exclusion rules).
+    design, refit_mixed, pending
+        As above.
+
+    Returns
+    -------
+    dict
+        The report's "quality" section, JSON-ready by design and written out as it is:
+        flags and their counts, the exclusion (`Exclusions.as_dict()` and whether it was
+        planned), the with/without rows and the reviewers' leniency.
     """
     metrics = list(report["metrics"])
     baseline, conditions = report["baseline"], list(report["conditions"])
     rules, planned = rules_in_force(plan)
     excl = exclusions(flags, rules, reviews)
-    removed = set(excl["removed"])
+    removed = set(excl.removed)
     kept = df[~df["review_id"].astype(str).isin(removed)]
     section: dict[str, Any] = {
         "kinds": FLAG_KINDS,
@@ -87,7 +107,7 @@ def quality_section(
         "counts": {k: n for k, n in Counter(f.kind for f in flags).items()},
         "flagged_reviewers": len({f.reviewer_id for f in flags}),
         "rationales_not_compared": pending,
-        "exclusion": {**excl, "planned": planned},
+        "exclusion": {**excl.as_dict(), "planned": planned},
         "with_without": [],
         "with_without_note": "",
         "leniency": {},
@@ -168,7 +188,18 @@ def _leniency(
 
 
 def quality_rows(report: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    """The section's CSV tables: flags, exclusions per rule, with/without, leniency."""
+    """The section's CSV tables: flags, exclusions per rule, with/without, leniency.
+
+    Parameters
+    ----------
+    report
+        The report, with or without its quality section.
+
+    Returns
+    -------
+    dict of DataFrame
+        CSV name → table (none without a quality section), as the report's files take it.
+    """
     q = report.get("quality")
     if not q:
         return {}

@@ -35,6 +35,7 @@ from scipy import stats
 from .mixed import MixedResult, prepare_mixed_data
 
 __all__ = [
+    "ClmmFit",
     "ClmmJob",
     "RJob",
     "clmm_fit_many",
@@ -374,6 +375,34 @@ class ClmmJob:
     grad_tol: float = 1e-8
 
 
+@dataclass(frozen=True)
+class ClmmFit:
+    """One ``ordinal::clmm`` fit as R returned it (`clmm_fit_many`).
+
+    Attributes
+    ----------
+    engine
+        ``"ordinal::clmm"``.
+    thresholds, fixed
+        Lists of ``{term, coef, se}``; fixed terms named as
+        :func:`~studies.analysis.ordinal.fit_ordinal` names them.
+    sd
+        Random-intercept SD per grouping factor.
+    loglik, n_obs
+        The log-likelihood and the rows fitted.
+    fit_seconds
+        R's own fit time.
+    """
+
+    engine: str
+    thresholds: list[dict[str, Any]]
+    fixed: list[dict[str, Any]]
+    sd: dict[str, float]
+    loglik: float
+    n_obs: int
+    fit_seconds: float
+
+
 @functools.cache
 def ordinal_unavailable_reason() -> str | None:
     """Why ``ordinal::clmm`` cannot be used here, or ``None`` when it can."""
@@ -386,12 +415,22 @@ def ordinal_unavailable_reason() -> str | None:
 
 def clmm_fit_many(
     df: pd.DataFrame, jobs: Sequence[ClmmJob], *, timeout: float = 3600.0
-) -> list[dict[str, Any]]:
+) -> list[ClmmFit]:
     """Run every clmm job in one ``Rscript`` process; results come back in job order.
 
-    Each result has ``thresholds`` and ``fixed`` (lists of ``{term, coef, se}``, fixed
-    terms named as :func:`~studies.analysis.ordinal.fit_ordinal` names them), ``sd`` per
-    grouping factor, ``loglik``, ``n_obs`` and R's own fit time in ``fit_seconds``.
+    Parameters
+    ----------
+    df
+        The review frame holding every job's columns.
+    jobs
+        The fits to run.
+    timeout
+        Seconds the ``Rscript`` process may take.
+
+    Returns
+    -------
+    list of ClmmFit
+        One fit per job, in job order.
     """
     reason = ordinal_unavailable_reason()
     if reason is not None:
@@ -449,7 +488,7 @@ def _run_r(
         return list(json.loads(out_path.read_text()))
 
 
-def _clmm_result(prep: Any, r: dict[str, Any]) -> dict[str, Any]:
+def _clmm_result(prep: Any, r: dict[str, Any]) -> ClmmFit:
     alpha = [float(a) for a in _as_list(r["alpha"])]
     beta = [float(b) for b in _as_list(r["beta"])]
     se = [float(s) for s in _as_list(r["se"])]
@@ -457,21 +496,21 @@ def _clmm_result(prep: Any, r: dict[str, Any]) -> dict[str, Any]:
     by_level = {f"condition{lv}": f"condition[{lv}]" for lv in prep.levels}
     names = [by_level[str(n)] for n in _as_list(r["beta_names"])]
     col_to_group = {f"g{r['id']}_{j}": g for j, g in enumerate(prep.groups_used)}
-    return {
-        "engine": "ordinal::clmm",
-        "thresholds": [
+    return ClmmFit(
+        engine="ordinal::clmm",
+        thresholds=[
             {"term": str(n), "coef": a, "se": s}
             for n, a, s in zip(_as_list(r["alpha_names"]), alpha, se, strict=False)
         ],
-        "fixed": [
+        fixed=[
             {"term": n, "coef": b, "se": s}
             for n, b, s in zip(names, beta, se[len(alpha) :], strict=True)
         ],
-        "sd": {
+        sd={
             col_to_group[str(n)]: float(v)
             for n, v in zip(_as_list(r["st_names"]), _as_list(r["st"]), strict=True)
         },
-        "loglik": float(r["loglik"]),
-        "n_obs": int(r["n_obs"]),
-        "fit_seconds": float(r["seconds"]),
-    }
+        loglik=float(r["loglik"]),
+        n_obs=int(r["n_obs"]),
+        fit_seconds=float(r["seconds"]),
+    )

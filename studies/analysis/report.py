@@ -18,7 +18,7 @@ import importlib.metadata
 import platform
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,6 +56,14 @@ def _matrix(m: pd.DataFrame) -> dict[str, dict[str, float | None]]:
 
 
 def software_versions() -> dict[str, str]:
+    """The versions the report was computed with.
+
+    Returns
+    -------
+    dict
+        Package → version (ideareview, python, numpy, pandas, scipy, statsmodels): the
+        report's "software" section, JSON-ready by design.
+    """
     import scipy
     import statsmodels
 
@@ -163,7 +171,7 @@ def _mixed_section(
     if extras and options.crosscheck_lme4:
         mixed["lme4_crosscheck"] = lme4_crosscheck(
             df, mixed["fits"], baseline=baseline, idea_unit=idea_unit, reml=options.mixed_reml
-        )
+        ).as_dict()
     mixed["idea_unit"] = idea_unit
     fixed_terms = "".join(f" + {c}" for c in plan.covariates) + (
         " + topic (fixed)" if plan.topic == "fixed" else ""
@@ -248,7 +256,7 @@ def _consistency_section(
                     n_permutations=n_perm if heavy else 0,
                     seed=options.seed,
                     splits_out=splits if heavy and rows == "all" else None,
-                )
+                ).as_dict()
             consistency["by_metric"][metric] = entry
         main = consistency["by_metric"][main_metric]["all"]
         consistency.update(
@@ -349,6 +357,64 @@ def _comparison_sections(
     }
 
 
+def _review_sections(
+    df: pd.DataFrame,
+    *,
+    metrics: list[str],
+    conditions: list[str],
+    options: ReportOptions,
+    n_unique: int,
+    notes: list[str],
+    judges: Sequence[JudgeData],
+    human_pairs: pd.DataFrame | None,
+    baselines: Mapping[str, Any] | None,
+    tick: Callable[[str], None],
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    """What the reviews say beyond the comparisons: metric correlations, consistency and
+    reliability, per-topic means, review quality, the assignment and the human-LLM
+    agreement, keyed as in the report; each stage's time goes to `timings`, and the
+    consistency section's notes to `notes`. `n_unique` counts the unique reviews."""
+    t0 = time.perf_counter()
+    tick("metric correlations")
+    correlations = _correlations_section(df, metrics, n_unique)
+    timings["correlations"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    tick("inter-reviewer consistency and reliability")
+    consistency = _consistency_section(df, metrics=metrics, options=options, notes=notes)
+    reliability = _reliability_section(df, metrics, n_unique)
+    timings["consistency"] = time.perf_counter() - t0
+
+    tick("per-topic breakdown, review quality, assignment")
+    per_topic = desc.per_topic(df, metrics, conditions)
+    quality = desc.review_quality(df)
+    assignment = desc.assignment_table(df).as_dict()
+
+    t0 = time.perf_counter()
+    tick("human-LLM agreement")
+    agreement = build_agreement(
+        df,
+        metrics=metrics,
+        judges=judges,
+        human_pairs=human_pairs,
+        consistency=consistency,
+        options=options,
+        baselines=baselines,
+    )
+    timings["agreement"] = time.perf_counter() - t0
+
+    return {
+        "correlations": correlations,
+        "consistency": consistency,
+        "reliability": reliability,
+        "per_topic": {"rows": _records(per_topic), "confidence": 0.95},
+        "review_quality": {"rows": _records(quality)},
+        "assignment": assignment,
+        "agreement": agreement,
+    }
+
+
 def build_report(
     df: pd.DataFrame,
     *,
@@ -371,6 +437,28 @@ def build_report(
     Bonferroni over the metrics) and the words the report uses about its tests
     (`plan_voice`); `registered` is the frozen plan, whose results are shown beside the
     current plan's when the two differ.
+
+    Parameters
+    ----------
+    df
+        The analysis frame, one row per (review, condition) (`frame.py`).
+    metrics, baseline, conditions
+        The form's metrics, the baseline condition and the conditions shown (those
+        without reviews are left out).
+    options
+        Draws, seeds and which checks run.
+    progress
+        Called with (step, steps, message) as the stages start.
+    judges, human_pairs, baselines
+        The agreement section's inputs, as above.
+    plan, registered
+        The current analysis plan (None: the default) and the frozen one, as above.
+
+    Returns
+    -------
+    dict
+        The report, JSON-ready by design: report.json is this dict written out, and the
+        HTML, CSVs and package read it.
     """
     plan = plan or AnalysisPlan()
     metrics = list(metrics)
@@ -405,35 +493,19 @@ def build_report(
         timings=timings,
     )
 
-    t0 = time.perf_counter()
-    tick("metric correlations")
-    correlations = _correlations_section(df, metrics, len(uniq))
-    timings["correlations"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    tick("inter-reviewer consistency and reliability")
-    consistency = _consistency_section(df, metrics=metrics, options=options, notes=notes)
-    reliability = _reliability_section(df, metrics, len(uniq))
-    timings["consistency"] = time.perf_counter() - t0
-
-    tick("per-topic breakdown, review quality, assignment")
-    per_topic = desc.per_topic(df, metrics, conditions)
-    quality = desc.review_quality(df)
-    assignment = desc.assignment_table(df)
-
-    t0 = time.perf_counter()
-    tick("human-LLM agreement")
-    agreement = build_agreement(
+    reviews = _review_sections(
         df,
         metrics=metrics,
+        conditions=conditions,
+        options=options,
+        n_unique=len(uniq),
+        notes=notes,
         judges=judges,
         human_pairs=human_pairs,
-        consistency=consistency,
-        options=options,
         baselines=baselines,
+        tick=tick,
+        timings=timings,
     )
-    timings["agreement"] = time.perf_counter() - t0
-
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -445,13 +517,7 @@ def build_report(
         "data": _data_counts(df, uniq, reviewers, conditions),
         "notes": notes,
         **comparisons,
-        "correlations": correlations,
-        "consistency": consistency,
-        "reliability": reliability,
-        "per_topic": {"rows": _records(per_topic), "confidence": 0.95},
-        "review_quality": {"rows": _records(quality)},
-        "assignment": assignment,
-        "agreement": agreement,
+        **reviews,
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "progress_total": steps,
     }
@@ -467,7 +533,21 @@ def mixed_fits(
     plan: AnalysisPlan,
 ) -> dict[str, Any]:
     """The report's main mixed-model fits per metric on ``df`` (no sensitivity fits): the
-    model the quality section refits on the reviews the exclusion rules keep."""
+    model the quality section refits on the reviews the exclusion rules keep.
+
+    Parameters
+    ----------
+    df
+        The review frame.
+    metrics, baseline, options, plan
+        As for `build_report`.
+
+    Returns
+    -------
+    dict
+        Metric → its fit as the mixed-effects section holds it ("fits"), JSON-ready by
+        design; a fit that failed is ``{"metric", "error"}``.
+    """
     section, _ = _mixed_section(
         df, metrics=list(metrics), baseline=baseline, options=options, plan=plan,
         tick=lambda _message: None, extras=False,
@@ -528,6 +608,25 @@ def planned_tests(
     differs is applied to copies, so both sets of results can be shown. When the two
     plans' mixed-model formulas differ, ``registered_mixed`` holds the registered
     formula's fits, and the registered plan's mixed-model tests use them.
+
+    Parameters
+    ----------
+    tests
+        Tests 1-3's report sections; each gets its "planned" entry and the plan's columns.
+    fits
+        Metric → the mixed-model fit.
+    plan, registered
+        The current plan and the frozen one (None: none frozen).
+    metrics, baseline
+        The report's metrics and baseline condition.
+    registered_mixed
+        {"model", "fits"} of the registered plan's mixed model, when its formula differs.
+
+    Returns
+    -------
+    dict
+        The report's "plan" section, JSON-ready by design: document, hash, default,
+        multiplicity, voice, registered and deviation.
     """
 
     def mixed_tests(fits: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
@@ -538,7 +637,7 @@ def planned_tests(
     digest = plan_hash(plan)
     multiplicity = apply_plan(all_tests, plan, metrics=metrics)
     for name, result in tests.items():
-        result["planned"] = planned_summary(result, test=name, plan=plan)
+        result["planned"] = planned_summary(result, test=name, plan=plan).as_dict()
     section: dict[str, Any] = {
         "document": plan_document(plan),
         "hash": digest,
@@ -609,7 +708,26 @@ def build_ordinal(
     idea_unit: str,
     options: ReportOptions,
 ) -> dict[str, Any]:
-    """The ordinal check: a cumulative-logit mixed model per metric beside the linear one."""
+    """The ordinal check: a cumulative-logit mixed model per metric beside the linear one.
+
+    Parameters
+    ----------
+    df
+        The review frame.
+    metrics, baseline
+        The report's metrics and baseline condition.
+    idea_unit
+        The idea grouping column (``idea_id`` or ``source_idea_id``).
+    options
+        Which metrics get the check (``options.ordinal``) and the row limit for all.
+
+    Returns
+    -------
+    dict
+        The report's "ordinal" section, JSON-ready by design: model, fits (each
+        `OrdinalResult.to_dict()`, or ``{"metric", "error"}``), available and, when only
+        the primary metric was fitted, a note.
+    """
     from .ordinal import fit_ordinal
 
     primary = options.consistency_metric if options.consistency_metric in metrics else metrics[-1]
@@ -670,21 +788,64 @@ def ordinal_rows(report: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+@dataclass(frozen=True)
+class Lme4Crosscheck:
+    """The report's mixed models refitted by R's lmer (`lme4_crosscheck`).
+
+    Attributes
+    ----------
+    available
+        Whether R and lme4 could be run.
+    reason
+        Why not, when they could not; None when they could.
+    by_metric
+        Metric → the largest absolute differences of coefficients, SEs and variances,
+        lme4's log-likelihood, the log-likelihoods' difference and lme4's time.
+    """
+
+    available: bool
+    reason: str | None = None
+    by_metric: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the mixed-effects section's "lme4_crosscheck" entry:
+        available and reason when not run, available and by_metric when run."""
+        if not self.available:
+            return {"available": False, "reason": self.reason}
+        return {"available": True, "by_metric": self.by_metric}
+
+
 def lme4_crosscheck(
     df: pd.DataFrame, fits: dict[str, Any], *, baseline: str, idea_unit: str, reml: bool
-) -> dict[str, Any]:
-    """Refit the report's models through R's lmer and give the largest differences."""
+) -> Lme4Crosscheck:
+    """Refit the report's models through R's lmer and give the largest differences.
+
+    Parameters
+    ----------
+    df
+        The review frame.
+    fits
+        Metric → the report's mixed-model fit.
+    baseline, idea_unit, reml
+        As the report's model was fitted.
+
+    Returns
+    -------
+    Lme4Crosscheck
+        Why R could not run, or per metric the largest differences of coefficients, SEs
+        and variances, the two log-likelihoods and lme4's time.
+    """
     from .rcheck import RJob, lme4_fit_many, r_unavailable_reason
 
     reason = r_unavailable_reason()
     if reason is not None:
-        return {"available": False, "reason": f"lme4 cross-check skipped: {reason}"}
+        return Lme4Crosscheck(available=False, reason=f"lme4 cross-check skipped: {reason}")
     metrics = [m for m, f in fits.items() if "error" not in f]
     jobs = [
         RJob(metric=m, baseline=baseline, reml=reml, groups=("topic", "reviewer_id", idea_unit))
         for m in metrics
     ]
-    out: dict[str, Any] = {"available": True, "by_metric": {}}
+    by_metric: dict[str, dict[str, Any]] = {}
     for metric, r in zip(metrics, lme4_fit_many(df, jobs), strict=True):
         ours = fits[metric]
         theirs = r.to_dict()
@@ -692,7 +853,7 @@ def lme4_crosscheck(
         coef = max(abs(ours_fixed[t["term"]]["coef"] - t["coef"]) for t in theirs["fixed"])
         se = max(abs(ours_fixed[t["term"]]["se"] - t["se"]) for t in theirs["fixed"])
         var = max(abs(ours["variance"][k] - v) for k, v in theirs["variance"].items())
-        out["by_metric"][metric] = {
+        by_metric[metric] = {
             "max_abs_diff_coef": coef,
             "max_abs_diff_se": se,
             "max_abs_diff_variance": var,
@@ -700,11 +861,24 @@ def lme4_crosscheck(
             "abs_diff_loglik": abs(ours["loglik"] - theirs["loglik"]),
             "lme4_seconds": theirs.get("fit_seconds"),
         }
-    return out
+    return Lme4Crosscheck(available=True, by_metric=by_metric)
 
 
 def tidy_tables(report: dict[str, Any], df: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Long-format CSVs: one row per number, columns named as in report.json."""
+    """Long-format CSVs: one row per number, columns named as in report.json.
+
+    Parameters
+    ----------
+    report
+        The report dict.
+    df
+        The review frame it was built on.
+
+    Returns
+    -------
+    dict of DataFrame
+        CSV name → table, as the report's files write them.
+    """
     tables: dict[str, pd.DataFrame] = {
         "summary": pd.concat(
             [

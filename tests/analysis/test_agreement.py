@@ -62,11 +62,11 @@ def test_absolute_agreement_matches_a_hand_computed_case():
     # judge ranks 1 2 3 4, humans 1 3 2 4: one discordant pair of six.
     frame = _frame({"a": [1, 1], "b": [3, 3], "c": [2, 2], "d": [4, 4]})
     res = ag.absolute_agreement(frame, _judge({"a": 1, "b": 2, "c": 3, "d": 4}), n_bootstrap=0)
-    out = res["by_metric"]["overall"]
-    assert (out["n_ideas"], out["n_reviews"]) == (4, 8)
-    assert out["spearman"]["estimate"] == pytest.approx(0.8)
-    assert out["kendall"]["estimate"] == pytest.approx(4 / 6)
-    assert out["pearson"]["estimate"] == pytest.approx(0.8)
+    out = res.by_metric["overall"]
+    assert (out.n_ideas, out.n_reviews) == (4, 8)
+    assert out.spearman.estimate == pytest.approx(0.8)
+    assert out.kendall.estimate == pytest.approx(4 / 6)
+    assert out.pearson.estimate == pytest.approx(0.8)
 
 
 def test_absolute_agreement_estimates_equal_scipy_on_random_data():
@@ -74,7 +74,7 @@ def test_absolute_agreement_estimates_equal_scipy_on_random_data():
     ideas = {f"i{i}": rng.integers(1, 11, size=rng.integers(2, 5)).tolist() for i in range(40)}
     frame = _frame(ideas)
     judge = _judge({i: float(rng.integers(1, 6)) for i in ideas})  # many ties
-    out = ag.absolute_agreement(frame, judge, n_bootstrap=200)["by_metric"]["overall"]
+    out = ag.absolute_agreement(frame, judge, n_bootstrap=200).by_metric["overall"]
     x = judge.set_index("idea_id")["score"].sort_index().to_numpy()
     y = frame.groupby("idea_id")["overall"].mean().sort_index().to_numpy()
     for name, fn in [
@@ -83,9 +83,10 @@ def test_absolute_agreement_estimates_equal_scipy_on_random_data():
         ("pearson", stats.pearsonr),
     ]:
         ref = fn(x, y)
-        assert out[name]["estimate"] == pytest.approx(ref.statistic, abs=1e-12)
-        assert out[name]["p_value"] == pytest.approx(ref.pvalue, rel=1e-9)
-        assert out[name]["ci_low"] <= out[name]["estimate"] <= out[name]["ci_high"]
+        corr = getattr(out, name)
+        assert corr.estimate == pytest.approx(ref.statistic, abs=1e-12)
+        assert corr.p_value == pytest.approx(ref.pvalue, rel=1e-9)
+        assert corr.ci_low <= corr.estimate <= corr.ci_high
 
 
 @pytest.mark.parametrize(
@@ -116,16 +117,16 @@ def test_a_judge_that_gives_every_idea_the_same_score_gets_a_reason_not_a_number
     frame = _frame({"a": [1, 2], "b": [5, 6], "c": [8, 9]})
     res = ag.absolute_agreement(frame, _judge({"a": 5, "b": 5, "c": 5}))
     for method in ("spearman", "kendall", "pearson"):
-        block = res["by_metric"]["overall"][method]
-        assert block["estimate"] is None
-        assert "same score" in block["reason"]
-    json.dumps(res, allow_nan=False)
+        block = getattr(res.by_metric["overall"], method)
+        assert block.estimate is None
+        assert "same score" in block.reason
+    json.dumps(res.as_dict(), allow_nan=False)
 
 
 def test_no_overlapping_ideas_give_reasons_everywhere():
     frame = _frame({f"i{i}": [i, i + 1] for i in range(12)})
     judge = _judge({f"other{i}": float(i) for i in range(12)})
-    absolute = ag.absolute_agreement(frame, judge)["by_metric"]["overall"]
+    absolute = ag.absolute_agreement(frame, judge).by_metric["overall"].as_dict()
     assert absolute["n_ideas"] == 0 and absolute["n_ideas_without_judge"] == 12
     assert "at least 3 ideas" in absolute["spearman"]["reason"]
     cons = ag.judge_consistency(frame, judge, resampling=_draws(10, 0, 0)).as_dict()
@@ -133,7 +134,7 @@ def test_no_overlapping_ideas_give_reasons_everywhere():
     top = ag.top_k_overlap(frame, judge).as_dict()
     assert top["overlap"] is None and "no idea" in top["reason"]
     assert list(top)[-2:] == ["overlap", "reason"]
-    alpha = ag.krippendorff_with_judges(frame, {"j": judge})
+    alpha = ag.krippendorff_with_judges(frame, {"j": judge}).as_dict()
     assert alpha["judges"]["j"]["reason"] == "the judge scored none of the reviewed ideas"
     for res in (absolute, cons, top, alpha):
         json.dumps(res, allow_nan=False)
@@ -162,7 +163,7 @@ def test_agreement_falls_as_the_judge_gets_noisier_on_si2024(si2024_frame):
     for sd in (0.0, 1.0, 3.0):
         judge = _noisy_judge(si2024_frame, sd, seed=1)
         res = ag.absolute_agreement(si2024_frame, judge, ["overall"], n_bootstrap=200)
-        spearman.append(res["by_metric"]["overall"]["spearman"]["estimate"])
+        spearman.append(res.by_metric["overall"].spearman.estimate)
         cons = ag.judge_consistency(
             si2024_frame, judge, resampling=_draws(200, 0, 0), ceiling=False
         )
@@ -170,7 +171,7 @@ def test_agreement_falls_as_the_judge_gets_noisier_on_si2024(si2024_frame):
     assert spearman[0] == pytest.approx(1.0)
     assert spearman[0] > spearman[1] > spearman[2] > 0
     assert consistency[0] > consistency[1] > consistency[2]
-    assert res["by_metric"]["overall"]["n_ideas"] == 129
+    assert res.by_metric["overall"].n_ideas == 129
 
 
 # --------------------------------------------------------- judge consistency (Si et al.)
@@ -393,7 +394,7 @@ def test_label_agreement_matches_a_hand_computation():
     # Doubled marginals: first (x 3, y 3, tie 2), second (x 4, y 4, tie 0):
     # p_e = (3*4 + 3*4) / 64 = 3/8, kappa = (1/2 - 3/8) / (5/8) = 1/5.
     # Without ties: x/x, y/y, x/y -> p_o 2/3, marginals 3/3 and 3/3, p_e 1/2, kappa 1/3.
-    res = ag.label_agreement(["x", "y", "x", "tie"], ["x", "y", "y", "x"])
+    res = ag.label_agreement(["x", "y", "x", "tie"], ["x", "y", "y", "x"]).as_dict()
     assert res["with_ties"] == {"n": 4, "accuracy": 0.5, "kappa": pytest.approx(0.2)}
     assert res["without_ties"]["accuracy"] == pytest.approx(2 / 3)
     assert res["without_ties"]["kappa"] == pytest.approx(1 / 3)
@@ -423,7 +424,7 @@ def test_pairwise_agreement_against_ratings_means_and_other_reviewers():
     )
     frame = _frame({"a": [8, 7], "b": [3, 4], "c": [5, 5], "d": [5, 5], "e": [2], "f": [6]})
     res = ag.pairwise_agreement(judge, human_pairs=ratings, frame=frame)
-    block = res["by_dimension"]["overall"]
+    block = res.by_dimension["overall"]
     assert block["n_judged_pairs"] == 3 and block["judge_tie_rate"] == pytest.approx(1 / 3)
 
     vs = block["vs_human_ratings"]
@@ -450,12 +451,12 @@ def test_pairwise_agreement_against_ratings_means_and_other_reviewers():
     assert hh["with_ties"]["kappa"] == pytest.approx((p_o - p_e) / (1 - p_e))
     assert hh["judge_on_same_pairs"]["n"] == 3
     assert hh["judge_on_same_pairs"]["with_ties"]["accuracy"] == pytest.approx(2 / 3)
-    json.dumps(res, allow_nan=False)
+    json.dumps(res.as_dict(), allow_nan=False)
 
 
 def test_pairwise_agreement_without_human_inputs_says_what_is_missing():
     res = ag.pairwise_agreement(_pairs([("a", "b", "a", "A")]))
-    block = res["by_dimension"]["overall"]
+    block = res.by_dimension["overall"]
     assert block["vs_human_ratings"]["reason"] == "no human pair ratings given"
     assert block["vs_human_means"]["reason"] == "no review frame given"
 
@@ -509,7 +510,7 @@ def test_diagnostics_measure_position_bias_length_bias_and_failures():
             ("e", "f", "f", "unparseable"),  # no parseable couple
         ]
     ).assign(len_a=[100, 100, 50, 50, 10, 10], len_b=[80, 80, 70, 70, 10, 10], cost=0.5)
-    res = ag.judge_diagnostics(judge_pairs=pairs)["pairwise"]
+    res = ag.judge_diagnostics(judge_pairs=pairs).pairwise
     assert res["position_consistency"]["n"] == 2
     assert res["position_consistency"]["consistency"] == 0.5
     # Decisive: a(first) a(second) c(first) d(first): 3 of 4 won by the first shown.
@@ -526,13 +527,13 @@ def test_diagnostics_without_lengths_or_costs_say_they_cannot_compute():
     pairs = _pairs([("a", "b", "a", "A"), ("a", "b", "b", "B")])
     scores = _judge({"a": 5.0, "b": np.nan})
     res = ag.judge_diagnostics(judge_pairs=pairs, judge_scores=scores)
-    assert res["pairwise"]["longer_text_win_rate"]["reason"] == "cannot compute: no text lengths"
-    assert res["pairwise"]["longer_text_win_rate"]["rate"] is None
-    assert res["pairwise"]["cost_per_idea"]["reason"] == "cannot compute: no costs"
-    assert res["direct"]["unparseable_rate"] == 0.5
+    assert res.pairwise["longer_text_win_rate"]["reason"] == "cannot compute: no text lengths"
+    assert res.pairwise["longer_text_win_rate"]["rate"] is None
+    assert res.pairwise["cost_per_idea"]["reason"] == "cannot compute: no costs"
+    assert res.direct["unparseable_rate"] == 0.5
     with_map = ag.judge_diagnostics(judge_pairs=pairs, lengths={"a": 10, "b": 20})
-    assert with_map["pairwise"]["longer_text_win_rate"]["rate"] == 0.5
-    json.dumps(res, allow_nan=False)
+    assert with_map.pairwise["longer_text_win_rate"]["rate"] == 0.5
+    json.dumps(res.as_dict(), allow_nan=False)
 
 
 # ------------------------------------------------------------------------- Krippendorff
@@ -558,12 +559,12 @@ def test_alpha_with_a_judge_equals_the_krippendorff_package_on_random_data():
     res = ag.krippendorff_with_judges(frame, {"j": judge}, "overall", level="ordinal")
     humans = krippendorff.alpha(reliability_data=data[:n_reviewers], level_of_measurement="ordinal")
     both = krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal")
-    assert res["humans"]["alpha"] == pytest.approx(humans, rel=1e-9)
-    assert res["judges"]["j"]["alpha"] == pytest.approx(both, rel=1e-9)
-    assert res["judges"]["j"]["n_values"] == int(
+    assert res.humans["alpha"] == pytest.approx(humans, rel=1e-9)
+    assert res.judges["j"]["alpha"] == pytest.approx(both, rel=1e-9)
+    assert res.judges["j"]["n_values"] == int(
         (~np.isnan(data)).sum(0)[(~np.isnan(data)).sum(0) >= 2].sum()
     )
-    assert res["judges"]["j"]["delta"] == pytest.approx(both - humans, rel=1e-9)
+    assert res.judges["j"]["delta"] == pytest.approx(both - humans, rel=1e-9)
 
 
 def test_a_judge_equal_to_the_human_mean_raises_alpha_and_a_random_one_lowers_it(si2024_frame):
@@ -578,13 +579,13 @@ def test_a_judge_equal_to_the_human_mean_raises_alpha_and_a_random_one_lowers_it
         },
         "overall",
     )
-    humans = res["humans"]
+    humans = res.humans
     assert (humans["n_units"], humans["n_values"]) == (129, 296)
     assert abs(humans["alpha"] - 0.087) < 0.005
-    assert res["judges"]["mean"]["alpha"] > humans["alpha"] > res["judges"]["random"]["alpha"]
-    assert res["judges"]["mean"]["n_values"] == 296 + 129
-    assert res["judges"]["noisy"]["outside_human_range"] is True
-    assert res["judges"]["mean"]["outside_human_range"] is False
+    assert res.judges["mean"]["alpha"] > humans["alpha"] > res.judges["random"]["alpha"]
+    assert res.judges["mean"]["n_values"] == 296 + 129
+    assert res.judges["noisy"]["outside_human_range"] is True
+    assert res.judges["mean"]["outside_human_range"] is False
 
 
 def test_one_call_gives_every_statistic_of_a_judge_run_as_json(si2024_frame):

@@ -29,29 +29,29 @@ def test_si2024_consistency_over_all_rows_is_about_56_5_percent(si2024_frame):
     res = cons.inter_reviewer_consistency(
         si2024_frame, "overall", n_splits=1000, n_bootstrap=0, n_permutations=0
     )
-    assert abs(res["balanced_accuracy"] - 0.565) < 0.015
-    assert (res["n_units"], res["n_reviews"], res["n_selected"]) == (147, 337, 72)
-    assert 0.03 < res["split_sd"] < 0.05  # one split alone swings by several points
-    assert 0.45 < res["split_low"] < 0.52 and 0.61 < res["split_high"] < 0.68
-    assert res["ci_low"] is None and res["p_value"] is None
+    assert abs(res.balanced_accuracy - 0.565) < 0.015
+    assert (res.n_units, res.n_reviews, res.n_selected) == (147, 337, 72)
+    assert 0.03 < res.split_sd < 0.05  # one split alone swings by several points
+    assert 0.45 < res.split_low < 0.52 and 0.61 < res.split_high < 0.68
+    assert res.ci_low is None and res.p_value is None
 
 
 def test_si2024_consistency_defaults_give_the_readme_ci_and_p_value(si2024_frame):
     res = cons.inter_reviewer_consistency(si2024_frame)
-    json.dumps(res, allow_nan=False)
-    assert (res["n_splits"], res["n_bootstrap"], res["n_permutations"]) == (1000, 1000, 1000)
-    assert abs(res["balanced_accuracy"] - 0.565) < 0.015
-    assert abs(res["ci_low"] - 0.47) < 0.025 and abs(res["ci_high"] - 0.64) < 0.025
-    assert 0.03 < res["p_value"] < 0.15  # README: p ~ 0.08, not clearly above chance
-    assert abs(res["null_mean"] - 0.5) < 0.01
+    json.dumps(res.as_dict(), allow_nan=False)
+    assert (res.n_splits, res.n_bootstrap, res.n_permutations) == (1000, 1000, 1000)
+    assert abs(res.balanced_accuracy - 0.565) < 0.015
+    assert abs(res.ci_low - 0.47) < 0.025 and abs(res.ci_high - 0.64) < 0.025
+    assert 0.03 < res.p_value < 0.15  # README: p ~ 0.08, not clearly above chance
+    assert abs(res.null_mean - 0.5) < 0.01
 
 
 def test_si2024_consistency_on_unique_reviews_counts_each_review_once(si2024_frame):
     res = cons.inter_reviewer_consistency(
         si2024_frame, rows="unique", n_splits=300, n_bootstrap=0, n_permutations=0
     )
-    assert (res["n_units"], res["n_reviews"]) == (129, 296)
-    assert 0.52 < res["balanced_accuracy"] < 0.58
+    assert (res.n_units, res.n_reviews) == (129, 296)
+    assert 0.52 < res.balanced_accuracy < 0.58
 
 
 def test_consistency_is_reproducible_for_a_seed(si2024_frame):
@@ -66,15 +66,15 @@ def test_random_scores_give_chance_consistency():
     df = _frame(rng.integers(1, 11, size=(2000, 3)).tolist())
     res = cons.inter_reviewer_consistency(df, n_splits=40, n_bootstrap=0, n_permutations=0)
     # 1000 selected ideas: the sd of one data set's accuracy is about 1.5 points
-    assert abs(res["balanced_accuracy"] - 0.5) < 0.045
+    assert abs(res.balanced_accuracy - 0.5) < 0.045
 
 
 def test_perfectly_consistent_reviewers_give_full_consistency():
     df = _frame([[float(i)] * (2 + i % 3) for i in range(40)])
     res = cons.inter_reviewer_consistency(df, n_splits=100, n_bootstrap=50, n_permutations=99)
-    assert res["balanced_accuracy"] == 1.0
-    assert res["split_low"] == 1.0
-    assert res["p_value"] == pytest.approx(1 / 100)
+    assert res.balanced_accuracy == 1.0
+    assert res.split_low == 1.0
+    assert res.p_value == pytest.approx(1 / 100)
 
 
 def test_ideas_with_a_single_review_do_not_count():
@@ -186,8 +186,8 @@ def test_large_studies_are_split_in_batches_of_bounded_memory(monkeypatch):
     )
     assert max(planes) <= cons._PLANE
     assert sum(planes) == (1000 + 40 * 10 + 40 * 10) * 5000  # every replicate, once
-    assert res["n_units"] == 5000 and 0.6 < res["balanced_accuracy"] < 0.9
-    assert res["p_value"] == pytest.approx(1 / 41)
+    assert res.n_units == 5000 and 0.6 < res.balanced_accuracy < 0.9
+    assert res.p_value == pytest.approx(1 / 41)
 
 
 def _plain_split_batch(P: np.ndarray, rng: np.random.Generator, top_fraction: float):

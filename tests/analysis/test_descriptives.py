@@ -104,11 +104,11 @@ def test_review_quality_counts_unique_reviews_in_the_overall_row(si2024_frame):
 
 def test_assignment_table_says_reviewers_are_unavailable_on_si2024(si2024_frame):
     table = desc.assignment_table(si2024_frame)
-    json.dumps(table, allow_nan=False)
-    assert (table["n_rows"], table["n_reviews"], table["n_ideas"]) == (337, 296, 129)
-    assert table["reviews_per_idea"]["min"] == 2 and table["reviews_per_idea"]["max"] == 4
-    assert table["reviews_per_idea_by_condition"]["Human"]["n"] == 49
-    reviewers = table["reviewers"]
+    json.dumps(table.as_dict(), allow_nan=False)
+    assert (table.n_rows, table.n_reviews, table.n_ideas) == (337, 296, 129)
+    assert table.reviews_per_idea["min"] == 2 and table.reviews_per_idea["max"] == 4
+    assert table.reviews_per_idea_by_condition["Human"]["n"] == 49
+    reviewers = table.reviewers
     assert reviewers["available"] is False
     assert "no reviewer ids" in reviewers["reason"]
     assert reviewers["reviews_per_reviewer"] is None
@@ -117,7 +117,7 @@ def test_assignment_table_says_reviewers_are_unavailable_on_si2024(si2024_frame)
 
 def test_assignment_table_describes_reviewers_when_ids_exist():
     df = simulate_study(seed=5, n_reviewers=40, n_ideas_per_condition=20, load=(2, 5))
-    reviewers = desc.assignment_table(df)["reviewers"]
+    reviewers = desc.assignment_table(df).reviewers
     assert reviewers["available"] is True and reviewers["reason"] is None
     assert reviewers["n_reviewers"] == 40
     assert reviewers["conditions_per_reviewer"]["min"] >= 2

@@ -117,17 +117,17 @@ def test_welch_matches_statsmodels_and_scipy_on_random_data():
             weightstats.DescrStatsW(x), weightstats.DescrStatsW(y)
         ).tconfint_diff(usevar="unequal")
         ref = stats.ttest_ind(x, y, equal_var=False)
-        assert math.isclose(ours["t"], t, rel_tol=1e-10)
-        assert math.isclose(ours["p"], p, rel_tol=1e-8)
-        assert math.isclose(ours["p"], ref.pvalue, rel_tol=1e-8)
-        assert math.isclose(ours["df"], dof, rel_tol=1e-10)
-        assert math.isclose(ours["ci_low"], lo, rel_tol=1e-8)
-        assert math.isclose(ours["ci_high"], hi, rel_tol=1e-8)
+        assert math.isclose(ours.t, t, rel_tol=1e-10)
+        assert math.isclose(ours.p, p, rel_tol=1e-8)
+        assert math.isclose(ours.p, ref.pvalue, rel_tol=1e-8)
+        assert math.isclose(ours.df, dof, rel_tol=1e-10)
+        assert math.isclose(ours.ci_low, lo, rel_tol=1e-8)
+        assert math.isclose(ours.ci_high, hi, rel_tol=1e-8)
 
 
 def test_welch_with_too_few_points_gives_no_statistic():
     out = hyp.welch(np.array([1.0]), np.array([1.0, 2.0, 3.0]))
-    assert math.isnan(out["t"]) and math.isnan(out["p"])
+    assert math.isnan(out.t) and math.isnan(out.p)
 
 
 def test_reviewer_test_matches_a_hand_computation():

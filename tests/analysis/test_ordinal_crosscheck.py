@@ -69,16 +69,16 @@ def pairs(si2024_frame) -> dict[str, tuple[OrdinalResult, dict]]:
 def test_ordinal_model_equals_clmm(pairs, case) -> None:
     ours, ref = pairs[case]
     assert ours.converged, ours.warnings
-    assert ours.n_obs == ref["n_obs"]
-    assert [t["term"] for t in ours.thresholds] == [t["term"] for t in ref["thresholds"]]
-    for a, b in zip(ours.thresholds + ours.fixed, ref["thresholds"] + ref["fixed"], strict=True):
+    assert ours.n_obs == ref.n_obs
+    assert [t["term"] for t in ours.thresholds] == [t["term"] for t in ref.thresholds]
+    for a, b in zip(ours.thresholds + ours.fixed, ref.thresholds + ref.fixed, strict=True):
         assert a["term"] == b["term"]
         assert a["coef"] == pytest.approx(b["coef"], abs=1e-3), a["term"]
         assert a["se"] == pytest.approx(b["se"], abs=1e-3), a["term"]
-    assert set(ours.sd) == set(ref["sd"])
-    for g, sd in ref["sd"].items():
+    assert set(ours.sd) == set(ref.sd)
+    for g, sd in ref.sd.items():
         assert ours.sd[g] == pytest.approx(sd, abs=1e-3), g
-    assert ours.loglik == pytest.approx(ref["loglik"], abs=1e-2)
+    assert ours.loglik == pytest.approx(ref.loglik, abs=1e-2)
 
 
 def test_si2024_ordinal_fit_has_only_the_idea_effect(pairs, si2024_frame) -> None:

@@ -125,9 +125,9 @@ def test_exclusion_rules_say_what_each_removed_and_what_only_it_removed():
         reviews,
     )
     # Reviewer B wrote the analysed reviews 1, 3, 5 (7 is gold: never analysed).
-    assert result["analysed"] == 6
-    assert result["removed"] == ["1", "3", "5"] and result["kept"] == 3
-    rows = {r["rule"]: r for r in result["rules"]}
+    assert result.analysed == 6
+    assert result.removed == ["1", "3", "5"] and result.kept == 3
+    rows = {r["rule"]: r for r in result.rules}
     assert rows["fast"]["review_ids"] == ["1", "3"] and rows["fast"]["only_this_rule"] == 0
     assert rows["straight_line"]["reviews"] == 1
     assert rows["gold (whole reviewer)"]["review_ids"] == ["1", "3", "5"]
@@ -341,7 +341,7 @@ def test_a_condition_the_rules_empty_keeps_its_row_saying_no_review_is_left():
     welch = hyp.welch(ai.to_numpy(), h.to_numpy())
     row = rows[("by_review", "AI")]
     assert row["n_kept"] == len(ai) and row["diff_kept"] == pytest.approx(ai.mean() - h.mean())
-    assert row["p_adjusted_kept"] == pytest.approx(welch["p"])
+    assert row["p_adjusted_kept"] == pytest.approx(welch.p)
     assert row["changed"] == (bool(row["reject_all"]) != bool(row["reject_kept"]))
 
 
