@@ -63,7 +63,7 @@ from .services.runs import REPEATABLE
 PANEL_BOOT = ReportOptions().panel_bootstrap
 _SCORED = {JudgeRun.Method.DIRECT, JudgeRun.Method.ABSOLUTE}
 _PAIRED = {JudgeRun.Method.PAIRWISE, JudgeRun.Method.SWISS}
-_CACHE_VERSION = 3
+_CACHE_VERSION = 4
 
 
 def _est(e: Estimate) -> dict[str, Any]:
