@@ -204,3 +204,92 @@ def test_a_judge_page_never_shows_another_teams_runs_or_judges(owner, other_rese
         assert (
             c.get(reverse(name, args=[ours.study.slug, ours.direct.config.pk])).status_code == 404
         )
+
+
+@pytest.mark.django_db
+def test_a_judges_repetition_and_self_preference_pool_its_runs(study):
+    """A gpt judge of the test server's profile "all" (self-preference and repetition
+    noise injected) runs twice, on each topic in turn, asking every prompt again; the
+    ideas of the AI condition, named as gpt-4o's, carry the family's marker. Its page pools
+    both runs: the identical-verdict share over both runs' repeated prompts and the
+    self-preference on both runs' mixed pairs, computed again here from the rows."""
+    from judging.services import judge_run_create, judge_run_execute
+    from judging.testserver import Rules, TestServer
+    from llm.models import LLMCall
+    from studies.models import Condition, Idea, Topic
+
+    Condition.objects.filter(study=study, key="AI").update(generating_model="gpt-4o")
+    for idea in Idea.objects.filter(study=study, conditions__key="AI"):
+        idea.normalized_text += " [style:openai]"
+        idea.save(update_fields=["normalized_text"])
+    with TestServer(Rules(profile="all")) as server:
+        judge = JudgeConfig.objects.create(
+            name="gpt", study=study, base_url=server.base_url, model="gpt-4o-mini",
+            parameters={}, api_key_env="IDEAREVIEW_TEST_KEY", timeout_seconds=5,
+            backoff_seconds=0.001,
+        )  # fmt: skip
+        runs = []
+        for topic in Topic.objects.filter(study=study).order_by("pk"):
+            params = {"repeat_share": 1.0, "topic_ids": [topic.pk]}
+            r = judge_run_create(study=study, method="pairwise", config=judge, params=params)
+            runs.append(judge_run_execute(run=r))
+    assert all(r.status == DONE for r in runs)
+    panel = config_reliability(study, judge)
+
+    # Identical verdicts: per repeated prompt (the order its repeat was asked in, run by
+    # run) whether the two answers agree; the mean, and its percentile bootstrap.
+    shares = []
+    for r in runs:
+        outcome_calls = set(PairwiseOutcome.objects.filter(run=r).values_list("call_id", flat=True))  # fmt: skip
+        answers = defaultdict(list)
+        order = []
+        for call in LLMCall.objects.filter(run=r, error="").order_by("pk"):
+            answers[call.prompt_hash].append((call.pk in outcome_calls, (call.parsed or {}).get("winner")))  # fmt: skip
+            if call.pk not in outcome_calls and call.prompt_hash not in order:
+                order.append(call.prompt_hash)
+        for digest in order:
+            first = [w for is_first, w in answers[digest] if is_first]
+            again = [w for is_first, w in answers[digest] if not is_first]
+            kept = [w for w in first + again if w is not None]
+            if len(kept) == 2:
+                shares.append(float(kept[0] == kept[1]))
+    shares = np.array(shares)
+    rng = np.random.default_rng(judge.pk)
+    draws = [shares[rng.integers(0, len(shares), len(shares))].mean() for _ in range(PANEL_BOOT)]
+    (row,) = panel["repetition"]
+    assert row["prompts"] == 12 == len(shares)  # 6 ordered pairs in each topic's run
+    assert row["judge"]["value"] == pytest.approx(shares.mean())
+    assert (row["judge"]["low"], row["judge"]["high"]) == pytest.approx(tuple(np.percentile(draws, [2.5, 97.5])))  # fmt: skip
+
+    # Self-preference: the own-family (AI) idea's mean result on each mixed pair over both
+    # orders, and its vertex bootstrap over ideas.
+    ai = set(Idea.objects.filter(study=study, conditions__key="AI").values_list("pk", flat=True))
+    results = defaultdict(list)
+    for r in runs:
+        for a, b, verdict in PairwiseOutcome.objects.filter(run=r).values_list("idea_a_id", "idea_b_id", "verdict"):  # fmt: skip
+            if (a in ai) == (b in ai) or verdict not in ("A", "B", "tie"):
+                continue
+            own, other = (a, b) if a in ai else (b, a)
+            score = {"A": 1.0, "B": 0.0, "tie": 0.5}[verdict]
+            results[(own, other)].append(score if own == a else 1.0 - score)
+    pairs = sorted(results)
+    values = np.array([np.mean(results[p]) for p in pairs])
+    ids = sorted({i for p in pairs for i in p}, key=repr)
+    pos = {i: k for k, i in enumerate(ids)}
+    rng = np.random.default_rng(judge.pk)
+    draws = []
+    for _ in range(PANEL_BOOT):
+        m = np.bincount(rng.integers(0, len(ids), len(ids)), minlength=len(ids))
+        w = np.array([m[pos[o]] * m[pos[x]] for o, x in pairs], float)
+        if w.sum() > 0:
+            draws.append(np.average(values, weights=w))
+    sp = panel["self_preference"]
+    assert sp["judge_family"] == "openai"
+    (fig,) = sp["rows"]
+    assert fig["pairs"] == len(pairs) > 0
+    assert fig["judge"]["value"] == pytest.approx(values.mean())
+    assert (fig["judge"]["low"], fig["judge"]["high"]) == pytest.approx(tuple(np.percentile(draws, [2.5, 97.5])))  # fmt: skip
+    c = Client()
+    c.force_login(study.owner)
+    page = c.get(reverse("judging:config_detail", args=[study.slug, judge.pk])).content.decode()
+    assert 'id="config-repetition"' in page and 'id="config-self-preference"' in page
