@@ -27,11 +27,11 @@ from collections.abc import Hashable
 from typing import Any
 
 from django.core.cache import cache
-from django.db.models import Q
+from django.db.models import Count, Max, Q
 
 from llm.models import JudgeConfig
 from studies import csvsafe
-from studies.models import Study
+from studies.models import PairJudgment, Review, Study
 from studies.selectors import reviewer_means_by_idea
 
 from .methods.pairwise import summarise_pairwise
@@ -77,14 +77,16 @@ def config_runs(study: Study, config: JudgeConfig) -> list[tuple[JudgeRun, int]]
 def config_reliability(
     study: Study, config: JudgeConfig, *, n_boot: int = PANEL_BOOT
 ) -> dict[str, Any]:
-    """The config's panel in `study` (module text), cached until one of its runs or a
-    condition's generating model changes."""
+    """The config's panel in `study` (module text), cached until one of its runs, a
+    condition's generating model, or the reviewers' reviews and pair ratings change."""
     runs = config_runs(study, config)
     state = repr(
         (
             [(r.pk, seat, r.finished_at, r.done_calls) for r, seat in runs],
             sorted(study.conditions.values_list("key", "generating_model")),
             config.resolved_model(),
+            Review.objects.filter(study=study).aggregate(n=Count("pk"), last=Max("pk")),
+            PairJudgment.objects.filter(task__study=study).aggregate(n=Count("pk"), last=Max("pk")),
         )
     )
     digest = hashlib.sha256(state.encode()).hexdigest()[:16]

@@ -31,6 +31,8 @@ from .models import JudgeRun, Judgment, PairwiseOutcome
 from .services.base import pair_call, panel_outcomes
 
 MEASURE_LABELS = {"spearman": "Spearman ρ", "kendall": "Kendall τ-b", "pearson": "Pearson r"}
+REVIEWERS = "reviewers, one against another"
+"""The row of the reviewers' own agreement beside the judges' accuracy on pair ratings."""
 PAIR_MEASURE_LABELS = {"with_ties": "accuracy", "without_ties": "accuracy, ties left out"}
 
 
@@ -103,7 +105,14 @@ def pair_accuracy_blocks(
             {
                 "dimension": dim,
                 **result,
-                "rows": _rows(result, labels, PAIR_MEASURES, panel is not None),
+                "rows": [
+                    *_rows(result, labels, PAIR_MEASURES, panel is not None),
+                    {
+                        "of": REVIEWERS,
+                        "kind": "reviewers",
+                        "cells": [result["measures"][m]["reviewers"] for m in PAIR_MEASURES],
+                    },
+                ],
             }
         )
     return out
@@ -213,7 +222,8 @@ def panel_rows(panel: dict[str, Any]) -> list[dict[str, Any]]:
 
 def pair_accuracy_rows(block: dict[str, Any]) -> list[dict[str, Any]]:
     """One dimension's accuracy figures as flat rows (measure `pair_accuracy_<measure>`):
-    each judge, then the panel and panel − best member when there is a panel."""
+    each judge, the panel and panel − best member when there is a panel, then the
+    reviewers against each other on the same pairs."""
     out = []
     for measure, fig in block["measures"].items():
         base = {"metric": block["dimension"], "measure": f"pair_accuracy_{measure}"}
@@ -224,4 +234,5 @@ def pair_accuracy_rows(block: dict[str, Any]) -> list[dict[str, Any]]:
             out.append({**base, "of": "panel", "kind": "panel", **fig["panel"]})
             best = fig["best_member"] or "—"
             out.append({**base, "of": f"panel − {best}", "kind": "difference", **fig["difference"]})
+        out.append({**base, "of": REVIEWERS, "kind": "reviewers", **fig["reviewers"]})
     return out

@@ -65,9 +65,18 @@ def _est(e: dict[str, Any] | None, prefix: str = "") -> dict[str, Any]:
 
 
 def _figure_rows(fig: dict[str, Any], base: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Each member's, the panel's and panel − best member's estimate of one measure."""
+    """Each member's, the panel's and panel − best member's estimate of one measure, and
+    the reviewers' against each other where the figure has it (pair ratings)."""
     for label, est in fig["members"].items():
         yield {**base, "of": label, "kind": "member", "best_member": None, **_est(est)}
+    if fig.get("reviewers") is not None:
+        yield {
+            **base,
+            "of": "reviewers, one against another",
+            "kind": "reviewers",
+            "best_member": None,
+            **_est(fig["reviewers"]),
+        }
     if fig.get("panel") is None:
         return
     best = fig.get("best_member")

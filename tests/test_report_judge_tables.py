@@ -165,6 +165,19 @@ def test_the_reports_csv_tables_carry_a_panels_figures_with_intervals(built):
         low, high = np.nanquantile((w @ hit) / w.sum(axis=1), [0.025, 0.975])
         assert (_num(row["ci_low"]), _num(row["ci_high"])) == pytest.approx((low, high))
 
+    # Beside them, the reviewers against each other on the same pairs: every two ratings
+    # of one pair an item.
+    groups = defaultdict(list)
+    for x, y, side in items:
+        groups[(x, y)].append(side)
+    same = [u == v for ws in groups.values() for i, u in enumerate(ws) for v in ws[i + 1 :]]
+    (row,) = [
+        r for r in mine
+        if r["figure"] == "accuracy_on_pair_ratings" and r["measure"] == "with_ties"
+        and r["kind"] == "reviewers"
+    ]  # fmt: skip
+    assert _num(row["value"]) == pytest.approx(np.mean(same)) and int(row["n"]) == len(same)
+
     # The CSV is report.json's panel, number for number.
     (entry,) = [j for j in report["agreement"]["judges"] if j["key"] == key]
     panel = entry["info"]["panel"]

@@ -246,11 +246,13 @@ def pair_accuracy(
     Returns
     -------
     dict
-        {"n_ratings", "n_pairs", "n_ideas", "members": [labels], "measures": {measure:
-        {"members": {label: est}, "panel": est or None, "best_member": label or None,
-        "difference": est or None}}}. The items are the ratings of pairs every judge (and
-        the panel) has a preference for; an est is {value, low, high, n} with n the items
-        it counts.
+        {"n_ratings", "n_pairs", "n_ideas", "n_reviewer_pairs", "members": [labels],
+        "measures": {measure: {"members": {label: est}, "panel": est or None,
+        "best_member": label or None, "difference": est or None, "reviewers": est}}}. The
+        items are the ratings of pairs every judge (and the panel) has a preference for;
+        "reviewers" is one reviewer's rating against another's of the same pair, on those
+        pairs (the human–human figure beside the judges'); an est is {value, low, high,
+        n} with n the items it counts.
     """
     judges = {**members, **({_PANEL: panel} if panel is not None else {})}
     items = [r for r in ratings if all((r[0], r[1], r[2]) in p for p in judges.values())]
@@ -265,9 +267,9 @@ def pair_accuracy(
             [np.bincount(rng.integers(0, len(ideas), len(ideas)), minlength=len(ideas))
              for _ in range(n_boot)]
         ).astype(float)  # fmt: skip
-        weights = counts[:, a] * counts[:, b]
     else:
-        weights = np.empty((0, len(items)))
+        counts = np.empty((0, len(ideas)))
+    weights = counts[:, a] * counts[:, b]
     points: dict[str, dict[str, float]] = {m: {} for m in PAIR_MEASURES}
     draws: dict[str, dict[str, np.ndarray]] = {m: {} for m in PAIR_MEASURES}
     for label, prefs in judges.items():
@@ -278,10 +280,12 @@ def pair_accuracy(
             points[measure][label] = _ratio(float(correct @ mask), float(mask.sum()))
             with np.errstate(invalid="ignore", divide="ignore"):
                 draws[measure][label] = (weights @ (correct * mask)) / (weights @ mask)
+    reviewers, n_twos = _reviewers_against_each_other(items, index, counts, level)
     out: dict[str, Any] = {
         "n_ratings": len(items),
         "n_pairs": len({(r[0], r[1], r[2]) for r in items}),
         "n_ideas": len(ideas),
+        "n_reviewer_pairs": n_twos,
         "members": list(members),
         "measures": {},
     }
@@ -301,6 +305,7 @@ def pair_accuracy(
             "panel": est.get(_PANEL),
             "best_member": None,
             "difference": None,
+            "reviewers": reviewers[measure],
         }
         if panel is not None:
             block.update(
@@ -310,6 +315,36 @@ def pair_accuracy(
             )
         out["measures"][measure] = block
     return out
+
+
+def _reviewers_against_each_other(
+    items: Sequence[tuple[Hashable, Hashable, Hashable, str]],
+    index: Mapping[Hashable, int],
+    counts: np.ndarray,
+    level: float,
+) -> tuple[dict[str, dict[str, Any]], int]:
+    """The reviewers against each other on the judges' pairs: every two ratings of one
+    pair an item (the report's human–human figure), with the judges' resamples of the
+    ideas; per measure an est, and the number of items."""
+    by_key: dict[PairKey, list[str]] = defaultdict(list)
+    for r in items:
+        by_key[(r[0], r[1], r[2])].append(r[3])
+    twos = [
+        (index[k[1]], index[k[2]], u, v)
+        for k, winners in by_key.items()
+        for i, u in enumerate(winners)
+        for v in winners[i + 1 :]
+    ]
+    weights = counts[:, [t[0] for t in twos]] * counts[:, [t[1] for t in twos]]
+    same = np.array([float(t[2] == t[3]) for t in twos])
+    both_decisive = np.array([float("tie" not in t[2:]) for t in twos])
+    out: dict[str, dict[str, Any]] = {}
+    for measure, mask in (("with_ties", np.ones(len(twos))), ("without_ties", both_decisive)):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            draws = (weights @ (same * mask)) / (weights @ mask)
+        value = _ratio(float(same @ mask), float(mask.sum()))
+        out[measure] = _est(value, draws, int(mask.sum()), level)
+    return out, len(twos)
 
 
 def _ratio(num: float, den: float) -> float:

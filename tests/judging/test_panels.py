@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import math
 import random
+from collections import defaultdict
 
 import numpy as np
 import pytest
@@ -151,6 +152,26 @@ def _vertex_accuracy_by_hand(items, prefs, n_ideas_seed, n_boot, decisive_only):
     return value, np.array(draws)
 
 
+def _vertex_reviewers_by_hand(items, seed, n_boot, decisive_only):
+    """The reviewers against each other: every two ratings of one pair an item, weighted
+    by the same resamples of the ideas as the judges' items."""
+    ideas = sorted({i for r in items for i in (r[1], r[2])})
+    pos = {idea: k for k, idea in enumerate(ideas)}
+    groups = defaultdict(list)
+    for r in items:
+        groups[(r[0], r[1], r[2])].append(r[3])
+    twos = [(k, u, v) for k, ws in groups.items() for i, u in enumerate(ws) for v in ws[i + 1 :]]
+    twos = [t for t in twos if not decisive_only or "tie" not in t[1:]]
+    same = np.array([float(u == v) for _, u, v in twos])
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n_boot):
+        m = np.bincount(rng.integers(0, len(ideas), len(ideas)), minlength=len(ideas))
+        w = np.array([m[pos[k[1]]] * m[pos[k[2]]] for k, _, _ in twos], float)
+        draws.append(w @ same / w.sum() if w.sum() else math.nan)
+    return same.mean(), np.array(draws), len(twos)
+
+
 def test_pair_accuracy_matches_a_vertex_bootstrap_done_by_hand():
     rng = random.Random(4)
     quality = {i: rng.gauss(0, 1) for i in range(16)}
@@ -191,6 +212,11 @@ def test_pair_accuracy_matches_a_vertex_bootstrap_done_by_hand():
         diff = draws["panel"] - np.maximum(draws["sharp"], draws["blunt"])
         low, high = np.nanquantile(diff, [0.025, 0.975])
         assert (fig["difference"]["low"], fig["difference"]["high"]) == pytest.approx((low, high))
+        # Beside them, the reviewers against each other on the same pairs.
+        value, hh, n = _vertex_reviewers_by_hand(items, 9, 200, decisive)
+        assert fig["reviewers"]["value"] == pytest.approx(value) and fig["reviewers"]["n"] == n
+        low, high = np.nanquantile(hh, [0.025, 0.975])
+        assert (fig["reviewers"]["low"], fig["reviewers"]["high"]) == pytest.approx((low, high))
     # Preferences sum the verdicts over both orders: a flip is a tie.
     assert pair_preferences([("d", 2, 1, "A"), ("d", 1, 2, "A")]) == {("d", 1, 2): "tie"}
     assert pair_preferences([("d", 2, 1, "A"), ("d", 1, 2, "B")]) == {("d", 1, 2): "y"}
@@ -630,9 +656,18 @@ def test_a_pairwise_panels_accuracy_on_the_reviewers_pair_ratings_is_shown_with_
     panel_fig = run_reliability(r)["judge_panel"]["pair_accuracy"][0]["measures"]["with_ties"]
     assert f"{panel_fig['panel']['value']:.3f}" in page
     csv = c.get(reverse("judging:run_reliability_csv", args=[study.slug, r.pk])).content.decode()
-    # three members, the panel and the difference, per measure
-    assert csv.count("panel_pair_accuracy_with_ties,overall,") == 5
-    assert csv.count("panel_pair_accuracy_without_ties,overall,") == 5
+    # three members, the panel, the difference and the reviewers, per measure
+    assert csv.count("panel_pair_accuracy_with_ties,overall,") == 6
+    assert csv.count("panel_pair_accuracy_without_ties,overall,") == 6
+    assert "panel_pair_accuracy_with_ties,overall,reviewers, one against another" in csv.replace(
+        '"', ""
+    )
+    # Beside them, the reviewers against each other on the same pairs (two of each pair's
+    # three ratings are the length order, one a coin).
+    value, hh, n = _vertex_reviewers_by_hand(items, r.pk, 60, False)
+    got = block["measures"]["with_ties"]["reviewers"]
+    assert got["value"] == pytest.approx(value) and got["n"] == n == 18
+    assert (got["low"], got["high"]) == pytest.approx(tuple(np.nanquantile(hh, [0.025, 0.975])))
 
 
 @pytest.mark.django_db
