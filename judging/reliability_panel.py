@@ -261,7 +261,7 @@ def self_preference_figures(
     shown, verdict, dimension) in `study`, beside the reviewers' on the same pairs; or why
     it is not measured."""
     if not model:
-        return {"skipped": "the run's judge names no model"}
+        return {"skipped": "the judge names no model"}
     judge_family = model_family(model)
     families = _families(study)
     own = {i for i, f in families.items() if f == judge_family}
@@ -302,7 +302,7 @@ def self_preference_figures(
             }
         )
     if not rows:
-        return {"judge_family": judge_family, "skipped": "no game of this run is a mixed pair"}
+        return {"judge_family": judge_family, "skipped": "no game of the judge is a mixed pair"}
     return {"judge_family": judge_family, "rows": rows}
 
 

@@ -129,12 +129,12 @@ def test_too_few_ideas_give_no_figure_rather_than_a_wrong_one():
     assert fig["best_member"] is None
 
 
-def _vertex_accuracy_by_hand(items, prefs, n_ideas_seed, n_boot, decisive_only):
+def _vertex_accuracy_by_hand(items, prefs, seed, n_boot, decisive_only):
     """Accuracy and its vertex-bootstrap draws, written out: draw the ideas with
     replacement, weight each rating by the product of its two ideas' counts."""
     ideas = sorted({i for r in items for i in (r[1], r[2])})
     pos = {idea: k for k, idea in enumerate(ideas)}
-    rng = np.random.default_rng(n_ideas_seed)
+    rng = np.random.default_rng(seed)
     judged = [prefs[(r[0], r[1], r[2])] for r in items]
     keep = [
         not decisive_only or (j != "tie" and r[3] != "tie")
