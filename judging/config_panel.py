@@ -36,6 +36,7 @@ from studies.selectors import reviewer_means_by_idea
 
 from .methods.pairwise import summarise_pairwise
 from .methods.panel import MEASURES, member_means, pair_preferences, panel_agreement
+from .methods.registry import method_spec
 from .methods.reliability import Estimate, calibration
 from .models import JudgeRun, Judgment, PairwiseOutcome, PanelMember
 from .panel_agreement import (
@@ -110,7 +111,9 @@ def _compute(
     if verdicts:
         calls = [pair_call(o) for o in verdicts]
         pair_scores = {i: v for i, v in summarise_pairwise(calls).scores.items() if v is not None}
-        agreement.append(_agreement("pairwise", "overall", human, pair_scores, n_boot, seed))
+        # The form metric pairwise ratings stand for, as on the run panel.
+        metric = method_spec("pairwise").rating_metrics.get("pairwise", "overall")
+        agreement.append(_agreement("pairwise", metric, human, pair_scores, n_boot, seed))
     prefs = pair_preferences((o.dimension, o.idea_a_id, o.idea_b_id, o.verdict) for o in verdicts)
     games = [(o.idea_a_id, o.idea_b_id, o.first_shown_id, o.verdict, o.dimension) for o in verdicts]
     name = config.name

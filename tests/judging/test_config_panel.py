@@ -156,6 +156,18 @@ def test_a_pairwise_judges_page_gives_its_accuracy_on_the_reviewers_pair_ratings
     assert got["value"] == pytest.approx(hit.mean())
     assert (got["low"], got["high"]) == pytest.approx(tuple(np.nanquantile((w @ hit) / w.sum(axis=1), [0.025, 0.975])))  # fmt: skip
     assert block["measures"]["with_ties"]["panel"] is None  # one judge: no panel figure
+    # Its agreement with the reviewers' overall mean from its 1–5 pairwise scores: an
+    # increasing linear map of its net wins (every idea meets the same number of others).
+    net = defaultdict(int)
+    for a, b, verdict in PairwiseOutcome.objects.filter(run=seeded.pairwise).values_list("idea_a_id", "idea_b_id", "verdict"):  # fmt: skip
+        sign = {"A": 1, "B": -1}.get(verdict, 0)
+        net[a] += sign
+        net[b] -= sign
+    rho, (low, high), ideas = _spearman_with_bootstrap(net, _human_means(study), judge.pk)
+    (agreement,) = [b for b in panel["agreement"] if b["method"] == "pairwise"]
+    assert agreement["metric"] == "overall" and agreement["n_ideas"] == len(ideas)
+    got = agreement["measures"]["spearman"]
+    assert got["value"] == pytest.approx(rho) and (got["low"], got["high"]) == pytest.approx((low, high))  # fmt: skip
     c = Client()
     c.force_login(owner)
     page = c.get(reverse("judging:config_detail", args=[study.slug, judge.pk])).content.decode()
