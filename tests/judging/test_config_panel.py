@@ -209,6 +209,9 @@ def test_a_judge_page_never_shows_another_teams_runs_or_judges(owner, other_rese
         assert c.get(reverse(name, args=[ours.study.slug, their_judge.pk])).status_code == 404
         assert c.get(reverse(name, args=[theirs.study.slug, their_judge.pk])).status_code == 404
         assert c.get(reverse(name, args=[theirs.study.slug, shared.pk])).status_code == 404
+    # Their run of the shared judge, under our study's address: a 404, page and CSV.
+    for name in ("judging:run_detail", "judging:run_reliability_csv"):
+        assert c.get(reverse(name, args=[ours.study.slug, their_run.pk])).status_code == 404
     # And the other team cannot open ours.
     c.force_login(other_researcher)
     for name in ("judging:config_detail", "judging:config_reliability_csv"):
