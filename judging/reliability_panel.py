@@ -63,7 +63,7 @@ from .services.runs import REPEATABLE
 PANEL_BOOT = ReportOptions().panel_bootstrap
 _SCORED = {JudgeRun.Method.DIRECT, JudgeRun.Method.ABSOLUTE}
 _PAIRED = {JudgeRun.Method.PAIRWISE, JudgeRun.Method.SWISS}
-_CACHE_VERSION = 3
+_CACHE_VERSION = 4
 
 
 def _est(e: Estimate) -> dict[str, Any]:
@@ -126,10 +126,14 @@ def _calibration(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
 
 
 def _conditions(run: JudgeRun) -> dict[Hashable, Hashable]:
+    return study_conditions(run.study)
+
+
+def study_conditions(study: Any) -> dict[Hashable, Hashable]:
     """Each idea's condition; ideas in several conditions are left out (their games say
     nothing about one condition against another)."""
     seen: dict[int, set[str]] = defaultdict(set)
-    for idea_id, key in IdeaCondition.objects.filter(study=run.study).values_list(
+    for idea_id, key in IdeaCondition.objects.filter(study=study).values_list(
         "idea_id", "condition__key"
     ):
         seen[idea_id].add(key)
@@ -201,16 +205,16 @@ def _style(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
 # --- self-preference ------------------------------------------------------------------
 
 
-def _families(run: JudgeRun) -> dict[int, str]:
+def _families(study: Any) -> dict[int, str]:
     """Each idea's generating family: its condition's named model, read by `model_family`;
     "human" for a human condition's idea. Ideas in several conditions, and ideas of an AI
     condition that names no model (its family could be the judge's), are left out."""
     named = {
         c.key: (model_family(c.generating_model) if c.generating_model else None, c.kind)
-        for c in run.study.conditions.all()
+        for c in study.conditions.all()
     }
     out: dict[int, str] = {}
-    for idea_id, key in _conditions(run).items():
+    for idea_id, key in study_conditions(study).items():
         family, kind = named.get(str(key), (None, ""))
         if family is not None:
             out[int(str(idea_id))] = family
@@ -220,11 +224,15 @@ def _families(run: JudgeRun) -> dict[int, str]:
 
 
 def _human_pair_results(run: JudgeRun) -> dict[tuple[str, int, int], list[float]]:
+    return human_pair_results(run.study)
+
+
+def human_pair_results(study: Any) -> dict[tuple[str, int, int], list[float]]:
     """Reviewers' results per (dimension, idea_a, idea_b) with a < b, as idea_a's score
     (1 win, ½ tie, 0 loss), one entry per submitted rating."""
     out: dict[tuple[str, int, int], list[float]] = defaultdict(list)
     for a, b, dim, winner in PairJudgment.objects.filter(
-        task__study=run.study, task__status=PairTask.Status.SUBMITTED
+        task__study=study, task__status=PairTask.Status.SUBMITTED
     ).values_list("task__idea_a_id", "task__idea_b_id", "dimension", "winner"):
         result = {"a": 1.0, "b": 0.0, "tie": 0.5}.get(winner)
         if result is None:
@@ -238,10 +246,24 @@ def _self_preference(run: JudgeRun, n_boot: int) -> dict[str, Any]:
     """The judge's score for its own family's ideas against others', with the reviewers'
     on the same pairs; or why it is not measured."""
     model = run.config.resolved_model() if run.config else ""
+    return self_preference_figures(run.study, model, _games(run), n_boot=n_boot, seed=run.pk)
+
+
+def self_preference_figures(
+    study: Any,
+    model: str,
+    games: Sequence[tuple[int, int, int, str, str]],
+    *,
+    n_boot: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Self-preference of a judge asking `model` from its `games` (idea_a, idea_b, first
+    shown, verdict, dimension) in `study`, beside the reviewers' on the same pairs; or why
+    it is not measured."""
     if not model:
-        return {"skipped": "the run's judge names no model"}
+        return {"skipped": "the judge names no model"}
     judge_family = model_family(model)
-    families = _families(run)
+    families = _families(study)
     own = {i for i, f in families.items() if f == judge_family}
     if not own:
         return {
@@ -250,7 +272,7 @@ def _self_preference(run: JudgeRun, n_boot: int) -> dict[str, Any]:
             f"({judge_family})",
         }
     judged: dict[tuple[str, int, int], list[float]] = defaultdict(list)
-    for a, b, _first, verdict, dim in _games(run):
+    for a, b, _first, verdict, dim in games:
         result = {"A": 1.0, "B": 0.0, "tie": 0.5}.get(verdict)
         if result is None or a not in families or b not in families:
             continue
@@ -258,7 +280,7 @@ def _self_preference(run: JudgeRun, n_boot: int) -> dict[str, Any]:
             continue  # a mixed pair only: one idea of the judge's family, one of another
         o, x = (a, b) if a in own else (b, a)
         judged[(dim, o, x)].append(result if o == a else 1.0 - result)
-    human = _human_pair_results(run)
+    human = human_pair_results(study)
     rows = []
     for dim in sorted({d for d, _, _ in judged}):
         pairs = []
@@ -269,7 +291,7 @@ def _self_preference(run: JudgeRun, n_boot: int) -> dict[str, Any]:
             h = human.get((dim, lo, hi))
             h_own = None if not h else float(np.mean(h)) if o == lo else 1.0 - float(np.mean(h))
             pairs.append((o, x, float(np.mean(results)), h_own))
-        fig = self_preference(pairs, n_boot=n_boot, seed=run.pk)
+        fig = self_preference(pairs, n_boot=n_boot, seed=seed)
         rows.append(
             {
                 "dimension": dim,
@@ -280,7 +302,7 @@ def _self_preference(run: JudgeRun, n_boot: int) -> dict[str, Any]:
             }
         )
     if not rows:
-        return {"judge_family": judge_family, "skipped": "no game of this run is a mixed pair"}
+        return {"judge_family": judge_family, "skipped": "no game of the judge is a mixed pair"}
     return {"judge_family": judge_family, "rows": rows}
 
 
@@ -304,7 +326,9 @@ def _repeat_calls(run: JudgeRun, firsts: Mapping[int, str], rows: Any) -> dict[s
     return out
 
 
-def _pair_repetition(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
+def pair_repeat_answers(run: JudgeRun) -> dict[Hashable, list[Hashable | None]]:
+    """The answers to each of the run's repeated pairwise prompts (first, then repeats),
+    by prompt hash."""
     firsts: dict[int, str] = {}
     first_answer: dict[str, str | None] = {}
     for o in PairwiseOutcome.objects.filter(run=run, call__isnull=False).select_related("call"):
@@ -312,26 +336,44 @@ def _pair_repetition(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
         firsts[o.call.pk] = o.call.prompt_hash
         first_answer[o.call.prompt_hash] = o.shown_winner()
     again = _repeat_calls(run, firsts, PairwiseOutcome.objects.filter(run=run))
-    answers: dict[Hashable, list[Hashable | None]] = {
+    return {
         digest: [
             first_answer[digest],
             *((p or {}).get("winner") if isinstance(p, dict) else None for p in repeats),
         ]
         for digest, repeats in again.items()
     }
+
+
+def _pair_repetition(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
+    dims = set(PairwiseOutcome.objects.filter(run=run).values_list("dimension", flat=True))
+    return pair_repetition_rows(
+        pair_repeat_answers(run), run.study, dims, n_boot=n_boot, seed=run.pk
+    )
+
+
+def pair_repetition_rows(
+    answers: Mapping[Hashable, list[Hashable | None]],
+    study: Any,
+    dims: set[str],
+    *,
+    n_boot: int,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """The identical-verdict share of repeated pairwise prompts, beside the reviewers'
+    (their ratings of one pair on one of `dims` as the answers to one prompt)."""
     if not answers:
         return []
-    dims = set(PairwiseOutcome.objects.filter(run=run).values_list("dimension", flat=True))
     human: dict[Hashable, list[Hashable | None]] = {
-        key: list(results) for key, results in _human_pair_results(run).items() if key[0] in dims
+        key: list(results) for key, results in human_pair_results(study).items() if key[0] in dims
     }
     return [
         {
             "figure": "identical verdicts",
             "metric": "pairwise",
             "prompts": len(answers),
-            "judge": _est(identical_share(answers, n_boot=n_boot, seed=run.pk)),
-            "human": _est(identical_share(human, n_boot=n_boot, seed=run.pk)),
+            "judge": _est(identical_share(dict(answers), n_boot=n_boot, seed=seed)),
+            "human": _est(identical_share(human, n_boot=n_boot, seed=seed)),
         }
     ]
 
@@ -351,7 +393,9 @@ def _repeat_scores(run: JudgeRun, parsed: Any) -> dict[str, float]:
     return {}
 
 
-def _score_repetition(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
+def score_repeat_groups(run: JudgeRun) -> dict[str, dict[Hashable, list[float | None]]]:
+    """Per metric, the scores given to each of the run's repeated prompts (first, then
+    repeats), by prompt hash."""
     firsts: dict[int, str] = {}
     first_scores: dict[str, dict[str, float | None]] = defaultdict(dict)
     for call_id, digest, metric, score in Judgment.objects.filter(
@@ -361,21 +405,43 @@ def _score_repetition(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
         first_scores[digest][metric] = score
     again = _repeat_calls(run, firsts, Judgment.objects.filter(run=run))
     if not again:
-        return []
-    reviewers: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for metric, idea_id, score in ReviewScore.objects.filter(
-        review__study=run.study, review__status=Review.Status.SUBMITTED
-    ).values_list("metric", "review__idea_id", "score"):
-        reviewers[metric][idea_id].append(float(score))
-    rows = []
-    for metric in sorted({m for scores in first_scores.values() for m in scores}):
-        groups: dict[Hashable, list[float | None]] = {
+        return {}
+    return {
+        metric: {
             digest: [
                 first_scores[digest].get(metric),
                 *(_repeat_scores(run, p).get(metric) for p in repeats),
             ]
             for digest, repeats in again.items()
         }
+        for metric in sorted({m for scores in first_scores.values() for m in scores})
+    }
+
+
+def _score_repetition(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
+    return score_repetition_rows(score_repeat_groups(run), run.study, n_boot=n_boot, seed=run.pk)
+
+
+def score_repetition_rows(
+    by_metric: Mapping[str, Mapping[Hashable, list[float | None]]],
+    study: Any,
+    *,
+    n_boot: int,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """The identical-score share and score SD of repeated prompts per metric, beside the
+    reviewers' (the scores of one idea by its reviewers as the repeats of one prompt)."""
+    if not by_metric:
+        return []
+    reviewers: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for metric, idea_id, score in ReviewScore.objects.filter(
+        review__study=study,
+        review__status=Review.Status.SUBMITTED,
+        review__idea__gold_ranges__isnull=True,
+    ).values_list("metric", "review__idea_id", "score"):
+        reviewers[metric][idea_id].append(float(score))
+    rows = []
+    for metric, groups in by_metric.items():
         human: dict[Hashable, list[float | None]] = {
             k: list(v) for k, v in reviewers.get(metric, {}).items()
         }
@@ -385,10 +451,10 @@ def _score_repetition(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
                 "figure": "identical scores",
                 "metric": metric,
                 "prompts": len(groups),
-                "judge": _est(identical_share(same, n_boot=n_boot, seed=run.pk)),
+                "judge": _est(identical_share(same, n_boot=n_boot, seed=seed)),
                 "human": _est(
                     identical_share(
-                        {k: list(v) for k, v in human.items()}, n_boot=n_boot, seed=run.pk
+                        {k: list(v) for k, v in human.items()}, n_boot=n_boot, seed=seed
                     )
                 ),
             }
@@ -398,8 +464,8 @@ def _score_repetition(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
                 "figure": "score SD",
                 "metric": metric,
                 "prompts": len(groups),
-                "judge": _est(score_sd(groups, n_boot=n_boot, seed=run.pk)),
-                "human": _est(score_sd(human, n_boot=n_boot, seed=run.pk)),
+                "judge": _est(score_sd(dict(groups), n_boot=n_boot, seed=seed)),
+                "human": _est(score_sd(human, n_boot=n_boot, seed=seed)),
             }
         )
     return rows

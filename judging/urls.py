@@ -12,6 +12,12 @@ urlpatterns = [
         views.judge_config_remove,
         name="config_delete",
     ),
+    path("<slug:slug>/judges/<int:config_id>/", views.judge_config_detail, name="config_detail"),
+    path(
+        "<slug:slug>/judges/<int:config_id>/reliability.csv",
+        views.judge_config_reliability_csv,
+        name="config_reliability_csv",
+    ),
     path("<slug:slug>/keys/", views.endpoint_key_new, name="key_create"),
     path("<slug:slug>/keys/<int:key_id>/delete/", views.endpoint_key_remove, name="key_delete"),
     path("<slug:slug>/runs/new/", views.judge_run_new, name="run_create"),

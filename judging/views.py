@@ -27,6 +27,7 @@ from studies.http import is_htmx
 from studies.models import Study
 from studies.views.study import EDITOR, OWNER, VIEWER, get_study_for_member, role_by_method
 
+from .config_panel import config_reliability, config_reliability_csv
 from .corpus import CorpusImportError, reference_corpora_of, reference_corpus_import
 from .forms import CorpusUploadForm, JudgeConfigForm, JudgeRunForm, RunBudgetForm
 from .methods.registry import method_choices
@@ -122,6 +123,42 @@ def _config_page(
         },
         status=status,
     )
+
+
+def get_config_for_member(
+    request: HttpRequest, slug: str, config_id: int, *, role: str
+) -> tuple[Study, JudgeConfig]:
+    """A judge the study's team may use (its own or the administrator's); any other id,
+    another team's judge included, is a 404 like one nobody uses."""
+    study = get_study_for_member(request, slug, role=role)
+    return study, get_object_or_404(judge_configs_of(study), pk=config_id)
+
+
+@login_required
+@require_GET
+def judge_config_detail(request: HttpRequest, slug: str, config_id: int) -> HttpResponse:
+    """A judge's page: its settings and its reliability figures pooled over its finished
+    runs in this study (never another study's, for a judge teams share)."""
+    study, config = get_config_for_member(request, slug, config_id, role=VIEWER)
+    return render(
+        request,
+        "judging/config_detail.html",
+        {"study": study, "config": config, "panel": config_reliability(study, config)},
+    )
+
+
+@login_required
+@require_GET
+def judge_config_reliability_csv(request: HttpRequest, slug: str, config_id: int) -> HttpResponse:
+    """The judge's pooled reliability figures in this study as CSV."""
+    study, config = get_config_for_member(request, slug, config_id, role=VIEWER)
+    response = HttpResponse(
+        config_reliability_csv(config_reliability(study, config)), content_type="text/csv"
+    )
+    response["Content-Disposition"] = (
+        f'attachment; filename="{study.slug}-judge{config.pk}-reliability.csv"'
+    )
+    return response
 
 
 @login_required

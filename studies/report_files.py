@@ -34,6 +34,7 @@ from .analysis.report import (
 )
 from .analysis.threads import blas_thread_counts, blas_threads
 from .jobs import job_progress
+from .judge_tables import judge_tables
 from .models import JobRun, Study, StudyReport
 from .package import package_build
 from .phase_links import phase_report_section
@@ -212,6 +213,7 @@ def _write_files(
     """Write the report's files (CSVs, HTML, PDF, JSON, package) into the folder `out`;
     a linked study's phase comparison adds its tables (`phase_*.csv`)."""
     tables = tidy_tables(report, df)
+    tables.update(judge_tables(report))
     if comparison is not None:
         tables.update(phase_tables(comparison))
     csv_names = []

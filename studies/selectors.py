@@ -102,9 +102,14 @@ def review_frame(study: Study) -> pd.DataFrame:
 
 def reviewer_means_by_idea(study: Study) -> dict[str, dict[int, float]]:
     """The reviewers' mean score of each idea per metric, over the study's submitted
-    reviews: {metric: {idea id: mean}}."""
+    reviews: {metric: {idea id: mean}}. Gold ideas are left out, as the analysis leaves
+    them out."""
     rows = (
-        ReviewScore.objects.filter(review__study=study, review__status=Review.Status.SUBMITTED)
+        ReviewScore.objects.filter(
+            review__study=study,
+            review__status=Review.Status.SUBMITTED,
+            review__idea__gold_ranges__isnull=True,
+        )
         .values("metric", "review__idea_id")
         .annotate(mean=Avg("score"))
     )

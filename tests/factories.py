@@ -4,6 +4,7 @@ or a benchmark gets a study in review without running the recruitment pipeline."
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -644,3 +645,24 @@ def platform_profile(topic: str = "Bias", *, papers: int = 2, load: int = 2) -> 
         "topic_second": "",
         "preferred_load": load,
     }
+
+
+def pair_ratings_add(study: Study, ratings: Sequence[tuple[int, int, str]], dimension="overall"):
+    """Submitted pair ratings: one reviewer (made here, one per rating of the same pair)
+    per (idea_a id, idea_b id, winner "a", "b" or "tie"); the pair is shown with idea_a on
+    the left every other time."""
+    from studies.models import PairJudgment, PairTask, Reviewer
+
+    count: dict[tuple[int, int], int] = {}
+    for k, (a, b, winner) in enumerate(ratings):
+        seat = count[(a, b)] = count.get((a, b), 0) + 1
+        reviewer, _ = Reviewer.objects.get_or_create(
+            study=study, pseudonym=f"PR{seat}", defaults={"email": f"pr{seat}@example.org"}
+        )
+        left = k % 2 == 0
+        task = PairTask.objects.create(
+            study=study, reviewer=reviewer, idea_a_id=a, idea_b_id=b, a_on_left=left,
+            dimensions=[dimension], status=PairTask.Status.SUBMITTED,
+        )  # fmt: skip
+        choice = "tie" if winner == "tie" else ("first" if (winner == "a") == left else "second")
+        PairJudgment.objects.create(task=task, dimension=dimension, choice=choice, winner=winner)

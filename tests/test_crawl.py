@@ -401,6 +401,33 @@ def reported(world: World) -> None:
     judge_run_execute(run=run)
 
 
+def intake_reported(world: World) -> None:
+    """Panel runs of two judges (pairwise and direct) before the report, so the run pages,
+    the judges' own pages and the report show panel figures too."""
+    from llm.models import JudgeConfig
+
+    first = JudgeConfig.objects.get(study=world.study, name="crawl test server")
+    second = judge_config_create(
+        name="crawl second judge",
+        study=world.study,
+        actor=world.owner,
+        base_url=first.base_url,
+        model="scripted-2",
+        api_key_env="IDEAREVIEW_CRAWL_KEY",
+        parameters={"temperature": 0},
+        concurrency=2,
+        timeout_seconds=10,
+        max_attempts=2,
+        backoff_seconds=0.01,
+    )
+    for method in ("pairwise", "direct"):
+        run = judge_run_create(
+            study=world.study, method=method, config=first, panel=[second], actor=world.owner
+        )
+        judge_run_execute(run=run)
+    reported(world)
+
+
 def import_created(world: World) -> None:
     world.study = study_create(
         owner=world.owner, slug="imported", title="Imported study", baseline_condition="Human"
@@ -453,7 +480,7 @@ INTAKE: Plan = [
     ("open", intake_open, 50, 2),
     ("reviewing", intake_reviewing, 50, 6),
     ("closed", intake_closed, 50, 6),
-    ("reported", reported, 55, 6),
+    ("reported", intake_reported, 55, 6),
 ]
 IMPORTED: Plan = [
     ("created", import_created, 28, 2),

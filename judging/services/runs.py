@@ -140,8 +140,10 @@ def _repeat_share(method: str, value: Any) -> float:
 
 
 def _ideas(study: Study, params: dict[str, Any]) -> list[Idea]:
-    # Ideas left out by topic matching are not judged either, unless named explicitly.
-    qs = study.ideas.select_related("topic").order_by("id")
+    # Gold ideas are quality-control items for reviewers (studies.protocol.gold): a judge
+    # never scores or compares one, named or not. Ideas left out by topic matching are
+    # not judged either, unless named explicitly.
+    qs = study.ideas.select_related("topic").order_by("id").filter(gold_ranges__isnull=True)
     if not params.get("idea_ids"):
         qs = qs.filter(exclusion__isnull=True)
     if params.get("idea_ids"):
@@ -149,6 +151,19 @@ def _ideas(study: Study, params: dict[str, Any]) -> list[Idea]:
     if params.get("topic_ids"):
         qs = qs.filter(topic_id__in=params["topic_ids"])
     return list(qs)
+
+
+def _refuse_gold(study: Study, params: dict[str, Any]) -> None:
+    """A run that names gold ideas in `idea_ids` is refused rather than silently smaller."""
+    named = params.get("idea_ids") or []
+    gold = sorted(
+        study.ideas.filter(id__in=named, gold_ranges__isnull=False).values_list("id", flat=True)
+    )
+    if gold:
+        raise JudgeRunRefused(
+            f"ideas {', '.join(map(str, gold))} are gold items (quality checks of the "
+            "reviewers): judges never score or compare them"
+        )
 
 
 def _check_texts(method: str, ideas: Sequence[Idea], source: str) -> None:
@@ -178,6 +193,7 @@ def judge_run_plan(
     if spec.corpus:
         merged["corpus"] = _resolve_corpus(study, method, merged["corpus"])
     ideas = _ideas(study, merged) if spec.judges_ideas else []
+    _refuse_gold(study, merged)
     # A corpus method without a corpus compares the study's ideas with each other.
     needed = spec.min_ideas if not spec.corpus or merged["corpus"] is not None else 2
     if len(ideas) < needed:

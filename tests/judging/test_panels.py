@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import math
 import random
+from collections import defaultdict
 
 import numpy as np
 import pytest
@@ -18,7 +19,14 @@ from django.urls import reverse
 from scipy import stats
 
 from judging.methods import judge_profiles as jp
-from judging.methods.panel import majority_verdict, member_means, panel_agreement, panel_scores
+from judging.methods.panel import (
+    majority_verdict,
+    member_means,
+    pair_accuracy,
+    pair_preferences,
+    panel_agreement,
+    panel_scores,
+)
 from judging.models import IdeaRating, JudgeRun, Judgment, PanelMember
 from judging.reliability_panel import PANEL_BOOT, reliability_csv, run_reliability
 from judging.services import JudgeRunRefused, RunBudget, judge_run_create, judge_run_execute
@@ -36,6 +44,7 @@ from studies.models import (
     ReviewScore,
     Topic,
 )
+from tests.factories import pair_ratings_add
 
 Status = JudgeRun.Status
 
@@ -118,6 +127,99 @@ def test_too_few_ideas_give_no_figure_rather_than_a_wrong_one():
     fig = out["measures"]["spearman"]
     assert fig["panel"]["value"] is None and fig["difference"]["value"] is None
     assert fig["best_member"] is None
+
+
+def _vertex_accuracy_by_hand(items, prefs, seed, n_boot, decisive_only):
+    """Accuracy and its vertex-bootstrap draws, written out: draw the ideas with
+    replacement, weight each rating by the product of its two ideas' counts."""
+    ideas = sorted({i for r in items for i in (r[1], r[2])})
+    pos = {idea: k for k, idea in enumerate(ideas)}
+    rng = np.random.default_rng(seed)
+    judged = [prefs[(r[0], r[1], r[2])] for r in items]
+    keep = [
+        not decisive_only or (j != "tie" and r[3] != "tie")
+        for j, r in zip(judged, items, strict=True)
+    ]
+    hits = [float(j == r[3]) for j, r in zip(judged, items, strict=True)]
+    value = sum(h for h, k in zip(hits, keep, strict=True) if k) / sum(keep)
+    draws = []
+    for _ in range(n_boot):
+        m = np.bincount(rng.integers(0, len(ideas), len(ideas)), minlength=len(ideas))
+        w = [m[pos[r[1]]] * m[pos[r[2]]] * k for r, k in zip(items, keep, strict=True)]
+        draws.append(
+            sum(wi * h for wi, h in zip(w, hits, strict=True)) / sum(w) if sum(w) else math.nan
+        )
+    return value, np.array(draws)
+
+
+def _vertex_reviewers_by_hand(items, seed, n_boot, decisive_only):
+    """The reviewers against each other: every two ratings of one pair an item, weighted
+    by the same resamples of the ideas as the judges' items."""
+    ideas = sorted({i for r in items for i in (r[1], r[2])})
+    pos = {idea: k for k, idea in enumerate(ideas)}
+    groups = defaultdict(list)
+    for r in items:
+        groups[(r[0], r[1], r[2])].append(r[3])
+    twos = [(k, u, v) for k, ws in groups.items() for i, u in enumerate(ws) for v in ws[i + 1 :]]
+    twos = [t for t in twos if not decisive_only or "tie" not in t[1:]]
+    same = np.array([float(u == v) for _, u, v in twos])
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n_boot):
+        m = np.bincount(rng.integers(0, len(ideas), len(ideas)), minlength=len(ideas))
+        w = np.array([m[pos[k[1]]] * m[pos[k[2]]] for k, _, _ in twos], float)
+        draws.append(w @ same / w.sum() if w.sum() else math.nan)
+    return same.mean(), np.array(draws), len(twos)
+
+
+def test_pair_accuracy_matches_a_vertex_bootstrap_done_by_hand():
+    rng = random.Random(4)
+    quality = {i: rng.gauss(0, 1) for i in range(16)}
+    pairs = sorted({tuple(sorted(rng.sample(range(16), 2))) for _ in range(40)})
+
+    def prefer(x, y, noise):
+        d = quality[x] - quality[y] + rng.gauss(0, noise)
+        return "tie" if abs(d) < 0.15 else "x" if d > 0 else "y"
+
+    ratings = [("overall", x, y, prefer(x, y, 0.8)) for x, y in pairs for _ in range(2)]
+    members = {
+        "sharp": {("overall", x, y): prefer(x, y, 0.5) for x, y in pairs},
+        "blunt": {("overall", x, y): prefer(x, y, 2.0) for x, y in pairs},
+    }
+    panel = {k: members["sharp"][k] for k in members["sharp"]}
+    panel.update({k: "tie" for k in list(panel)[::5]})
+    dropped = pairs[3]
+    del members["blunt"][("overall", *dropped)]  # a pair one judge never compared: left out
+    out = pair_accuracy(ratings, members, panel, n_boot=200, seed=9)
+
+    items = [r for r in ratings if (r[1], r[2]) != dropped]
+    assert out["n_ratings"] == len(items) and out["n_pairs"] == len(pairs) - 1
+    series = {**members, "panel": panel}
+    for measure, decisive in (("with_ties", False), ("without_ties", True)):
+        fig = out["measures"][measure]
+        draws = {}
+        for label, prefs in series.items():
+            value, draws[label] = _vertex_accuracy_by_hand(items, prefs, 9, 200, decisive)
+            got = fig["panel"] if label == "panel" else fig["members"][label]
+            assert got["value"] == pytest.approx(value)
+            low, high = np.nanquantile(draws[label], [0.025, 0.975])
+            assert (got["low"], got["high"]) == pytest.approx((low, high))
+        best = max(members, key=lambda k: fig["members"][k]["value"])
+        assert fig["best_member"] == best
+        assert fig["difference"]["value"] == pytest.approx(
+            fig["panel"]["value"] - fig["members"][best]["value"]
+        )
+        diff = draws["panel"] - np.maximum(draws["sharp"], draws["blunt"])
+        low, high = np.nanquantile(diff, [0.025, 0.975])
+        assert (fig["difference"]["low"], fig["difference"]["high"]) == pytest.approx((low, high))
+        # Beside them, the reviewers against each other on the same pairs.
+        value, hh, n = _vertex_reviewers_by_hand(items, 9, 200, decisive)
+        assert fig["reviewers"]["value"] == pytest.approx(value) and fig["reviewers"]["n"] == n
+        low, high = np.nanquantile(hh, [0.025, 0.975])
+        assert (fig["reviewers"]["low"], fig["reviewers"]["high"]) == pytest.approx((low, high))
+    # Preferences sum the verdicts over both orders: a flip is a tie.
+    assert pair_preferences([("d", 2, 1, "A"), ("d", 1, 2, "A")]) == {("d", 1, 2): "tie"}
+    assert pair_preferences([("d", 2, 1, "A"), ("d", 1, 2, "B")]) == {("d", 1, 2): "y"}
 
 
 # --- runs over HTTP ---------------------------------------------------------------------
@@ -481,6 +583,91 @@ def test_a_pairwise_panel_takes_its_members_majority_and_rates_the_ideas_from_it
     }
     assert all(combined[k] == "tie" for k in disagree)
     assert all(combined[k] == v[0] for k, v in by_key.items() if k not in disagree)
+
+
+@pytest.mark.django_db
+def test_a_pairwise_panels_accuracy_on_the_reviewers_pair_ratings_is_shown_with_intervals(
+    study, judge, scripted
+):
+    """The scripted judge prefers the longer text, the two hash judges the higher hash;
+    reviewers rate every pair the run compared (two of them by length, one by a coin).
+    Each judge's and the panel's accuracy on those ratings is computed again here from the
+    outcome rows, with a vertex bootstrap written out with numpy."""
+    from judging.models import PairwiseOutcome
+    from judging.panel_agreement import run_panel_agreement
+
+    with TestServer(Rules(pairwise_rule="hash")) as hashing:
+        one, two = _member(study, hashing, "hash-a"), _member(study, hashing, "hash-b")
+        r = judge_run_execute(
+            run=judge_run_create(study=study, method="pairwise", config=judge, panel=[one, two])
+        )
+    assert r.status == Status.DONE, r.message
+    ideas = {i.pk: i for i in study.ideas.all()}
+    compared = sorted({tuple(sorted((o.idea_a_id, o.idea_b_id))) for o in PairwiseOutcome.objects.filter(run=r)})  # fmt: skip
+    coin = random.Random(2)
+    ratings = []
+    for x, y in compared:
+        longer = "a" if len(ideas[x].normalized_text) > len(ideas[y].normalized_text) else "b"
+        ratings += [(x, y, longer), (y, x, {"a": "b", "b": "a"}[longer])]
+        ratings.append((x, y, coin.choice(["a", "b", "tie"])))
+    pair_ratings_add(study, ratings)
+
+    (block,) = run_panel_agreement(r, n_boot=60)["pair_accuracy"]
+    # By hand: each seat's margin per pair over both orders, and the panel's from the
+    # majority of each order's three verdicts.
+    margins: dict[object, dict[tuple, int]] = {0: {}, 1: {}, 2: {}, "panel": {}}
+    by_order: dict[tuple, list[str]] = {}
+    for o in PairwiseOutcome.objects.filter(run=r):
+        x, y = sorted((o.idea_a_id, o.idea_b_id))
+        sign = {"A": 1, "B": -1}.get(o.verdict, 0) * (1 if o.idea_a_id == x else -1)
+        margins[o.member][(x, y)] = margins[o.member].get((x, y), 0) + sign
+        by_order.setdefault((o.idea_a_id, o.idea_b_id, o.first_shown_id), []).append(o.verdict)
+    for (a, b, _first), verdicts in by_order.items():
+        x, y = sorted((a, b))
+        n_a, n_b = verdicts.count("A"), verdicts.count("B")
+        sign = (1 if n_a > n_b else -1 if n_b > n_a else 0) * (1 if a == x else -1)
+        margins["panel"][(x, y)] = margins["panel"].get((x, y), 0) + sign
+    items = []
+    for a, b, winner in ratings:
+        x, y = sorted((a, b))
+        side = "tie" if winner == "tie" else "x" if (winner == "a") == (a == x) else "y"
+        items.append(("overall", x, y, side))
+    prefs = {
+        k: {("overall", *p): "x" if m > 0 else "y" if m < 0 else "tie" for p, m in v.items()}
+        for k, v in margins.items()
+    }
+    assert block["dimension"] == "overall" and block["n_ratings"] == len(items) == 18
+    labels = {0: "scripted", 1: "hash-a", 2: "hash-b", "panel": "panel"}
+    for measure, decisive in (("with_ties", False), ("without_ties", True)):
+        fig = block["measures"][measure]
+        for k, label in labels.items():
+            value, draws = _vertex_accuracy_by_hand(items, prefs[k], r.pk, 60, decisive)
+            got = fig["panel"] if k == "panel" else fig["members"][label]
+            assert got["value"] == pytest.approx(value), (measure, label)
+            assert (got["low"], got["high"]) == pytest.approx(tuple(np.nanquantile(draws, [0.025, 0.975])))  # fmt: skip
+    # The scripted judge agrees with the length-minded reviewers on every pair it did not
+    # tie: two of each pair's three ratings.
+    assert block["measures"]["with_ties"]["members"]["scripted"]["value"] >= 0.6
+
+    c = Client()
+    c.force_login(study.owner)
+    page = c.get(reverse("judging:run_detail", args=[study.slug, r.pk])).content.decode()
+    assert 'id="panel-pairs-overall"' in page and "accuracy on the reviewers" in page
+    panel_fig = run_reliability(r)["judge_panel"]["pair_accuracy"][0]["measures"]["with_ties"]
+    assert f"{panel_fig['panel']['value']:.3f}" in page
+    csv = c.get(reverse("judging:run_reliability_csv", args=[study.slug, r.pk])).content.decode()
+    # three members, the panel, the difference and the reviewers, per measure
+    assert csv.count("panel_pair_accuracy_with_ties,overall,") == 6
+    assert csv.count("panel_pair_accuracy_without_ties,overall,") == 6
+    assert "panel_pair_accuracy_with_ties,overall,reviewers, one against another" in csv.replace(
+        '"', ""
+    )
+    # Beside them, the reviewers against each other on the same pairs (two of each pair's
+    # three ratings are the length order, one a coin).
+    value, hh, n = _vertex_reviewers_by_hand(items, r.pk, 60, False)
+    got = block["measures"]["with_ties"]["reviewers"]
+    assert got["value"] == pytest.approx(value) and got["n"] == n == 18
+    assert (got["low"], got["high"]) == pytest.approx(tuple(np.nanquantile(hh, [0.025, 0.975])))
 
 
 @pytest.mark.django_db
