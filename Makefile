@@ -4,8 +4,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
 
-.PHONY: run serve test test-fast test-durations check lint typecheck install lock system-deps worker web demo bench bench-smoke clean
+.PHONY: run serve test test-fast test-durations node-deps check lint typecheck install lock system-deps worker web demo bench bench-smoke clean
 
 # Exact versions: everything comes from requirements.lock (hash-checked, no resolver at
 # install time), so a deployment runs what CI tested; `pip check` then proves the set is
@@ -46,7 +47,8 @@ serve: install
 	@scripts/serve
 
 # Install, then run the whole test suite (pytest, with the R cross-checks when R is there).
-# npm ci installs axe-core from package-lock.json for the browser accessibility check.
+# npm ci installs axe-core from package-lock.json for the browser accessibility check
+# (node-deps, below).
 # pytest-xdist spreads the tests over TEST_WORKERS processes, each with its own database,
 # broker, folders and ports (docs/testing.md); many tests mostly wait on a worker process,
 # a browser or R, so there are more processes than cores. TEST_WORKERS=0: one process.
@@ -62,9 +64,16 @@ serve: install
 test test-fast bench-smoke: export PYTHONDONTWRITEBYTECODE =
 TEST_WORKERS ?= 3
 PYTEST_XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
-test: install system-deps
-	npm ci --no-audit --no-fund --silent
+test: install system-deps $(NODE_STAMP)
 	$(BIN)/pytest $(PYTEST_XDIST)
+
+# axe-core, installed again only when package.json or its lock changed (CI's two passes run
+# `make test` side by side: one npm ci before them, none racing inside them).
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --silent
+	touch $@
+
+node-deps: $(NODE_STAMP)
 
 # The inner loop: everything but the browser walks, the R cross-checks and the tests
 # marked slow (real worker processes, servers, statistical recoveries), over the same

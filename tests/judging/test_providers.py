@@ -405,10 +405,10 @@ def test_the_judge_form_saves_reasoning_and_structured_outputs(client, study):
     assert declared.reasoning == JudgeConfig.Reasoning.NO and declared.structured_outputs
     assert client.post(url, {**form, "name": "x", "reasoning": "maybe"}).status_code == 400
     listed = client.get(url).content.decode()
-    row = listed[listed.index("<td>declared") :]
+    row = listed[listed.index(">declared</a>") :]
     row = row[: row.index("</tr>")]
     assert 'class="pill">JSON schema' in row and "reasoning</span>" not in row
-    first = listed[listed.index("<td>o-series") :]
+    first = listed[listed.index(">o-series</a>") :]
     assert 'class="pill">reasoning' in first[: first.index("</tr>")]
 
 
