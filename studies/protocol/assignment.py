@@ -1823,10 +1823,14 @@ def _place(
                 inst_cols.setdefault(k, []).append(col)
         rev_list = revs.tolist()
         if inst_cols:
+            # Per institution, its reviewers' rows × its ideas' columns, in one step.
+            inst_rows: dict[str, list[int]] = {}
             for row, r in enumerate(rev_list):
                 for k in prep.reviewer_keys[r]:
                     if k in inst_cols:
-                        allowed[row, inst_cols[k]] = False
+                        inst_rows.setdefault(k, []).append(row)
+            for k, rows in inst_rows.items():
+                allowed[np.ix_(rows, inst_cols[k])] = False
         if prep.fixed_by_reviewer:
             col_of = {i: c for c, i in enumerate(ideas.tolist())}
             for row, r in enumerate(rev_list):
