@@ -34,12 +34,14 @@ a slack on every rule, whose non-zero slacks say which rule breaks and by how mu
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 import math
 import secrets
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -1883,8 +1885,29 @@ def _place(
 # --------------------------------------------------------------------------- public API
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector, and resume it if it was running."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def solve_assignment(inputs: AssignmentInputs) -> AssignmentResult:
     """Assign reviewers to ideas under every rule; see the module docstring."""
+    # A solve creates and drops hundreds of thousands of small tuples, lists and dicts
+    # (patterns, counts, pairs) that form no reference cycles; left running, the cyclic
+    # collector would walk all the live ones again and again (docs/measurements.md).
+    # Whatever cyclic garbage a solve leaves is collected once it has resumed.
+    with _cyclic_gc_paused():
+        return _solve_assignment(inputs)
+
+
+def _solve_assignment(inputs: AssignmentInputs) -> AssignmentResult:
     started = time.perf_counter()
     params = inputs.params
     seed = params.seed if params.seed is not None else secrets.randbits(32)

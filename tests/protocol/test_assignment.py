@@ -340,3 +340,18 @@ def test_band_cells_offer_every_reviewer_and_idea_enough_room():
     assert np.all(per_row >= np.minimum(demand + 2, allowed.sum(axis=1)))
     per_col = np.bincount(cols, minlength=200)
     assert np.all(per_col >= np.minimum(hi + 2, allowed.sum(axis=0)))
+
+
+def test_solving_leaves_the_garbage_collector_as_it_found_it():
+    import gc
+
+    inputs = synthetic_inputs(0.5, seed=1)
+    assert gc.isenabled()
+    solve_assignment(inputs)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        solve_assignment(inputs)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
