@@ -1828,11 +1828,11 @@ def _place(
             # Per institution, its reviewers' rows × its ideas' columns, in one step.
             inst_rows: dict[str, list[int]] = {}
             for row, r in enumerate(rev_list):
-                for k in prep.reviewer_keys[r]:
-                    if k in inst_cols:
-                        inst_rows.setdefault(k, []).append(row)
-            for k, rows in inst_rows.items():
-                allowed[np.ix_(rows, inst_cols[k])] = False
+                for key in prep.reviewer_keys[r]:
+                    if key in inst_cols:
+                        inst_rows.setdefault(key, []).append(row)
+            for key, rows in inst_rows.items():
+                allowed[np.ix_(np.asarray(rows), np.asarray(inst_cols[key]))] = False
         if prep.fixed_by_reviewer:
             col_of = {i: c for c, i in enumerate(ideas.tolist())}
             for row, r in enumerate(rev_list):
