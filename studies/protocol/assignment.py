@@ -16,7 +16,11 @@ Conflicts of interest, the only idea-specific rule, enter the program as capacit
 constraints per (group, institution). A second stage then picks the concrete ideas of
 each group with a maximum flow that has lower and upper bounds per idea (review counts
 as even as possible, widened only if conflicts make that impossible), with reviewers and
-ideas shuffled by the seed so that equally good assignments are drawn at random.
+ideas shuffled by the seed so that equally good assignments are drawn at random. At
+conference scale a group's allowed (reviewer, idea) cells run into millions, so large
+groups try the flow over a band of them first (`_band_cells`); which cells a flow may
+use changes only which equally good ideas are drawn, never how many of each group a
+reviewer gets, nor the objective.
 
 Solver: scipy's HiGHS (`scipy.optimize.milp`). The aggregate program is small enough that
 HiGHS solves it in well under a second at the Si et al. scale, and scipy is already a
@@ -30,12 +34,14 @@ a slack on every rule, whose non-zero slacks say which rule breaks and by how mu
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 import math
 import secrets
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -1659,15 +1665,63 @@ def _water_levels(
     return lo, hi
 
 
+# From how many (reviewer, idea) cells a group is placed over a band of them first (see
+# `_band_cells`): the flow over every allowed cell costs time in proportion to the cells,
+# which at conference scale (millions per group) is most of the solve; below this
+# (every group at the Si et al. scale, and at ten times it) the placement is the flow
+# over every allowed cell, as it always was.
+_BAND_FROM_CELLS = 100_000
+
+# Candidate (reviewer, idea) cells of one group, row-major: per reviewer how many, and
+# their ideas (columns), ascending within each reviewer.
+_Cells = tuple[np.ndarray, np.ndarray]
+
+
+def _all_cells(allowed: np.ndarray) -> _Cells:
+    """Every allowed cell."""
+    return allowed.sum(axis=1), np.nonzero(allowed)[1]
+
+
+def _band_cells(demand: np.ndarray, allowed: np.ndarray, hi: np.ndarray) -> _Cells:
+    """A few allowed cells per reviewer and per idea, among which a placement nearly
+    always exists: reviewer k (in the shuffled order) is offered the ideas that follow
+    the `demand[:k].sum()`-th one cyclically (in the shuffled idea order), three times
+    as many as they need plus two. Without conflicts or submitted reviews those windows
+    hold the round-robin placement, which gives every idea the even review count; the
+    slack is room to route around conflicts of interest. A reviewer or an idea whose
+    window holds too few allowed cells (fewer than their need plus two) is offered all
+    of theirs. These are a subset of the allowed cells: when no placement exists among
+    them, the caller asks the flow over all of them."""
+    n_r, n_i = allowed.shape
+    width = np.minimum(3 * demand + 2, n_i)
+    first = np.cumsum(width) - width
+    start = (np.cumsum(demand) - demand) % n_i
+    rows = np.repeat(np.arange(n_r), width)
+    cols = (np.repeat(start - first, width) + np.arange(int(width.sum()))) % n_i
+    keep = allowed[rows, cols]
+    rows, cols = rows[keep], cols[keep]
+    row_short = np.flatnonzero(np.bincount(rows, minlength=n_r) < demand + 2)
+    col_short = np.flatnonzero((np.bincount(cols, minlength=n_i) < hi + 2) & (hi > 0))
+    if len(row_short) or len(col_short):
+        extra_r, extra_c = np.nonzero(allowed[row_short])
+        more_r, more_c = np.nonzero(allowed[:, col_short])
+        rows = np.concatenate([rows, row_short[extra_r], more_r])
+        cols = np.concatenate([cols, extra_c, col_short[more_c]])
+    codes = np.sort(rows.astype(np.int64) * n_i + cols)
+    codes = codes[np.concatenate([[True], codes[1:] != codes[:-1]])]
+    return np.bincount(codes // n_i, minlength=n_r), codes % n_i
+
+
 def _flow_with_bounds(
-    demand: np.ndarray, allowed: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    demand: np.ndarray, cells: _Cells, n_i: int, lo: np.ndarray, hi: np.ndarray
 ) -> np.ndarray | None:
-    """Choose allowed (reviewer, idea) cells: row sums = demand, column sums in [lo, hi].
+    """Choose candidate (reviewer, idea) cells: row sums = demand, column sums in
+    [lo, hi].
 
     Lower bounds are removed the textbook way: a super source feeds each idea's lower
     bound past it, and a circulation edge returns the rest.
     """
-    n_r, n_i = allowed.shape
+    n_r = len(demand)
     need = int(demand.sum())
     if lo.sum() > need or hi.sum() < need:
         return None
@@ -1682,11 +1736,9 @@ def _flow_with_bounds(
     # heads ascending, no duplicates, no zero capacities): source -> reviewers and t,
     # reviewer -> allowed ideas, idea -> t and sink, t -> sink.
     i32 = np.int32
-    allowed_per_row = allowed.sum(axis=1)
-    # Row-major: each reviewer's allowed ideas, ascending.
-    idea_heads_of_reviewers = np.broadcast_to(
-        np.arange(1 + n_r, 1 + n_r + n_i, dtype=i32), allowed.shape
-    )[allowed]
+    allowed_per_row, cell_cols = cells
+    # Row-major: each reviewer's candidate ideas, ascending.
+    idea_heads_of_reviewers = (cell_cols + (1 + n_r)).astype(i32)
     src_heads = np.flatnonzero(demand > 0) + 1
     src_caps = demand[src_heads - 1]
     if low_total > 0:
@@ -1773,10 +1825,14 @@ def _place(
                 inst_cols.setdefault(k, []).append(col)
         rev_list = revs.tolist()
         if inst_cols:
+            # Per institution, its reviewers' rows × its ideas' columns, in one step.
+            inst_rows: dict[str, list[int]] = {}
             for row, r in enumerate(rev_list):
-                for k in prep.reviewer_keys[r]:
-                    if k in inst_cols:
-                        allowed[row, inst_cols[k]] = False
+                for key in prep.reviewer_keys[r]:
+                    if key in inst_cols:
+                        inst_rows.setdefault(key, []).append(row)
+            for key, rows in inst_rows.items():
+                allowed[np.ix_(np.asarray(rows), np.asarray(inst_cols[key]))] = False
         if prep.fixed_by_reviewer:
             col_of = {i: c for c, i in enumerate(ideas.tolist())}
             for row, r in enumerate(rev_list):
@@ -1794,7 +1850,13 @@ def _place(
                 )
             )
         for step, (lo_k, hi_k) in enumerate(attempts):
-            chosen = _flow_with_bounds(demand, allowed, lo_k - fixed, hi_k - fixed)
+            low, high = lo_k - fixed, hi_k - fixed
+            n_i = len(ideas)
+            if allowed.size >= _BAND_FROM_CELLS:
+                cells = _band_cells(demand, allowed, high)
+                chosen = _flow_with_bounds(demand, cells, n_i, low, high)
+            if chosen is None:
+                chosen = _flow_with_bounds(demand, _all_cells(allowed), n_i, low, high)
             if chosen is not None:
                 if step:
                     notes.append(
@@ -1823,8 +1885,29 @@ def _place(
 # --------------------------------------------------------------------------- public API
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector, and resume it if it was running."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def solve_assignment(inputs: AssignmentInputs) -> AssignmentResult:
     """Assign reviewers to ideas under every rule; see the module docstring."""
+    # A solve creates and drops hundreds of thousands of small tuples, lists and dicts
+    # (patterns, counts, pairs) that form no reference cycles; left running, the cyclic
+    # collector would walk all the live ones again and again (docs/measurements.md).
+    # Whatever cyclic garbage a solve leaves is collected once it has resumed.
+    with _cyclic_gc_paused():
+        return _solve_assignment(inputs)
+
+
+def _solve_assignment(inputs: AssignmentInputs) -> AssignmentResult:
     started = time.perf_counter()
     params = inputs.params
     seed = params.seed if params.seed is not None else secrets.randbits(32)
