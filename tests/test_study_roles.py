@@ -109,6 +109,8 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "judging:home": ((), V, None),
     "judging:config_create": ((), OW, OW),
     "judging:config_delete": (("judge",), None, OW),
+    "judging:config_detail": (("run_judge",), V, None),
+    "judging:config_reliability_csv": (("run_judge",), V, None),
     "judging:run_create": ((), V, E),
     "judging:key_create": ((), None, OW),
     "judging:key_delete": (("endpoint_key",), None, OW),
@@ -166,6 +168,7 @@ def team(db, owner, other_researcher, settings, tmp_path) -> Team:
         "member_viewer": StudyMember.objects.get(study=study, user=users["co-viewer"]).pk,
         "run": JudgeRun.objects.create(study=study, config=config, method="baseline_random").pk,
         "judge": JudgeConfig.objects.create(name="unused", model="m", study=study).pk,
+        "run_judge": config.pk,  # kept: "judge" is deleted by config_delete
         "endpoint_key": endpoint_key_save(owner=owner, label="k", secret="sk-roles-0123456789").pk,
         "done_run": JudgeRun.objects.create(
             study=study, config=config, method="direct", status="done"

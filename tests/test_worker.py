@@ -39,6 +39,7 @@ def wait_for(job: JobRun, seconds: float = 300) -> JobRun:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.figures  # the worker runs in this process; the page shows the report's plots
 def test_worker_builds_the_report_while_the_page_polls_its_progress(
     si2024_study, owner, client, celery_worker
 ):
