@@ -39,6 +39,11 @@ class _RatingsOnUse:
 
         return RUN_RATINGS.judge_inputs(study, metrics, panel_bootstrap=panel_bootstrap)
 
+    def config_panels(self, study: Any, *, panel_bootstrap: int) -> list[dict[str, Any]]:
+        from .services.ratings import RUN_RATINGS
+
+        return RUN_RATINGS.config_panels(study, panel_bootstrap=panel_bootstrap)
+
     def baseline_availability(self, study: Any) -> dict[str, str | None]:
         from .services.ratings import RUN_RATINGS
 

@@ -253,6 +253,40 @@ def _not_measured(panel: dict[str, Any], runs: list[tuple[JudgeRun, int]]) -> li
     return out
 
 
+def config_reliability_rows(panel: dict[str, Any]) -> list[dict[str, Any]]:
+    """The config's panel as one row per figure: {figure, source (the runs' method),
+    on (metric or dimension), item, judge {value, low, high, n}, human {…} (the reviewers'
+    figure; null values where there is none)}. The page's CSV and the study report's
+    `agreement.judge_configs[].rows` both read these."""
+    none: dict[str, Any] = {"value": None, "low": None, "high": None, "n": None}
+    rows: list[dict[str, Any]] = []
+
+    def add(figure: str, source: str, on: str, item: str, e: dict[str, Any], h: Any = None):
+        judge = {k: e.get(k) for k in ("value", "low", "high", "n")}
+        human = {k: h.get(k) for k in ("value", "low", "high", "n")} if h else dict(none)
+        rows.append(
+            {"figure": figure, "source": source, "on": on, "item": item, "judge": judge,
+             "human": human}
+        )  # fmt: skip
+
+    for block in panel["agreement"]:
+        for measure, est in block["measures"].items():
+            add(f"agreement_{measure}", block["method"], block["metric"], "judge", est)
+    for block in panel["calibration"]:
+        for part in ("slope", "intercept"):
+            add("calibration", block["method"], block["metric"], part, block[part])
+    for block in panel["pair_accuracy"]:
+        for r in pair_accuracy_rows(block):
+            add(r["measure"], "pairwise", r["metric"], r["of"], r)
+    sp = panel["self_preference"] or {}
+    for r in sp.get("rows", []):
+        add("self_preference", "pairwise", r["dimension"], sp["judge_family"], r["judge"], r["human"])  # fmt: skip
+        add("self_preference_difference", "pairwise", r["dimension"], sp["judge_family"], r["difference"])  # fmt: skip
+    for r in panel["repetition"]:
+        add("repetition", "", r["metric"], r["figure"], r["judge"], r["human"])
+    return rows
+
+
 def config_reliability_csv(panel: dict[str, Any]) -> str:
     """The config's panel, one row per figure, for a spreadsheet."""
     buf = io.StringIO()
@@ -261,27 +295,53 @@ def config_reliability_csv(panel: dict[str, Any]) -> str:
         ["figure", "source", "metric_or_dimension", "item", "value", "ci_low", "ci_high", "n",
          "human_value", "human_ci_low", "human_ci_high", "human_n"]
     )  # fmt: skip
-
-    def row(figure: str, source: str, on: str, item: str, e: dict[str, Any], h: Any = None):
-        h = h or {}
+    for r in config_reliability_rows(panel):
+        e, h = r["judge"], r["human"]
         w.writerow(
-            [figure, source, on, item, e.get("value"), e.get("low"), e.get("high"), e.get("n"),
-             h.get("value"), h.get("low"), h.get("high"), h.get("n")]
+            [r["figure"], r["source"], r["on"], r["item"], e["value"], e["low"], e["high"],
+             e["n"], h["value"], h["low"], h["high"], h["n"]]
         )  # fmt: skip
-
-    for block in panel["agreement"]:
-        for measure, est in block["measures"].items():
-            row(f"agreement_{measure}", block["method"], block["metric"], "judge", est)
-    for block in panel["calibration"]:
-        for part in ("slope", "intercept"):
-            row("calibration", block["method"], block["metric"], part, block[part])
-    for block in panel["pair_accuracy"]:
-        for r in pair_accuracy_rows(block):
-            row(r["measure"], "pairwise", r["metric"], r["of"], r)
-    sp = panel["self_preference"] or {}
-    for r in sp.get("rows", []):
-        row("self_preference", "pairwise", r["dimension"], sp["judge_family"], r["judge"], r["human"])  # fmt: skip
-        row("self_preference_difference", "pairwise", r["dimension"], sp["judge_family"], r["difference"])  # fmt: skip
-    for r in panel["repetition"]:
-        row("repetition", "", r["metric"], r["figure"], r["judge"], r["human"])
     return buf.getvalue()
+
+
+def config_label(config: JudgeConfig) -> str:
+    """The judge as the report names it: its name and the model it asks."""
+    model = config.resolved_model()
+    return f"{config.name} ({model})" if model else config.name
+
+
+def study_configs(study: Study) -> list[JudgeConfig]:
+    """Every judge config a finished LLM run of `study` used, as its judge or as a panel
+    member, by id; the endpoint-less configs of the no-LLM baselines are left out."""
+    done = JudgeRun.objects.filter(study=study, status=JudgeRun.Status.DONE).exclude(
+        method__in=JudgeRun.BASELINES
+    )
+    ids = set(done.exclude(config=None).values_list("config_id", flat=True))
+    ids |= set(PanelMember.objects.filter(run__in=done).values_list("config_id", flat=True))
+    return list(JudgeConfig.objects.filter(pk__in=ids, is_baseline=False).order_by("pk"))
+
+
+def config_reliability_for_report(
+    study: Study, config: JudgeConfig, *, n_boot: int = PANEL_BOOT
+) -> dict[str, Any]:
+    """The config's panel in `study` for the study report (docs/report-schema.md,
+    `agreement.judge_configs`): who it is, the runs it pools, its rows
+    (`config_reliability_rows`) and what was not measured. No plots."""
+    panel = config_reliability(study, config, n_boot=n_boot)
+    return {
+        "key": f"config{config.pk}",
+        "config_id": config.pk,
+        "name": config.name,
+        "label": config_label(config),
+        "model": config.resolved_model(),
+        "shared": config.study_id is None,
+        "runs": panel["runs"],
+        "rows": config_reliability_rows(panel),
+        "not_measured": panel["not_measured"],
+        "n_boot": panel["n_boot"],
+    }
+
+
+def study_config_panels(study: Study, *, n_boot: int = PANEL_BOOT) -> list[dict[str, Any]]:
+    """`config_reliability_for_report` of every config of `study_configs`."""
+    return [config_reliability_for_report(study, c, n_boot=n_boot) for c in study_configs(study)]

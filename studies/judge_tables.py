@@ -3,7 +3,10 @@
 the HTML shows: `judge_panel.csv` (a panel run's members', its own and panel − best
 member's agreement with the reviewers, and accuracy on their pair ratings) and
 `judge_reliability.csv` (each run's reliability panel: calibration, style control,
-self-preference, repetition).
+self-preference, repetition), and `judge_configs.csv` (each judge config's panel pooled
+over its finished runs in the study, from `agreement.judge_configs`: agreement with the
+reviewers' means, calibration, accuracy on their pair ratings, self-preference,
+repetition).
 
 Pure: a dict in, frames out. It reads the documented report dict, not judging's code,
 which studies never imports.
@@ -16,7 +19,12 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["JUDGE_PANEL_COLUMNS", "JUDGE_RELIABILITY_COLUMNS", "judge_tables"]
+__all__ = [
+    "JUDGE_CONFIG_COLUMNS",
+    "JUDGE_PANEL_COLUMNS",
+    "JUDGE_RELIABILITY_COLUMNS",
+    "judge_tables",
+]
 
 JUDGE_PANEL_COLUMNS = [
     "judge",
@@ -47,6 +55,26 @@ JUDGE_RELIABILITY_COLUMNS = [
     "human_ci_low",
     "human_ci_high",
     "human_n",
+]
+
+JUDGE_CONFIG_COLUMNS = [
+    "judge",
+    "config_id",
+    "name",
+    "figure",
+    "source",
+    "on",
+    "item",
+    "value",
+    "ci_low",
+    "ci_high",
+    "n",
+    "human_value",
+    "human_ci_low",
+    "human_ci_high",
+    "human_n",
+    "n_runs",
+    "n_boot",
 ]
 
 
@@ -121,8 +149,25 @@ def _reliability_rows(judge: dict[str, Any]) -> Iterator[dict[str, Any]]:
         }
 
 
+def _config_rows(config: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    who = {"judge": config.get("key"), "config_id": config.get("config_id"), "name": config.get("name")}  # fmt: skip
+    after = {"n_runs": len(config.get("runs") or []), "n_boot": config.get("n_boot")}
+    for r in config.get("rows") or []:
+        yield {
+            **who,
+            "figure": r["figure"],
+            "source": r.get("source"),
+            "on": r["on"],
+            "item": r["item"],
+            **_est(r.get("judge")),
+            **_est(r.get("human"), "human_"),
+            **after,
+        }
+
+
 def judge_tables(report: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    """`judge_panel` and `judge_reliability` frames, each only when some run has rows."""
+    """`judge_panel`, `judge_reliability` and `judge_configs` frames, each only when some
+    run (or judge config) has rows."""
     judges = _judges(report)
     out = {}
     panel = [row for j in judges for row in _panel_rows(j)]
@@ -131,4 +176,8 @@ def judge_tables(report: dict[str, Any]) -> dict[str, pd.DataFrame]:
     reliability = [row for j in judges for row in _reliability_rows(j)]
     if reliability:
         out["judge_reliability"] = pd.DataFrame(reliability, columns=JUDGE_RELIABILITY_COLUMNS)
+    configs = (report.get("agreement") or {}).get("judge_configs") or []
+    config_rows = [row for c in configs for row in _config_rows(c)]
+    if config_rows:
+        out["judge_configs"] = pd.DataFrame(config_rows, columns=JUDGE_CONFIG_COLUMNS)
     return out

@@ -10,7 +10,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
 from django.conf import settings
@@ -34,6 +34,7 @@ from .analysis.report import (
 )
 from .analysis.threads import blas_thread_counts, blas_threads
 from .jobs import job_progress
+from .judge_ratings import judge_ratings_provider
 from .judge_tables import judge_tables
 from .models import JobRun, Study, StudyReport
 from .package import package_build
@@ -124,6 +125,7 @@ def _report_build(
     }
     if report["plan"]["registered"] is not None:
         report["plan"]["registered"].update(plan_registration(study) or {})
+    report["agreement"]["judge_configs"] = judge_config_panels(study, options)
     report["quality"] = _quality_section(study, df, report, plan=plan, options=options)
     phases, comparison = phase_report_section(
         study=study, plan=plan, seed=options.seed, mixed_starts=options.mixed_starts
@@ -306,6 +308,29 @@ def study_judges(
         status[method] = {"available": True, "reason": None, "how": "a stored baseline run"}
     judges += [j for j in extra if j.method not in stored]
     return judges, status
+
+
+@runtime_checkable
+class ConfigPanelsProvider(Protocol):
+    """What the report asks of the judge ratings provider (`studies.judge_ratings`) beside
+    its runs: each judge config's reliability panel pooled over its finished runs in the
+    study (docs/judge-reliability.md, "A judge's own panel"). Judging's provider fills it
+    (`judging.services.ratings.RunRatings.config_panels`); a provider without it gives
+    the report no such panels."""
+
+    def config_panels(self, study: Study, *, panel_bootstrap: int) -> list[dict[str, Any]]:
+        """One entry per judge config a finished run of the study used, as
+        `agreement.judge_configs` documents it (docs/report-schema.md)."""
+        ...
+
+
+def judge_config_panels(study: Study, options: ReportOptions) -> list[dict[str, Any]]:
+    """The study's judge configs' pooled panels at the report's `panel_bootstrap`
+    resamples; none when no provider (or one without config panels) is registered."""
+    provider = judge_ratings_provider()
+    if not isinstance(provider, ConfigPanelsProvider):
+        return []
+    return provider.config_panels(study, panel_bootstrap=options.panel_bootstrap)
 
 
 # --- PDF ---------------------------------------------------------------------------

@@ -228,6 +228,13 @@ class RunRatings:
             judge_data(run, study, labels, list(metrics), human, panel_bootstrap) for run in runs
         ]
 
+    def config_panels(self, study: Study, *, panel_bootstrap: int) -> list[dict[str, Any]]:
+        """Each judge config's reliability panel pooled over its finished runs in `study`
+        (`studies.report_files.ConfigPanelsProvider`; `judging.config_panel`)."""
+        from ..config_panel import study_config_panels
+
+        return study_config_panels(study, n_boot=panel_bootstrap)
+
     def baseline_availability(self, study: Study) -> dict[str, str | None]:
         out: dict[str, str | None] = {}
         for method in sorted(BASELINE_METHODS, key=list(METHODS).index):
