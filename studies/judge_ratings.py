@@ -2,7 +2,8 @@
 
 Studies never imports judging's runs or methods (docs/architecture.md, "Interfaces studies defines").
 The report asks the registered provider for every finished judge run of a study as
-agreement inputs (`JudgeData`), and for whether each no-LLM baseline could run on the
+agreement inputs (`JudgeData`), for each judge config's reliability panel pooled over
+its finished runs in the study, and for whether each no-LLM baseline could run on the
 study. The judging app registers its provider when it starts (`AppConfig.ready`); with
 no provider registered the report simply has no stored judges.
 """
@@ -10,7 +11,7 @@ no provider registered the report simply has no stored judges.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .analysis.report import JudgeData
@@ -24,6 +25,12 @@ class JudgeRatingsProvider(Protocol):
         """Every finished judge run of the study that judged its ideas, as agreement
         inputs: per-idea scores on the given form metrics and/or pairwise outcomes, each
         with its reliability panel at `panel_bootstrap` resamples."""
+        ...
+
+    def config_panels(self, study: Study, *, panel_bootstrap: int) -> list[dict[str, Any]]:
+        """One entry per judge config a finished run of the study used (as its judge or a
+        panel member): its reliability panel pooled over those runs at `panel_bootstrap`
+        resamples, as `agreement.judge_configs` documents it (docs/report-schema.md)."""
         ...
 
     def baseline_availability(self, study: Study) -> dict[str, str | None]:

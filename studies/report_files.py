@@ -10,7 +10,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import pandas as pd
 from django.conf import settings
@@ -310,25 +310,11 @@ def study_judges(
     return judges, status
 
 
-@runtime_checkable
-class ConfigPanelsProvider(Protocol):
-    """What the report asks of the judge ratings provider (`studies.judge_ratings`) beside
-    its runs: each judge config's reliability panel pooled over its finished runs in the
-    study (docs/judge-reliability.md, "A judge's own panel"). Judging's provider fills it
-    (`judging.services.ratings.RunRatings.config_panels`); a provider without it gives
-    the report no such panels."""
-
-    def config_panels(self, study: Study, *, panel_bootstrap: int) -> list[dict[str, Any]]:
-        """One entry per judge config a finished run of the study used, as
-        `agreement.judge_configs` documents it (docs/report-schema.md)."""
-        ...
-
-
 def judge_config_panels(study: Study, options: ReportOptions) -> list[dict[str, Any]]:
     """The study's judge configs' pooled panels at the report's `panel_bootstrap`
-    resamples; none when no provider (or one without config panels) is registered."""
+    resamples (`JudgeRatingsProvider.config_panels`); none when no provider is registered."""
     provider = judge_ratings_provider()
-    if not isinstance(provider, ConfigPanelsProvider):
+    if provider is None:
         return []
     return provider.config_panels(study, panel_bootstrap=options.panel_bootstrap)
 

@@ -220,19 +220,14 @@ def test_the_judge_configs_table_reads_report_json():
     assert "judge_configs" not in judge_tables({"agreement": {"judges": [], "judge_configs": []}})
 
 
-def test_a_provider_without_config_panels_gives_the_report_none(monkeypatch):
-    """The report asks the registered ratings provider for config panels only when it
-    has them (`ConfigPanelsProvider`); judging's provider has."""
+def test_without_a_ratings_provider_the_report_has_no_judge_panels(monkeypatch):
+    """The report asks the registered ratings provider (`JudgeRatingsProvider`) for the
+    config panels; judging's registered provider answers, and with none there are none."""
     from judging.apps import RATINGS_ON_USE
     from studies import report_files
-    from studies.report_files import ConfigPanelsProvider, judge_config_panels
+    from studies.judge_ratings import judge_ratings_provider
+    from studies.report_files import judge_config_panels
 
-    class RunsOnly:
-        def judge_inputs(self, study, metrics, *, panel_bootstrap):
-            return []
-
-    assert isinstance(RATINGS_ON_USE, ConfigPanelsProvider)
-    monkeypatch.setattr(report_files, "judge_ratings_provider", lambda: RunsOnly())
-    assert judge_config_panels(None, FAST) == []  # type: ignore[arg-type]
+    assert judge_ratings_provider() is RATINGS_ON_USE and callable(RATINGS_ON_USE.config_panels)
     monkeypatch.setattr(report_files, "judge_ratings_provider", lambda: None)
     assert judge_config_panels(None, FAST) == []  # type: ignore[arg-type]

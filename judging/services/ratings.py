@@ -230,7 +230,7 @@ class RunRatings:
 
     def config_panels(self, study: Study, *, panel_bootstrap: int) -> list[dict[str, Any]]:
         """Each judge config's reliability panel pooled over its finished runs in `study`
-        (`studies.report_files.ConfigPanelsProvider`; `judging.config_panel`)."""
+        (`studies.judge_ratings.JudgeRatingsProvider`; `judging.config_panel`)."""
         from ..config_panel import study_config_panels
 
         return study_config_panels(study, n_boot=panel_bootstrap)
