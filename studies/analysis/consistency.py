@@ -203,13 +203,22 @@ def _split_block(
     need = h.astype(float)  # small integers, exact as floats
     left = np.array(np.broadcast_to(n, coin.shape), dtype=float)
     sum_a = np.zeros(coin.shape)
-    for x, ok, pick in zip(X, valid, picks, strict=True):
-        take = pick * left
-        took = take < need
-        took &= ok
+    take = np.empty(coin.shape)
+    last = len(X) - 1
+    for slot, (x, ok, pick) in enumerate(zip(X, valid, picks, strict=True)):
+        # A slot every unit fills (the first two always do) needs no mask; after the last
+        # slot the counters are not read again.
+        full = bool(ok.all())
+        took = np.multiply(pick, left, out=take) < need
+        if not full:
+            took &= ok
         np.add(sum_a, x, out=sum_a, where=took)
-        need -= took
-        left -= ok
+        if slot < last:
+            need -= took
+            if full:
+                left -= 1.0
+            else:
+                left -= ok
     mean_a = (sum_a / h).reshape(-1, units)
     mean_b = ((total - sum_a) / (n - h)).reshape(-1, units)
 
