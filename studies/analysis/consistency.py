@@ -146,25 +146,34 @@ def _split_batch(
     total = np.zeros(n.shape)
     for x in X:
         total += x
-    if repeat > 1 and base.shape[1] > 1:
-        valid, X = np.repeat(valid, repeat, axis=1), np.repeat(X, repeat, axis=1)
-        n, total = np.repeat(n, repeat, axis=0), np.repeat(total, repeat, axis=0)
     # Every draw has a fixed shape, so they are all made first, in the order the steps
-    # use them; the steps then run on blocks of replicates small enough to stay in cache.
+    # use them (one call: the same stream as one call per plane); the steps then run on
+    # blocks of replicates small enough to stay in cache.
     slots = X.shape[0]
-    coin = rng.random((reps, units))
-    picks = [rng.random((reps, units)) for _ in range(slots)]
-    jitter = rng.random((reps, units))
-    coin_b = rng.random((reps, units))
+    draws = rng.random((slots + 3, reps, units))
+    coin, picks, jitter, coin_b = draws[0], draws[1 : slots + 1], draws[-2], draws[-1]
     k = int(np.floor(top_fraction * units))
     out = np.empty(reps)
-    step = max(1, _BLOCK // max(units, 1))
-    for lo in range(0, reps, step):
-        hi = min(reps, lo + step)
-        rows = slice(lo, hi) if base.shape[1] > 1 else slice(0, 1)
+    if base.shape[1] == 1:  # one matrix: every replicate sees the same (broadcast) rows
+        step = max(1, _BLOCK // max(units, 1))
+        for lo in range(0, reps, step):
+            hi = min(reps, lo + step)
+            out[lo:hi] = _split_block(
+                X[:, :1], valid[:, :1], n[:1], total[:1], k,
+                coin[lo:hi], picks[:, lo:hi], jitter[lo:hi], coin_b[lo:hi],
+            )  # fmt: skip
+        return out
+    # A replicate taken `repeat` times: its rows are broadcast over the repeats (an axis
+    # of length 1) instead of copied, so blocks hold whole replicates.
+    per = max(1, _BLOCK // max(units * repeat, 1))
+    for i0 in range(0, m, per):
+        i1 = min(m, i0 + per)
+        lo, hi = i0 * repeat, i1 * repeat
+        shape = (i1 - i0, repeat, units)
         out[lo:hi] = _split_block(
-            X[:, rows], valid[:, rows], n[rows], total[rows], k,
-            coin[lo:hi], [p[lo:hi] for p in picks], jitter[lo:hi], coin_b[lo:hi],
+            X[:, i0:i1, None], valid[:, i0:i1, None], n[i0:i1, None], total[i0:i1, None], k,
+            coin[lo:hi].reshape(shape), picks[:, lo:hi].reshape((slots, *shape)),
+            jitter[lo:hi], coin_b[lo:hi],
         )  # fmt: skip
     return out
 
@@ -176,28 +185,42 @@ def _split_block(
     total: np.ndarray,
     k: int,
     coin: np.ndarray,
-    picks: list[np.ndarray],
+    picks: np.ndarray,
     jitter: np.ndarray,
     coin_b: np.ndarray,
 ) -> np.ndarray:
-    """`_split_batch` for a block of replicates, given its draws (see there)."""
-    reps, units = coin.shape
+    """`_split_batch` for a block of replicates, given its draws (see there).
+
+    The split's steps are elementwise, so X, valid, n and total may have length-1 axes
+    that broadcast against the draws `coin` and `picks` (replicates, units) or (replicates,
+    repeats, units); the ranking steps then see (replicates x repeats, units) rows, in
+    the order of `jitter` and `coin_b`."""
+    units = coin.shape[-1]
     # Half A gets h of each unit's n reviews, an odd unit's extra one to either half with
     # equal chance; selection sampling (take a slot with probability needed / left) draws
     # a uniformly random h-subset in one pass over the slots.
     h = n // 2 + ((n % 2 == 1) & (coin < 0.5))
     need = h.astype(float)  # small integers, exact as floats
-    left = np.array(np.broadcast_to(n, (reps, units)), dtype=float)
-    sum_a = np.zeros((reps, units))
-    for x, ok, pick in zip(X, valid, picks, strict=True):
-        take = pick * left
-        took = take < need
-        took &= ok
+    left = np.array(np.broadcast_to(n, coin.shape), dtype=float)
+    sum_a = np.zeros(coin.shape)
+    take = np.empty(coin.shape)
+    last = len(X) - 1
+    for slot, (x, ok, pick) in enumerate(zip(X, valid, picks, strict=True)):
+        # A slot every unit fills (the first two always do) needs no mask; after the last
+        # slot the counters are not read again.
+        full = bool(ok.all())
+        took = np.multiply(pick, left, out=take) < need
+        if not full:
+            took &= ok
         np.add(sum_a, x, out=sum_a, where=took)
-        need -= took
-        left -= ok
-    mean_a = sum_a / h
-    mean_b = (total - sum_a) / (n - h)
+        if slot < last:
+            need -= took
+            if full:
+                left -= 1.0
+            else:
+                left -= ok
+    mean_a = (sum_a / h).reshape(-1, units)
+    mean_b = ((total - sum_a) / (n - h)).reshape(-1, units)
 
     # Half A's top and bottom k units, ties broken at random (jitter below the tie grid).
     key_a = np.round(mean_a, _TIE_DECIMALS) + jitter * 10.0 ** -(_TIE_DECIMALS + 1)

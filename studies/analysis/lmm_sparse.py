@@ -1418,16 +1418,22 @@ def _optimise(
     n_evals = 0
     seen: set[bytes] = set()
 
-    def f(th_outer: np.ndarray) -> float:
+    def count(th_outer: np.ndarray) -> None:
         nonlocal n_evals
         key = np.abs(np.asarray(th_outer, dtype=float)).tobytes()
         if key not in seen:  # count factorisations, not cache hits
             seen.add(key)
             n_evals += 1
+
+    def f(th_outer: np.ndarray) -> float:
+        count(th_outer)
         return prob.profile(th_outer)[0]
 
     def full(th: np.ndarray) -> float:
-        f(th[:ko])  # counts the factorisation if it is a new one
+        # The deviance at this full theta needs the factorisation at its outer part (cached
+        # for later profiles), not the inner search over the small factor that the
+        # profiled deviance runs there.
+        count(th[:ko])
         return prob.deviance(th)
 
     if newton:

@@ -231,6 +231,23 @@ def test_split_batch_repeats_each_replicate_as_a_repeated_matrix_would():
     np.testing.assert_array_equal(got, want)
 
 
+def test_split_batch_repeats_equal_the_repeated_matrix_across_several_blocks():
+    # Replicates are broadcast over their repeats in blocks of whole replicates: with
+    # more replicates than one block holds, every block boundary must give what the
+    # repeated (copied) matrix gives, and the single-matrix path what its splits give.
+    rng = np.random.default_rng(5)
+    P = rng.integers(1, 11, (400, 5)).astype(float)
+    P[:, 2:][rng.random((400, 3)) < 0.5] = np.nan
+    P = P[(~np.isnan(P)).sum(1) >= 2]
+    batch = P.T[:, rng.integers(0, P.shape[0], (70, P.shape[0]))]
+    assert 70 * 7 * P.shape[0] > 2 * cons._BLOCK
+    got = cons._split_batch(batch, np.random.default_rng(6), 0.25, repeat=7)
+    want = cons._split_batch(np.repeat(batch, 7, axis=1), np.random.default_rng(6), 0.25)
+    np.testing.assert_array_equal(got, want)
+    plain = _plain_split_batch(np.repeat(batch, 7, axis=1), np.random.default_rng(6), 0.25)
+    np.testing.assert_allclose(got, plain, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("levels", [3, 40, 100_000])
 def test_extremes_from_one_sort_equal_argpartition_even_with_ties_at_the_cuts(levels):
     # Few distinct keys: most rows have ties at both cuts, settled as argpartition does.
