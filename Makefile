@@ -67,8 +67,8 @@ PYTEST_XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadg
 test: install system-deps $(NODE_STAMP)
 	$(BIN)/pytest $(PYTEST_XDIST)
 
-# axe-core, installed again only when package.json or its lock changed (CI's two passes run
-# `make test` side by side: one npm ci before them, none racing inside them).
+# axe-core, installed again only when package.json or its lock changed (.ci/run installs
+# it once, before its passes; a second npm ci would empty node_modules under a running one).
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
 	touch $@
