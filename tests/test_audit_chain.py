@@ -146,6 +146,7 @@ def test_owners_read_the_log_and_its_check_others_do_not(owner):
     assert c.get(url).status_code == 404
 
 
+@pytest.mark.slow  # migrates back and forth
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_chains_the_entries_written_before_it(owner):
     executor = MigrationExecutor(connection)

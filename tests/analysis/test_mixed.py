@@ -79,6 +79,7 @@ def test_sparse_engine_reproduces_the_readme_table(sparse_fits, metric) -> None:
     assert res.engine == "sparse" and res.converged and res.starts_agree
 
 
+@pytest.mark.slow  # statsmodels fits of si2024 (seconds each)
 @pytest.mark.parametrize("metric", METRICS)
 def test_engines_agree_on_si2024(sm_fits, sparse_fits, metric) -> None:
     a, b = sm_fits[metric], sparse_fits[metric]
@@ -91,6 +92,7 @@ def test_engines_agree_on_si2024(sm_fits, sparse_fits, metric) -> None:
         assert a.variance[k] == pytest.approx(b.variance[k], abs=TOL_SM)
 
 
+@pytest.mark.slow  # the same statsmodels fits
 def test_statsmodels_multistart_keeps_the_best_loglik(sm_fits) -> None:
     res = sm_fits["novelty"]
     # L-BFGS from statsmodels' default start stops at the spurious optimum (idea var ~0.006).

@@ -211,6 +211,7 @@ def test_ligbench_makes_no_call_after_every_chain_of_an_idea_has_stopped(
     assert stopped_early == 6  # no idea met every reference it could have
 
 
+@pytest.mark.slow  # runs of seconds on the scripted server
 def test_the_probe_rule_calls_only_for_the_steps_its_longest_chain_took(
     study, judge, scripted, corpus
 ):
@@ -265,6 +266,7 @@ def test_the_nearest_reference_option_meets_references_near_the_current_score(
             met.add(chosen.pk)
 
 
+@pytest.mark.slow  # runs of seconds on the scripted server
 def test_the_information_option_asks_the_most_informative_reference_and_stops_on_sd(
     study, judge, scripted, corpus
 ):
@@ -321,6 +323,7 @@ def test_the_information_option_asks_the_most_informative_reference_and_stops_on
     assert stopped_early > 0
 
 
+@pytest.mark.slow  # runs of seconds on the scripted server
 def test_a_ligbench_run_resumed_after_a_crash_continues_each_chain_where_it_stopped(
     study, judge, scripted, corpus, monkeypatch
 ):
