@@ -41,12 +41,8 @@ JUDGE_PANEL_COLUMNS = [
     "n",
     "n_ideas",
 ]
-JUDGE_RELIABILITY_COLUMNS = [
-    "judge",
-    "run_id",
-    "figure",
-    "on",
-    "item",
+# A reliability figure's judge and human values, as both reliability tables give them.
+FIGURE_COLUMNS = [
     "value",
     "ci_low",
     "ci_high",
@@ -56,6 +52,7 @@ JUDGE_RELIABILITY_COLUMNS = [
     "human_ci_high",
     "human_n",
 ]
+JUDGE_RELIABILITY_COLUMNS = ["judge", "run_id", "figure", "on", "item", *FIGURE_COLUMNS]
 
 JUDGE_CONFIG_COLUMNS = [
     "judge",
@@ -65,14 +62,7 @@ JUDGE_CONFIG_COLUMNS = [
     "source",
     "on",
     "item",
-    "value",
-    "ci_low",
-    "ci_high",
-    "n",
-    "human_value",
-    "human_ci_low",
-    "human_ci_high",
-    "human_n",
+    *FIGURE_COLUMNS,
     "n_runs",
     "n_boot",
 ]
