@@ -134,6 +134,20 @@ def _report_figures_only_when_marked(request, settings):
     settings.IDEAREVIEW_REPORT_FIGURES = request.node.get_closest_marker("figures") is not None
 
 
+#: A chromium that is not there: a report built without it says why it has no PDF.
+NO_CHROMIUM = "/nonexistent/chromium"
+
+
+@pytest.fixture(autouse=True)
+def _report_pdf_only_when_marked(request, settings):
+    """Likewise the PDF (a chromium process per report, about half a second of CPU): a
+    report built in this process prints one only in tests marked `pdf`; the others build it
+    as on a machine without chromium (a browser walk's live server too); worker processes a
+    test starts keep the setting's default and print it."""
+    if request.node.get_closest_marker("pdf") is None:
+        settings.IDEAREVIEW_CHROMIUM = NO_CHROMIUM
+
+
 @pytest.fixture
 def owner(db):
     return get_user_model().objects.create_user("owner", password="owner-pass-123")

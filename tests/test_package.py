@@ -68,6 +68,7 @@ def _members(path):
         return {n.removeprefix("package/"): z.read(n) for n in z.namelist()}
 
 
+@pytest.mark.pdf
 def test_package_holds_everything_and_nothing_that_identifies(built):
     seeded, snap, tmp = built
     files = _members(tmp / "rep" / "package.zip")
@@ -231,6 +232,7 @@ def test_package_round_trip_reproduces_test_1(no_pdf, built, owner):
         assert a["t"] == pytest.approx(b["t"], rel=1e-9)
 
 
+@pytest.mark.pdf
 def test_study_package_command_writes_the_zip_and_the_pdf_has_pages(built, tmp_path):
     seeded, snap, tmp = built
     out = tmp_path / "cmd.zip"

@@ -120,9 +120,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("si2024-report")]
 @pytest.fixture
 def si2024_report(db, tmp_path_factory, settings):
     """Import and report once per test session; the rows go with the first test's
-    transaction, the files stay for the others. Its figures are drawn: tests read them."""
+    transaction, the files stay for the others. Its figures and PDF are made: tests read
+    them."""
     if "out" not in _BUILT:
+        import ideareview.settings as configured
+
         settings.IDEAREVIEW_REPORT_FIGURES = True
+        settings.IDEAREVIEW_CHROMIUM = configured.IDEAREVIEW_CHROMIUM  # and its PDF
         from django.contrib.auth import get_user_model
 
         out = tmp_path_factory.mktemp("report")
@@ -272,6 +276,7 @@ def test_report_agreement_without_judges_shows_the_ceiling_and_says_why(si2024_r
     assert any(r["kind"] == "ceiling" and r["column"] == "overall" for r in rows)
 
 
+@pytest.mark.pdf
 def test_report_pdf_is_written_beside_the_html_and_has_pages(si2024_report):
     from studies.report_files import pdf_available, pdf_page_count
 

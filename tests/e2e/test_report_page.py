@@ -14,6 +14,7 @@ from tests.factories import FAST, make_agreement_study
 pytestmark = [pytest.mark.e2e, pytest.mark.figures]  # reads the report's figures
 
 
+@pytest.mark.pdf
 def test_owner_reads_the_report_with_agreement_and_downloads_pdf_and_package(
     browser, live_server, owner, artifacts, settings, tmp_path
 ):
