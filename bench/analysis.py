@@ -212,12 +212,12 @@ def main() -> None:
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help="every part on tiny sizes (si2024 with 20 splits, 150 reviews, 2 judges): seconds",
+        help="every part on tiny sizes (si2024 with 20 splits, 150 reviews, a 60-review ordinal check, 2 judges): seconds",
     )
     args = parser.parse_args()
     if args.smoke:
         args.sizes, args.starts, args.splits = "150", 1, 20
-        args.mixed_sizes, args.mixed_timeout, args.ordinal_sizes = "150", 120.0, "150"
+        args.mixed_sizes, args.mixed_timeout, args.ordinal_sizes = "150", 120.0, "60"
         args.judge_size, args.judges, args.judge_draws = 300, 2, 20
     import os
 
