@@ -66,8 +66,15 @@ def test_demo_study_command_builds_the_study_and_finds_the_simulated_effects(tmp
         for name in names:
             assert b"gpt-4o" not in z.read(name), name
     assert "package/README.md" in names and "package/manifest.json" in names
-    # Each LLM run asked a fifth of its prompts again: the report has its repetition figures.
-    judges = {j["method"]: j for j in report["agreement"]["judges"]}
+    # A panel of the direct judge and a second one: its run and its agreement in the report.
+    panel = JudgeRun.objects.get(study=study, panel_members__isnull=False)
+    assert panel.method == "direct" and panel.status == "done"
+    assert len(panel.panel_configs()) == 2
+    panels = [j for j in report["agreement"]["judges"] if "panel" in (j["info"] or {})]
+    assert [j["info"]["run_id"] for j in panels] == [panel.pk]
+    # Each single-judge LLM run asked a fifth of its prompts again: the report has its
+    # repetition figures.
+    judges = {j["method"]: j for j in report["agreement"]["judges"] if j not in panels}
     for method in ("direct", "pairwise"):
         rows = judges[method]["info"]["reliability"]["rows"]
         assert any(r["figure"] == "repetition" for r in rows), (method, rows)
