@@ -53,11 +53,12 @@ from .reliability_panel import (
     score_repeat_groups,
     score_repetition_rows,
     self_preference_figures,
+    style_blocks,
 )
 from .services.base import pair_call
 
 _SCORED = (JudgeRun.Method.DIRECT, JudgeRun.Method.ABSOLUTE)
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 
 
 def config_runs(study: Study, config: JudgeConfig) -> list[tuple[JudgeRun, int]]:
@@ -138,9 +139,20 @@ def _compute(
         if games
         else {},
         "repetition": _repetition(study, runs, n_boot, seed),
+        # Every pairwise game of this judge, from all its runs: one design of pairs.
+        "style": style_blocks(study, games, _text_source(paired), n_boot=n_boot, seed=seed)
+        if games
+        else [],
     }
     panel["not_measured"] = _not_measured(panel, runs)
     return panel
+
+
+def _text_source(runs: list[tuple[JudgeRun, int]]) -> str:
+    """The text whose style the covariates read: the one the runs judged, normalised
+    unless every run judged another."""
+    sources = {(r.params or {}).get("text", "normalized") for r, _seat in runs}
+    return sources.pop() if len(sources) == 1 else "normalized"
 
 
 def _score_figures(
@@ -246,10 +258,11 @@ def _not_measured(panel: dict[str, Any], runs: list[tuple[JudgeRun, int]]) -> li
         out.append(f"self-preference: {sp['skipped']}")
     elif not sp:
         out.append("self-preference: no pairwise run of this judge")
-    out.append(
-        "style-controlled Bradley–Terry ratings: per run only (they rate the conditions "
-        "from one run's design of pairs)"
-    )
+    if not panel["style"]:
+        out.append(
+            "conditions' Bradley–Terry ratings, raw and style-controlled: no pairwise games "
+            "of this judge between ideas of different conditions"
+        )
     return out
 
 
@@ -284,6 +297,12 @@ def config_reliability_rows(panel: dict[str, Any]) -> list[dict[str, Any]]:
         add("self_preference_difference", "pairwise", r["dimension"], sp["judge_family"], r["difference"])  # fmt: skip
     for r in panel["repetition"]:
         add("repetition", "", r["metric"], r["figure"], r["judge"], r["human"])
+    for block in panel["style"]:
+        for r in block.get("ratings", []):
+            add("bt_raw", "pairwise", block["dimension"], r["condition"], r["raw"])
+            add("bt_style_controlled", "pairwise", block["dimension"], r["condition"], r["style_controlled"])  # fmt: skip
+        for b in block.get("beta", []):
+            add("style_beta", "pairwise", block["dimension"], b["feature"], b)
     return rows
 
 

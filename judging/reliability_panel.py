@@ -125,10 +125,6 @@ def _calibration(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _conditions(run: JudgeRun) -> dict[Hashable, Hashable]:
-    return study_conditions(run.study)
-
-
 def study_conditions(study: Any) -> dict[Hashable, Hashable]:
     """Each idea's condition; ideas in several conditions are left out (their games say
     nothing about one condition against another)."""
@@ -153,9 +149,25 @@ def _games(run: JudgeRun) -> list[tuple[int, int, int, str, str]]:
 
 
 def _style(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
-    groups = _conditions(run)
+    source = (run.params or {}).get("text", "normalized")
+    return style_blocks(run.study, _games(run), source, n_boot=n_boot, seed=run.pk)
+
+
+def style_blocks(
+    study: Any,
+    games_played: Sequence[tuple[int, int, int, str, str]],
+    source: str,
+    *,
+    n_boot: int,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """Per dimension, the conditions' Bradley–Terry ratings from `games_played` ((idea_a,
+    idea_b, first shown, verdict, dimension), games of one run or of several runs of one
+    judge) without and with the ideas' style covariates (read from their `source` text),
+    with vertex-bootstrap intervals, and each covariate's pull."""
+    groups = study_conditions(study)
     games: dict[str, list[tuple[Hashable, Hashable, float]]] = defaultdict(list)
-    for a, b, first, verdict, dim in _games(run):
+    for a, b, first, verdict, dim in games_played:
         if verdict not in ("A", "B", "tie") or a not in groups or b not in groups:
             continue
         if groups[a] == groups[b]:
@@ -165,8 +177,7 @@ def _style(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
         games[dim].append((first, second, a_result if first == a else 1.0 - a_result))
     if not games:
         return []
-    source = (run.params or {}).get("text", "normalized")
-    ideas = {i.pk: i for i in run.study.ideas.filter(pk__in=[int(str(k)) for k in groups])}
+    ideas = {i.pk: i for i in study.ideas.filter(pk__in=[int(str(k)) for k in groups])}
     features: dict[Hashable, Mapping[str, float]] = {
         pk: style_covariates(idea_text(idea, source)) for pk, idea in ideas.items()
     }
@@ -175,10 +186,10 @@ def _style(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
     for dim, comparisons in sorted(games.items()):
         try:
             _raw_fit, raw, _ = style_bt_intervals(
-                comparisons, features, groups, rated=rated, names=(), n_boot=n_boot, seed=run.pk
+                comparisons, features, groups, rated=rated, names=(), n_boot=n_boot, seed=seed
             )
             _fit, controlled, beta = style_bt_intervals(
-                comparisons, features, groups, rated=rated, n_boot=n_boot, seed=run.pk
+                comparisons, features, groups, rated=rated, n_boot=n_boot, seed=seed
             )
         except (np.linalg.LinAlgError, ValueError) as exc:
             out.append({"dimension": dim, "games": len(comparisons), "error": str(exc)})

@@ -308,3 +308,31 @@ def test_a_judges_repetition_and_self_preference_pool_its_runs(study):
     c.force_login(study.owner)
     page = c.get(reverse("judging:config_detail", args=[study.slug, judge.pk])).content.decode()
     assert 'id="config-repetition"' in page and 'id="config-self-preference"' in page
+
+    # The conditions' Bradley–Terry ratings, raw and style-controlled, from both runs'
+    # games between ideas of different conditions (counted here from the rows): more games
+    # than either run's own panel rates them from.
+    from judging.config_panel import config_reliability_rows
+    from judging.reliability_panel import run_reliability
+
+    mixed = [
+        sum(
+            1
+            for a, b, verdict in PairwiseOutcome.objects.filter(run=r).values_list(
+                "idea_a_id", "idea_b_id", "verdict"
+            )  # fmt: skip
+            if (a in ai) != (b in ai) and verdict in ("A", "B", "tie")
+        )
+        for r in runs
+    ]
+    (block,) = panel["style"]
+    assert block["games"] == sum(mixed) > max(mixed) > 0
+    for r, own in zip(runs, mixed, strict=True):
+        (single,) = run_reliability(r)["style"]
+        assert single["games"] == own
+    assert {x["condition"] for x in block["ratings"]} == {"AI", "Human"}
+    figures = {(x["figure"], x["item"]) for x in config_reliability_rows(panel)}
+    for condition in ("AI", "Human"):
+        assert ("bt_raw", condition) in figures and ("bt_style_controlled", condition) in figures
+    assert 'id="config-style-note"' in page and f'id="style-{block["dimension"]}"' in page
+    assert "style-controlled: no pairwise games" not in page
