@@ -440,6 +440,13 @@ def _loglik(x: np.ndarray, y: np.ndarray, weights: np.ndarray, params: np.ndarra
     return float(-(weights * (y * np.logaddexp(0, -eta) + (1 - y) * np.logaddexp(0, eta))).sum())
 
 
+def _sigmoid(eta: np.ndarray) -> np.ndarray:
+    """1 / (1 + e^-eta); a game the fit predicts with near certainty (eta below about -709)
+    overflows e^-eta to infinity, which gives its probability's limit, 0: not an error."""
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-eta))
+
+
 def _newton(
     x: np.ndarray,
     y: np.ndarray,
@@ -458,7 +465,7 @@ def _newton(
         return _loglik(x, y, weights, p) - 0.5 * float(p @ penalty @ p)
 
     for _ in range(max_iter):
-        prob = 1.0 / (1.0 + np.exp(-(x @ params)))
+        prob = _sigmoid(x @ params)
         grad = x.T @ (weights * (y - prob)) - penalty @ params
         info = x.T @ (x * (weights * prob * (1 - prob))[:, None]) + penalty
         step = np.linalg.lstsq(info, grad, rcond=None)[0]
@@ -468,7 +475,7 @@ def _newton(
         params = params + t * step
         if np.max(np.abs(t * step)) < tol:
             break
-    prob = 1.0 / (1.0 + np.exp(-(x @ params)))
+    prob = _sigmoid(x @ params)
     return params, x.T @ (x * (weights * prob * (1 - prob))[:, None]) + penalty
 
 

@@ -312,3 +312,19 @@ def test_style_intervals_survive_resamples_that_leave_a_coefficient_unidentified
     fit, ratings, beta = style_bt_intervals(games, features, groups, n_boot=50, seed=1)
     assert set(ratings) == {"Human", "AI"} and "length" in beta
     assert all(np.isfinite(r.value) for r in ratings.values())
+
+
+def test_the_style_fit_takes_a_game_it_predicts_with_certainty_without_a_warning():
+    """A resample can leave a game the fit is all but sure of (its log-odds below about
+    -709): e^-eta overflows, and the probability is its limit, 0, with no RuntimeWarning."""
+    import warnings
+
+    from judging.methods.reliability import _sigmoid
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = _sigmoid(np.array([-1000.0, -20.0, 0.0, 20.0, 1000.0]))
+    assert p[0] == 0.0 and p[-1] == 1.0 and p[2] == 0.5
+    assert p[1] == pytest.approx(1 / (1 + math.exp(20))) and p[3] == pytest.approx(
+        1 / (1 + math.exp(-20))
+    )
