@@ -432,7 +432,7 @@ def test_judge_runs_spread_over_both_workers_and_a_dead_workers_run_is_taken_ove
         recorded = [prompt_key(c.request["messages"]) for c in LLMCall.objects.filter(run=victim)]
         # no page polls the run: the broker delivers it again to the live worker, which
         # finds the heartbeat stale and takes the run over under a new lease
-        wait_until(lambda: all(r.status == "done" for r in watch()), VISIBILITY + 90, "runs done")
+        wait_until(lambda: all(r.status == "done" for r in watch()), VISIBILITY + 240, "runs done")
         asked = server.requests
     victim.refresh_from_db()
     assert victim.attempts == 2 and len(seen[victim.pk]) == 2
@@ -491,16 +491,16 @@ def test_an_upload_through_one_web_server_is_reported_by_a_worker_and_read_throu
     )
     assert status == 302, body[:2000]
     imported = JobRun.objects.get(study=study, kind="import")
-    wait_until(lambda: _status(imported) == "done", 60, "import done")
+    wait_until(lambda: _status(imported) == "done", 180, "import done")
     assert Review.objects.filter(study=study).exists()
 
     # the report, asked for through web 1; its worker is killed mid-build and the other
     # worker builds it, after the broker delivers the job again
     assert session.post(f"/studies/{study.slug}/report/build/", data={})[0] == 302
     job = JobRun.objects.get(study=study, kind="report")
-    wait_until(lambda: _status(job) == "running" and job.message, 60, "report started")
+    wait_until(lambda: _status(job) == "running" and job.message, 180, "report started")
     cluster.by_pid(int(job.worker.rsplit(":", 1)[1])).kill()
-    wait_until(lambda: _status(job) == "done", VISIBILITY + 120, "report done by the other")
+    wait_until(lambda: _status(job) == "done", VISIBILITY + 240, "report done by the other")
     assert job.attempts == 2
     report = StudyReport.objects.get(study=study)
 
