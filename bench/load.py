@@ -28,6 +28,7 @@ import http.client
 import os
 import random
 import re
+import resource
 import socket
 import subprocess
 import sys
@@ -265,6 +266,120 @@ def prober(args: argparse.Namespace, rec: Recorder, stop: threading.Event) -> No
     s.close()
 
 
+# --------------------------------------------------------------------------- CPU
+
+
+def proc_cpu(pid: int, children: bool = False) -> float:
+    """CPU seconds (user + system) of a process from /proc/<pid>/stat; with `children`, also
+    those of its children that have ended and been waited for."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])
+    if children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds of a process and all its descendants, living or ended (an ended one
+    counts in its parent's children time once the parent has waited for it)."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                parent[int(entry.name)] = int(stat[1])
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        with contextlib.suppress(OSError):
+            total += proc_cpu(pid, children=True)
+        todo.extend(child for child, ppid in parent.items() if ppid == pid)
+    return total
+
+
+def machine_busy() -> float:
+    """CPU seconds all cores of the machine spent busy (not idle, not waiting on I/O)."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(
+        int, Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
+    )
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """Where the CPU goes during the run: this process (the load generator), the gunicorn
+    process tree, PostgreSQL's backends serving the benchmark's database (polled every
+    second, since a backend's time is gone once it ends), all of PostgreSQL's processes
+    (other databases on the server included), and the whole machine."""
+
+    def __init__(self, args: argparse.Namespace, server_pid: int):
+        import psycopg
+
+        self.server_pid, self.database = server_pid, args.database
+        self.conn = psycopg.connect(f"{args.pg.rstrip('/')}/postgres", autocommit=True)
+        own = self.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        self.postmaster = int(Path(f"/proc/{own}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        self.backends: dict[int, float] = {}
+        self.base_backends: dict[int, float] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _sample_backends(self) -> None:
+        rows = self.conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s", (self.database,)
+        ).fetchall()
+        for (pid,) in rows:
+            with contextlib.suppress(OSError):
+                self.backends[pid] = proc_cpu(pid)
+
+    def _poll(self) -> None:
+        while not self.stop.wait(1.0):
+            self._sample_backends()
+
+    def _now(self) -> dict[str, float]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        return {
+            "generator": own.ru_utime + own.ru_stime,
+            "web": tree_cpu(self.server_pid),
+            "pg_all": tree_cpu(self.postmaster),
+            "machine": machine_busy(),
+            "wall": time.monotonic(),
+        }
+
+    def start(self) -> None:
+        self._sample_backends()
+        self.base_backends = dict(self.backends)
+        self.t0 = self._now()
+        self.thread.start()
+
+    def finish(self) -> dict[str, float]:
+        """CPU seconds spent since start(), by part, and the wall time."""
+        self.stop.set()
+        self.thread.join()
+        self._sample_backends()
+        t1 = self._now()
+        used = {k: t1[k] - self.t0[k] for k in t1}
+        used["pg"] = sum(self.backends.values()) - sum(self.base_backends.values())
+        self.conn.close()
+        return used
+
+
+def cpu_report(used: dict[str, float], requests: int) -> None:
+    wall = used["wall"]
+    parts = [("generator", "load generator (this process)"), ("web", "gunicorn (all workers)"),
+             ("pg", "PostgreSQL backends of this database"),
+             ("pg_all", "PostgreSQL, all processes")]  # fmt: skip
+    print(f"CPU over the {wall:.1f} s run, {requests} requests answered (probes included):")
+    for key, label in parts:
+        print(
+            f"  {label:<40}{used[key]:>8.1f} s{used[key] / wall:>7.2f} cores"
+            f"{used[key] / requests * 1000:>8.2f} ms/request"
+        )
+    print(
+        f"  {'the whole machine (busy time)':<40}{used['machine']:>8.1f} s"
+        f"{used['machine'] / wall:>7.2f} cores of {os.cpu_count()}"
+    )
+
+
 # --------------------------------------------------------------------------- set-up
 
 
@@ -447,7 +562,14 @@ def steady_state(rec: Recorder) -> None:
     )
 
 
-def report(rec: Recorder, wall: float, args: argparse.Namespace, checks: tuple, retries: int):
+def report(
+    rec: Recorder,
+    wall: float,
+    args: argparse.Namespace,
+    checks: tuple,
+    retries: int,
+    used: dict[str, float],
+):
     lost, duplicated, mismatched = checks
     done = sum(len(v) for k, v in rec.latencies.items() if k != TRIVIAL)
     errors = sum(len(v) for v in rec.errors.values())
@@ -494,6 +616,7 @@ def report(rec: Recorder, wall: float, args: argparse.Namespace, checks: tuple, 
         print(f"  {kind}: {len(messages)} error(s), e.g. {messages[0]}")
     if mismatched:
         print(f"  {mismatched} submission(s) stored with other values than sent (counted lost)")
+    cpu_report(used, sum(len(v) for v in rec.latencies.values()))
     autosave = percentile([ms for _, ms in rec.latencies.get("autosave", [])], 0.95)
     print(
         f"load: {args.reviewers} reviewers, {errors} errors, {lost + mismatched} lost, "
@@ -543,10 +666,15 @@ def main() -> None:
     plans = build_study(args)
     print(f"study built: {args.reviewers} reviewers in {time.monotonic() - t0:.1f} s")
     server = start_server(env, var, args.port)
+    from django.db import connections
+
+    connections.close_all()  # the study is built: this process's backend is idle from here
+    meter = CpuMeter(args, server.pid)
     rec, acked, stop = Recorder(), {}, threading.Event()
     probe = threading.Thread(target=prober, args=(args, rec, stop), daemon=True)
     threads = [threading.Thread(target=reviewer, args=(p, args, rec, acked)) for p in plans]
     started = time.monotonic()
+    meter.start()
     try:
         probe.start()
         for t in threads:
@@ -554,12 +682,13 @@ def main() -> None:
         for t in threads:
             t.join()
         wall = time.monotonic() - started
+        used = meter.finish()
     finally:
         stop.set()
         probe.join(timeout=5)
         os.killpg(server.pid, 15)
         server.wait(timeout=60)
-    report(rec, wall, args, check_database(acked), int(acked.get("_retries", 0)))
+    report(rec, wall, args, check_database(acked), int(acked.get("_retries", 0)), used)
     print(f"(server log: {var / 'server.log'})")
 
 
