@@ -23,6 +23,7 @@ with the line
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import http.client
 import os
@@ -73,62 +74,115 @@ WORDS = [
 
 
 class Session:
-    """One reviewer's browser: a keep-alive connection and its cookies. Like a browser, a
-    request that fails on a reused connection before any answer arrives is sent again
-    once on a new connection (the server may close an idle connection at any moment)."""
+    """One reviewer's browser: a keep-alive connection and its cookies, on asyncio streams.
+    Like a browser, a request that fails on a reused connection before any byte of an
+    answer arrives is sent again once on a new connection (the server may close an idle
+    connection at any moment).
+
+    HTTP/1.1 is written and read by hand (status line, the few headers used, a body by
+    Content-Length or chunked): the generator shares the machine with the server it
+    measures, so every microsecond it spends per request is taken from the server."""
 
     def __init__(self, port: int, timeout: float = 300):
         self.port = port
         self.timeout = timeout
+        self.host = f"Host: {HOST}:{port}\r\n"
         self.cookies: dict[str, str] = {}
-        self.conn: http.client.HTTPConnection | None = None
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
         self.used = False
         self.retries = 0
 
-    def _connect(self) -> http.client.HTTPConnection:
-        if self.conn is None:
-            self.conn = http.client.HTTPConnection(HOST, self.port, timeout=self.timeout)
-            self.used = False
-        return self.conn
-
     def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
 
-    def request(
+    async def request(
         self, method: str, path: str, data: dict[str, str] | None = None, **headers: str
     ) -> tuple[int, str]:
-        body = urllib.parse.urlencode(data).encode() if data is not None else None
-        head = {"Host": f"{HOST}:{self.port}", **headers}
-        if body is not None:
-            head["Content-Type"] = "application/x-www-form-urlencoded"
+        lines = [f"{method} {path} HTTP/1.1\r\n", self.host]
+        lines += [f"{k}: {v}\r\n" for k, v in headers.items()]
+        body = b""
+        if data is not None:
+            body = urllib.parse.urlencode(data).encode()
+            lines.append("Content-Type: application/x-www-form-urlencoded\r\n")
+        if body or method == "POST":
+            lines.append(f"Content-Length: {len(body)}\r\n")
         if self.cookies:
-            head["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+            lines.append("Cookie: " + "; ".join(f"{k}={v}" for k, v in self.cookies.items()))
+            lines.append("\r\n")
+        message = ("".join(lines) + "\r\n").encode() + body
         for attempt in (1, 2):
-            conn = self._connect()
-            reused = self.used
+            if self.writer is None:
+                self.reader, self.writer = await asyncio.open_connection(HOST, self.port)
+                self.used = False
+            reused, answered = self.used, [False]
             try:
-                conn.request(method, path, body=body, headers=head)
-                response = conn.getresponse()
-                text = response.read().decode("utf-8", "replace")
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                async with asyncio.timeout(self.timeout):
+                    self.writer.write(message)
+                    status, text = await self._response(answered)
+            except (asyncio.IncompleteReadError, ConnectionError) as exc:
                 self.close()
-                if reused and attempt == 1:
+                if reused and not answered[0] and attempt == 1:
                     self.retries += 1
                     continue
+                if isinstance(exc, asyncio.IncompleteReadError):
+                    raise ConnectionError("the server closed the connection mid-answer") from exc
                 raise
             except BaseException:
                 self.close()
                 raise
             self.used = True
-            for cookie in response.headers.get_all("Set-Cookie") or []:
-                name, _, rest = cookie.partition("=")
-                self.cookies[name.strip()] = rest.split(";", 1)[0]
-            if response.headers.get("Connection", "").lower() == "close":
-                self.close()
-            return response.status, text
+            return status, text
         raise AssertionError("unreachable")
+
+    async def _response(self, answered: list[bool]) -> tuple[int, str]:
+        assert self.reader is not None
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        answered[0] = True
+        status_line, *fields = head[:-4].decode("latin-1").split("\r\n")
+        status = int(status_line.split(" ", 2)[1])
+        length, chunked, close = -1, False, False
+        for line in fields:
+            name, _, value = line.partition(":")
+            name = name.lower()
+            if name == "content-length":
+                length = int(value)
+            elif name == "set-cookie":
+                cookie, _, _ = value.strip().partition(";")
+                key, _, val = cookie.partition("=")
+                self.cookies[key.strip()] = val
+            elif name == "transfer-encoding":
+                chunked = "chunked" in value.lower()
+            elif name == "connection":
+                close = value.strip().lower() == "close"
+        if chunked:
+            parts = []
+            while True:
+                size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
+                if size == 0:
+                    await self.reader.readuntil(b"\r\n")  # no trailers are sent
+                    break
+                parts.append(await self.reader.readexactly(size + 2))
+            body = b"".join(part[:-2] for part in parts)
+        elif length >= 0:
+            body = await self.reader.readexactly(length)
+        else:
+            body, close = await self.reader.read(), True
+        if close:
+            self.close()
+        return status, body.decode("utf-8", "replace")
+
+
+def healthz(port: int) -> bool:
+    """Whether the server answers /healthz (a blocking check, before the run)."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=10)
+    try:
+        conn.request("GET", "/healthz")
+        return conn.getresponse().status == 200
+    finally:
+        conn.close()
 
 
 # --------------------------------------------------------------------------- recording
@@ -144,28 +198,23 @@ class Recorder:
     )
     errors: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     attempted: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def call(self, kind: str, expect: int, session: Session, *args: Any, **kw: Any) -> str | None:
-        with self.lock:
-            self.attempted += 1
+    async def call(
+        self, kind: str, expect: int, session: Session, *args: Any, **kw: Any
+    ) -> str | None:
+        self.attempted += 1
         t0 = time.monotonic()
         try:
-            status, text = session.request(*args, **kw)
+            status, text = await session.request(*args, **kw)
         except Exception as exc:  # every failure is counted, none stops the run
-            self._error(kind, f"{type(exc).__name__}: {exc}")
+            self.errors[kind].append(f"{type(exc).__name__}: {exc}")
             return None
         elapsed = (time.monotonic() - t0) * 1000
         if status != expect:
-            self._error(kind, f"HTTP {status} (expected {expect}): {text[:160]!r}")
+            self.errors[kind].append(f"HTTP {status} (expected {expect}): {text[:160]!r}")
             return None
-        with self.lock:
-            self.latencies[kind].append((t0, elapsed))
+        self.latencies[kind].append((t0, elapsed))
         return text
-
-    def _error(self, kind: str, message: str) -> None:
-        with self.lock:
-            self.errors[kind].append(message)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -205,22 +254,19 @@ class Plan:
     start_at: float
 
 
-def reviewer(plan: Plan, args: argparse.Namespace, rec: Recorder, acked: dict) -> None:
-    time.sleep(max(0.0, plan.start_at - time.monotonic()))
+async def reviewer(plan: Plan, args: argparse.Namespace, rec: Recorder, acked: dict) -> None:
+    await asyncio.sleep(max(0.0, plan.start_at - time.monotonic()))
     s = Session(args.port, args.timeout)
-    page = rec.call("login page", 200, s, "GET", "/login/")
+    page = await rec.call("login page", 200, s, "GET", "/login/")
     token = CSRF_INPUT.search(page or "")
     if token is None:
         return
-    login = {"username": plan.username, "password": plan.password}
-    if (
-        rec.call("login", 302, s, "POST", "/login/", {**login, "csrfmiddlewaretoken": token[1]})
-        is None
-    ):
+    login = {"username": plan.username, "password": plan.password, "csrfmiddlewaretoken": token[1]}
+    if await rec.call("login", 302, s, "POST", "/login/", login) is None:
         return
-    rec.call("dashboard", 200, s, "GET", "/studies/r/home/")
+    await rec.call("dashboard", 200, s, "GET", "/studies/r/home/")
     for assignment in plan.assignments:
-        page = rec.call("open", 200, s, "GET", f"/studies/r/assignments/{assignment}/")
+        page = await rec.call("open", 200, s, "GET", f"/studies/r/assignments/{assignment}/")
         if page is None:
             continue
         hidden = hidden_fields(page)
@@ -229,20 +275,17 @@ def reviewer(plan: Plan, args: argparse.Namespace, rec: Recorder, acked: dict) -
         saves = max(1, int(args.typing / args.autosave))
         t0 = time.monotonic()
         for k in range(1, saves + 1):
-            time.sleep(max(0.0, t0 + k * args.autosave - time.monotonic()))
+            await asyncio.sleep(max(0.0, t0 + k * args.autosave - time.monotonic()))
             partial = typed_so_far(answers, k / saves)
-            rec.call(
+            await rec.call(
                 "autosave", 200, s, "POST", f"/studies/r/assignments/{assignment}/draft/",
                 {**hidden, **partial}, **{"HX-Request": "true", "X-CSRFToken": csrf},
             )  # fmt: skip
         url = f"/studies/r/assignments/{assignment}/submit/"
-        if rec.call("submit", 302, s, "POST", url, {**hidden, **answers}) is not None:
-            with rec.lock:
-                acked[assignment] = answers
+        if await rec.call("submit", 302, s, "POST", url, {**hidden, **answers}) is not None:
+            acked[assignment] = answers
     s.close()
-    with rec.lock:
-        acked.setdefault("_retries", 0)
-        acked["_retries"] += s.retries
+    acked["_retries"] = acked.get("_retries", 0) + s.retries
 
 
 def typed_so_far(answers: dict[str, str], share: float) -> dict[str, str]:
@@ -257,13 +300,24 @@ def typed_so_far(answers: dict[str, str], share: float) -> dict[str, str]:
     return out
 
 
-def prober(args: argparse.Namespace, rec: Recorder, stop: threading.Event) -> None:
+async def prober(args: argparse.Namespace, rec: Recorder) -> None:
     s = Session(args.port)
-    while not stop.is_set():
-        t0 = time.monotonic()
-        rec.call("trivial (/healthz)", 200, s, "GET", "/healthz")
-        stop.wait(max(0.0, PROBE_INTERVAL - (time.monotonic() - t0)))
-    s.close()
+    try:
+        while True:
+            t0 = time.monotonic()
+            await rec.call("trivial (/healthz)", 200, s, "GET", "/healthz")
+            await asyncio.sleep(max(0.0, PROBE_INTERVAL - (time.monotonic() - t0)))
+    finally:
+        s.close()
+
+
+async def run(plans: list[Plan], args: argparse.Namespace, rec: Recorder, acked: dict) -> None:
+    """Every reviewer as a task of one event loop, and the prober beside them."""
+    probe = asyncio.create_task(prober(args, rec))
+    await asyncio.gather(*(reviewer(plan, args, rec, acked) for plan in plans))
+    probe.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await probe
 
 
 # --------------------------------------------------------------------------- CPU
@@ -468,11 +522,10 @@ def start_server(env: dict[str, str], var: Path, port: int) -> subprocess.Popen:
          "ideareview.wsgi:application"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
-    s = Session(port)
     deadline = time.monotonic() + 60
     while True:
         try:
-            if s.request("GET", "/healthz")[0] == 200:
+            if healthz(port):
                 break
         except OSError:
             pass
@@ -481,7 +534,6 @@ def start_server(env: dict[str, str], var: Path, port: int) -> subprocess.Popen:
                 os.killpg(server.pid, 15)
             raise SystemExit(f"gunicorn did not start; see {var / 'server.log'}")
         time.sleep(0.3)
-    s.close()
     return server
 
 
@@ -670,22 +722,14 @@ def main() -> None:
 
     connections.close_all()  # the study is built: this process's backend is idle from here
     meter = CpuMeter(args, server.pid)
-    rec, acked, stop = Recorder(), {}, threading.Event()
-    probe = threading.Thread(target=prober, args=(args, rec, stop), daemon=True)
-    threads = [threading.Thread(target=reviewer, args=(p, args, rec, acked)) for p in plans]
+    rec, acked = Recorder(), {}
     started = time.monotonic()
     meter.start()
     try:
-        probe.start()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        asyncio.run(run(plans, args, rec, acked))
         wall = time.monotonic() - started
         used = meter.finish()
     finally:
-        stop.set()
-        probe.join(timeout=5)
         os.killpg(server.pid, 15)
         server.wait(timeout=60)
     report(rec, wall, args, check_database(acked), int(acked.get("_retries", 0)), used)
