@@ -99,13 +99,14 @@ class Session:
         self.reader = self.writer = None
 
     async def request(
-        self, method: str, path: str, data: dict[str, str] | None = None, **headers: str
+        self, method: str, path: str, data: dict[str, str] | str | None = None, **headers: str
     ) -> tuple[int, str]:
+        """`data`: the form's fields, or the form already urlencoded."""
         lines = [f"{method} {path} HTTP/1.1\r\n", self.host]
         lines += [f"{k}: {v}\r\n" for k, v in headers.items()]
         body = b""
         if data is not None:
-            body = urllib.parse.urlencode(data).encode()
+            body = (data if isinstance(data, str) else urllib.parse.urlencode(data)).encode()
             lines.append("Content-Type: application/x-www-form-urlencoded\r\n")
         if body or method == "POST":
             lines.append(f"Content-Length: {len(body)}\r\n")
@@ -272,14 +273,14 @@ async def reviewer(plan: Plan, args: argparse.Namespace, rec: Recorder, acked: d
         hidden = hidden_fields(page)
         csrf = s.cookies.get("csrftoken", "")
         answers = plan.answers[assignment]
+        typing = TypedForm(hidden, answers)
         saves = max(1, int(args.typing / args.autosave))
         t0 = time.monotonic()
         for k in range(1, saves + 1):
             await asyncio.sleep(max(0.0, t0 + k * args.autosave - time.monotonic()))
-            partial = typed_so_far(answers, k / saves)
             await rec.call(
                 "autosave", 200, s, "POST", f"/studies/r/assignments/{assignment}/draft/",
-                {**hidden, **partial}, **{"HX-Request": "true", "X-CSRFToken": csrf},
+                typing.at(k / saves), **{"HX-Request": "true", "X-CSRFToken": csrf},
             )  # fmt: skip
         url = f"/studies/r/assignments/{assignment}/submit/"
         if await rec.call("submit", 302, s, "POST", url, {**hidden, **answers}) is not None:
@@ -288,16 +289,27 @@ async def reviewer(plan: Plan, args: argparse.Namespace, rec: Recorder, acked: d
     acked["_retries"] = acked.get("_retries", 0) + s.retries
 
 
-def typed_so_far(answers: dict[str, str], share: float) -> dict[str, str]:
-    """What the form holds after `share` of the typing: scores, and the start of each text."""
-    out = {}
-    for key, value in answers.items():
-        if key.endswith("_rationale"):
-            words = value.split(" ")
-            out[key] = " ".join(words[: max(1, int(len(words) * share))])
-        else:
-            out[key] = value
-    return out
+class TypedForm:
+    """The form as an autosave sends it while the texts are typed: the hidden fields and
+    the scores, and the start of each text. Encoded once per assignment: an encoded text's
+    words are separated by "+" (a "+" inside a word is encoded), so the start of a text is
+    the first words of its encoding."""
+
+    def __init__(self, hidden: dict[str, str], answers: dict[str, str]):
+        texts = {k: v for k, v in answers.items() if k.endswith("_rationale")}
+        fixed = {**hidden, **{k: v for k, v in answers.items() if k not in texts}}
+        self.fixed = urllib.parse.urlencode(fixed)
+        self.texts = [
+            (urllib.parse.quote_plus(k), urllib.parse.quote_plus(v).split("+"))
+            for k, v in texts.items()
+        ]
+
+    def at(self, share: float) -> str:
+        """The encoded form after `share` of the typing (at least one word of each text)."""
+        parts = [self.fixed]
+        for key, words in self.texts:
+            parts.append(f"{key}={'+'.join(words[: max(1, int(len(words) * share))])}")
+        return "&".join(parts)
 
 
 async def prober(args: argparse.Namespace, rec: Recorder) -> None:
@@ -438,10 +450,14 @@ def cpu_report(used: dict[str, float], requests: int) -> None:
 
 
 def server_env(args: argparse.Namespace, var: Path) -> dict[str, str]:
+    # PYTHONDONTWRITEBYTECODE goes too: a production server has its bytecode cached, and
+    # without the cache every gunicorn worker (also each one recycled during the run)
+    # compiles the project's modules again, seconds of CPU each.
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("DJANGO_", "CELERY_", "IDEAREVIEW_", "DATABASE_", "CACHE_"))
+        and k != "PYTHONDONTWRITEBYTECODE"
     }
     env.update(
         DATABASE_URL=f"{args.pg.rstrip('/')}/{args.database}",
@@ -534,6 +550,15 @@ def start_server(env: dict[str, str], var: Path, port: int) -> subprocess.Popen:
                 os.killpg(server.pid, 15)
             raise SystemExit(f"gunicorn did not start; see {var / 'server.log'}")
         time.sleep(0.3)
+    # One worker answered; the others may still be importing Django. Wait until the whole
+    # tree is idle, so the run's CPU figures hold no start-up.
+    before = tree_cpu(server.pid)
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = tree_cpu(server.pid)
+        if now - before < 0.05:
+            break
+        before = now
     return server
 
 
