@@ -11,6 +11,7 @@ over many requests). Wall time is printed too, but it is the noisy one.
     python bench/request_cost.py                      # 300 of each
     python bench/request_cost.py --profile autosave   # plus cProfile's top functions
     python bench/request_cost.py --login              # plus one login's password check
+    python bench/request_cost.py --kinds autosave,login page   # only these kinds
     python bench/request_cost.py --smoke              # all of it, 10 of each (CI)
 
 It creates (and drops first) its own database (--database, default ir_request_cost) on
@@ -140,9 +141,32 @@ def requests(study: Any) -> dict[str, Callable[[], Any]]:
         url = f"/studies/r/assignments/{assignment.pk}/draft/"
         expect(200, client.post(url, body, content_type=FORM, headers=headers))
 
+    password = study.password
+
+    def login_page() -> Any:
+        fresh = Client(enforce_csrf_checks=True, HTTP_HOST="127.0.0.1")
+        response = fresh.get("/login/")
+        expect(200, response)
+        return fresh, response
+
+    def login() -> None:
+        # a new browser each time: the page (for its CSRF token), then the POST, which
+        # checks the password and writes the new session
+        fresh, response = login_page()
+        token = CSRF_INPUT.search(response.content.decode())
+        assert token is not None, "the login page has no CSRF token"
+        data = {
+            "username": study.users[0].username,
+            "password": password,
+            "csrfmiddlewaretoken": token[1],
+        }
+        expect(302, fresh.post("/login/", urllib.parse.urlencode(data), content_type=FORM))
+
     return {
         "trivial (/healthz)": lambda: expect(200, client.get("/healthz")),
         "autosave": autosave,
+        "login page": login_page,
+        "login page + login": login,
         "open": lambda: expect(200, client.get(f"/studies/r/assignments/{assignment.pk}/")),
         "dashboard": lambda: expect(200, client.get("/studies/r/home/")),
     }
@@ -186,6 +210,7 @@ def main() -> None:
     )
     parser.add_argument("--queries", help="a request kind whose SQL to print")
     parser.add_argument("--login", action="store_true", help="time one password check")
+    parser.add_argument("--kinds", help="comma-separated request kinds to measure (default: all)")
     parser.add_argument(
         "--smoke",
         action="store_true",
@@ -203,7 +228,11 @@ def main() -> None:
     study = review_study(owner, slug="cost", n_reviewers=2, n_ideas=4, per_reviewer=2)
     kinds = requests(study)
     print(f"{'request':<20}{'queries':>8}{'web CPU ms':>12}{'db CPU ms':>11}{'wall ms':>9}")
-    for name, request in kinds.items():
+    wanted = args.kinds.split(",") if args.kinds else list(kinds)
+    for name in wanted:
+        if name not in kinds:
+            raise SystemExit(f"--kinds: {name!r} is not one of {', '.join(kinds)}")
+    for name, request in ((k, kinds[k]) for k in wanted):
         row = cost(name, request, args.n)
         print(
             f"{row['name']:<20}{row['queries']:>8}{row['cpu_ms']:>12.2f}{row['db_ms']:>11.2f}"
