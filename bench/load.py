@@ -375,7 +375,9 @@ class CpuMeter:
     """Where the CPU goes during the run: this process (the load generator), the gunicorn
     process tree, PostgreSQL's backends serving the benchmark's database (polled every
     second, since a backend's time is gone once it ends), all of PostgreSQL's processes
-    (other databases on the server included), and the whole machine."""
+    (other databases on the server included), and the whole machine. A snapshot every
+    few seconds lets the run be split into phases (the logins, then the typing); the
+    polling thread's own CPU is not counted as the generator's."""
 
     def __init__(self, args: argparse.Namespace, server_pid: int):
         import psycopg
@@ -388,6 +390,8 @@ class CpuMeter:
         self.base_backends: dict[int, float] = {}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.samples: list[dict[str, float]] = []
+        self.own_cpu = 0.0  # the polling thread's
 
     def _sample_backends(self) -> None:
         rows = self.conn.execute(
@@ -398,14 +402,20 @@ class CpuMeter:
                 self.backends[pid] = proc_cpu(pid)
 
     def _poll(self) -> None:
+        n = 0
         while not self.stop.wait(1.0):
             self._sample_backends()
+            n += 1
+            if n % 5 == 0:
+                self.samples.append(self._now())
+            self.own_cpu = time.thread_time()
 
     def _now(self) -> dict[str, float]:
         own = resource.getrusage(resource.RUSAGE_SELF)
         return {
-            "generator": own.ru_utime + own.ru_stime,
+            "generator": own.ru_utime + own.ru_stime - self.own_cpu,
             "web": tree_cpu(self.server_pid),
+            "pg": sum(self.backends.values()) - sum(self.base_backends.values()),
             "pg_all": tree_cpu(self.postmaster),
             "machine": machine_busy(),
             "wall": time.monotonic(),
@@ -414,36 +424,61 @@ class CpuMeter:
     def start(self) -> None:
         self._sample_backends()
         self.base_backends = dict(self.backends)
-        self.t0 = self._now()
+        self.samples = [self._now()]
         self.thread.start()
 
-    def finish(self) -> dict[str, float]:
-        """CPU seconds spent since start(), by part, and the wall time."""
+    def finish(self) -> None:
         self.stop.set()
         self.thread.join()
         self._sample_backends()
-        t1 = self._now()
-        used = {k: t1[k] - self.t0[k] for k in t1}
-        used["pg"] = sum(self.backends.values()) - sum(self.base_backends.values())
+        self.samples.append(self._now())
         self.conn.close()
-        return used
+
+    def used(self, since: float | None = None, until: float | None = None) -> dict[str, float]:
+        """CPU seconds spent by each part, and the wall time, between the snapshots nearest
+        to `since` and `until` (monotonic times; default: the whole run)."""
+        first, last = self.samples[0], self.samples[-1]
+        if since is not None:
+            first = min(self.samples, key=lambda x: abs(x["wall"] - since))
+        if until is not None:
+            last = min(self.samples, key=lambda x: abs(x["wall"] - until))
+        return {**{k: last[k] - first[k] for k in first}, "from": first["wall"], "to": last["wall"]}
 
 
-def cpu_report(used: dict[str, float], requests: int) -> None:
-    wall = used["wall"]
-    parts = [("generator", "load generator (this process)"), ("web", "gunicorn (all workers)"),
-             ("pg", "PostgreSQL backends of this database"),
-             ("pg_all", "PostgreSQL, all processes")]  # fmt: skip
-    print(f"CPU over the {wall:.1f} s run, {requests} requests answered (probes included):")
-    for key, label in parts:
+CPU_PARTS = [
+    ("generator", "load generator (this process)"),
+    ("web", "gunicorn (all workers)"),
+    ("pg", "PostgreSQL backends of this database"),
+    ("pg_all", "PostgreSQL, all processes"),
+]
+
+
+def cpu_report(rec: Recorder, meter: CpuMeter) -> None:
+    """CPU per part over the whole run, and split at the last login's answer: the logins'
+    phase (password hashing, pages) and the typing after it (autosaves)."""
+    logins = rec.latencies.get("login", [])
+    phases: list[tuple[str, float | None, float | None]] = [("the whole run", None, None)]
+    if logins:
+        split = max(t + ms / 1000 for t, ms in logins)
+        phases += [("until the last login", None, split), ("after it", split, None)]
+    for name, since, until in phases:
+        used = meter.used(since, until)
+        wall = used["wall"]
+        # the requests started between the two snapshots (the whole run: all of them)
+        lo, hi = (used["from"], used["to"]) if phases[0][0] != name else (0, float("inf"))
+        requests = sum(1 for spans in rec.latencies.values() for t, _ in spans if lo <= t < hi)
+        if wall <= 0 or not requests:
+            continue
+        print(f"CPU, {name}: {wall:.1f} s, {requests} requests answered (probes included)")
+        for key, label in CPU_PARTS:
+            print(
+                f"  {label:<40}{used[key]:>8.1f} s{used[key] / wall:>7.2f} cores"
+                f"{used[key] / requests * 1000:>8.2f} ms/request"
+            )
         print(
-            f"  {label:<40}{used[key]:>8.1f} s{used[key] / wall:>7.2f} cores"
-            f"{used[key] / requests * 1000:>8.2f} ms/request"
+            f"  {'the whole machine (busy time)':<40}{used['machine']:>8.1f} s"
+            f"{used['machine'] / wall:>7.2f} cores of {os.cpu_count()}"
         )
-    print(
-        f"  {'the whole machine (busy time)':<40}{used['machine']:>8.1f} s"
-        f"{used['machine'] / wall:>7.2f} cores of {os.cpu_count()}"
-    )
 
 
 # --------------------------------------------------------------------------- set-up
@@ -645,7 +680,7 @@ def report(
     args: argparse.Namespace,
     checks: tuple,
     retries: int,
-    used: dict[str, float],
+    meter: CpuMeter,
 ):
     lost, duplicated, mismatched = checks
     done = sum(len(v) for k, v in rec.latencies.items() if k != TRIVIAL)
@@ -693,7 +728,7 @@ def report(
         print(f"  {kind}: {len(messages)} error(s), e.g. {messages[0]}")
     if mismatched:
         print(f"  {mismatched} submission(s) stored with other values than sent (counted lost)")
-    cpu_report(used, sum(len(v) for v in rec.latencies.values()))
+    cpu_report(rec, meter)
     autosave = percentile([ms for _, ms in rec.latencies.get("autosave", [])], 0.95)
     print(
         f"load: {args.reviewers} reviewers, {errors} errors, {lost + mismatched} lost, "
@@ -753,11 +788,11 @@ def main() -> None:
     try:
         asyncio.run(run(plans, args, rec, acked))
         wall = time.monotonic() - started
-        used = meter.finish()
+        meter.finish()
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=60)
-    report(rec, wall, args, check_database(acked), int(acked.get("_retries", 0)), used)
+    report(rec, wall, args, check_database(acked), int(acked.get("_retries", 0)), meter)
     print(f"(server log: {var / 'server.log'})")
 
 
