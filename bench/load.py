@@ -15,8 +15,10 @@ with the scores and text that were sent.
 
 It creates (and drops first) its own database (--database, default ir_load) on the
 PostgreSQL server of --pg (default postgres://postgres@127.0.0.1:5432), and starts
-gunicorn on 127.0.0.1:--port with the same configuration file as `make serve`. It ends
-with the line
+gunicorn on 127.0.0.1:--port with the same configuration file as `make serve`, its cache
+(sessions, login limits) on Redis as in docs/deploy.md (--cache; --smoke uses the file
+cache). It prints the CPU the generator, gunicorn, PostgreSQL and Redis used per request,
+over the whole run and split at the last login. It ends with the line
 `load: N reviewers, E errors, L lost, D duplicated; autosave p95 X ms (R x trivial)`.
 """
 
@@ -363,6 +365,20 @@ def tree_cpu(root: int) -> float:
     return total
 
 
+def _comm(proc: Path) -> str:
+    try:
+        return (proc / "comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _cpu_or_zero(pid: int) -> float:
+    try:
+        return proc_cpu(pid)
+    except OSError:
+        return 0.0
+
+
 def machine_busy() -> float:
     """CPU seconds all cores of the machine spent busy (not idle, not waiting on I/O)."""
     user, nice, system, _idle, _iowait, irq, softirq, steal = map(
@@ -386,6 +402,11 @@ class CpuMeter:
         self.conn = psycopg.connect(f"{args.pg.rstrip('/')}/postgres", autocommit=True)
         own = self.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
         self.postmaster = int(Path(f"/proc/{own}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        self.redis = [
+            int(d.name)
+            for d in Path("/proc").iterdir()
+            if d.name.isdigit() and _comm(d) == "redis-server"
+        ]
         self.backends: dict[int, float] = {}
         self.base_backends: dict[int, float] = {}
         self.stop = threading.Event()
@@ -417,6 +438,7 @@ class CpuMeter:
             "web": tree_cpu(self.server_pid),
             "pg": sum(self.backends.values()) - sum(self.base_backends.values()),
             "pg_all": tree_cpu(self.postmaster),
+            "redis": sum(_cpu_or_zero(pid) for pid in self.redis),
             "machine": machine_busy(),
             "wall": time.monotonic(),
         }
@@ -450,6 +472,7 @@ CPU_PARTS = [
     ("web", "gunicorn (all workers)"),
     ("pg", "PostgreSQL backends of this database"),
     ("pg_all", "PostgreSQL, all processes"),
+    ("redis", "Redis (the cache; all its clients)"),
 ]
 
 
@@ -505,6 +528,8 @@ def server_env(args: argparse.Namespace, var: Path) -> dict[str, str]:
     )
     if args.pool:
         env["DATABASE_POOL_MAX_SIZE"] = str(args.pool)
+    if args.cache != "file":
+        env["CACHE_URL"] = args.cache
     return env
 
 
@@ -689,7 +714,8 @@ def report(
         f"\n{args.reviewers} reviewers x {args.assignments} assignment(s), logins over "
         f"{args.ramp:g} s, typing {args.typing:g} s per assignment, autosave every "
         f"{args.autosave:g} s; gunicorn {args.web_workers} workers x {args.threads} threads"
-        f"{f', pool {args.pool}' if args.pool else ''}; {os.cpu_count()} CPUs, load average "
+        f"{f', pool {args.pool}' if args.pool else ''}, cache {args.cache}; "
+        f"{os.cpu_count()} CPUs, load average "
         f"{os.getloadavg()[0]:.1f} at the end"
     )
     # What the reviewers' schedule asks for: login page, login, dashboard, then per
@@ -752,6 +778,11 @@ def main() -> None:
     parser.add_argument("--web-workers", type=int, default=min(2 * (os.cpu_count() or 1), 8))
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--pool", type=int, default=0, help="DATABASE_POOL_MAX_SIZE (0: off)")
+    parser.add_argument(
+        "--cache",
+        help="CACHE_URL (default redis://127.0.0.1:6379/8, as docs/deploy.md's production "
+        "setup has Redis); 'file': the file cache under var/ (--smoke's default)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--timeout", type=float, default=300, help="s a reviewer waits for an answer (a browser's)"
@@ -765,6 +796,8 @@ def main() -> None:
     if args.smoke:
         args.reviewers, args.assignments, args.ramp, args.typing, args.autosave = 4, 1, 1, 3, 1
         args.web_workers, args.threads, args.port = 2, 2, free_port()
+        args.cache = args.cache or "file"  # runs where no Redis is
+    args.cache = args.cache or "redis://127.0.0.1:6379/8"
 
     var = Path(tempfile.mkdtemp(prefix="ideareview-load-"))
     env = server_env(args, var)
