@@ -338,7 +338,8 @@ def main() -> None:
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help="10 of each, with the autosave's SQL and profile and a login: seconds",
+        help="10 of each, with the autosave's SQL and profile, a login, and --gunicorn's "
+        "path: seconds",
     )
     args = parser.parse_args()
     if args.smoke:
@@ -374,6 +375,9 @@ def main() -> None:
         print(profile(kinds[args.profile], args.n, args.sort))
     if args.login:
         login_cost(5)
+    if args.smoke:  # the HTTP path too, on the file cache (runs where no Redis is)
+        args.cache, args.web_workers, args.threads = "file", 2, 2
+        gunicorn_cost(args, study)
 
 
 if __name__ == "__main__":
