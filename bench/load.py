@@ -400,7 +400,7 @@ class CpuMeter:
 
         self.server_pid, self.database = server_pid, args.database
         self.conn = psycopg.connect(f"{args.pg.rstrip('/')}/postgres", autocommit=True)
-        own = self.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        (own,) = self.conn.execute("SELECT pg_backend_pid()").fetchone() or (0,)
         self.postmaster = int(Path(f"/proc/{own}/stat").read_text().rsplit(")", 1)[1].split()[1])
         self.redis = [
             int(d.name)
@@ -815,7 +815,7 @@ def main() -> None:
 
     connections.close_all()  # the study is built: this process's backend is idle from here
     meter = CpuMeter(args, server.pid)
-    rec, acked = Recorder(), {}
+    rec, acked = Recorder(), dict[Any, Any]()
     started = time.monotonic()
     meter.start()
     try:
