@@ -11,7 +11,16 @@ over many requests). Wall time is printed too, but it is the noisy one.
     python bench/request_cost.py                      # 300 of each
     python bench/request_cost.py --profile autosave   # plus cProfile's top functions
     python bench/request_cost.py --login              # plus one login's password check
+    python bench/request_cost.py --kinds autosave,login page   # only these kinds
     python bench/request_cost.py --smoke              # all of it, 10 of each (CI)
+    python bench/request_cost.py --gunicorn           # over HTTP through gunicorn
+
+With --gunicorn the requests go over loopback HTTP to gunicorn started as bench/load.py
+starts it (`ideareview/gunicorn.conf.py`, the cache on Redis), several reviewers' keep-alive
+connections at once, and the CPU is read from /proc for the whole gunicorn process tree,
+the database's PostgreSQL backends and Redis: what a request costs the server, HTTP
+parsing, threads and workers included. "login" there is a new connection's login page and
+its POST.
 
 It creates (and drops first) its own database (--database, default ir_request_cost) on
 the PostgreSQL server of --pg (default postgres://postgres@127.0.0.1:5432). The cache is
@@ -140,9 +149,32 @@ def requests(study: Any) -> dict[str, Callable[[], Any]]:
         url = f"/studies/r/assignments/{assignment.pk}/draft/"
         expect(200, client.post(url, body, content_type=FORM, headers=headers))
 
+    password = study.password
+
+    def login_page() -> Any:
+        fresh = Client(enforce_csrf_checks=True, HTTP_HOST="127.0.0.1")
+        response = fresh.get("/login/")
+        expect(200, response)
+        return fresh, response
+
+    def login() -> None:
+        # a new browser each time: the page (for its CSRF token), then the POST, which
+        # checks the password and writes the new session
+        fresh, response = login_page()
+        token = CSRF_INPUT.search(response.content.decode())
+        assert token is not None, "the login page has no CSRF token"
+        data = {
+            "username": study.users[0].username,
+            "password": password,
+            "csrfmiddlewaretoken": token[1],
+        }
+        expect(302, fresh.post("/login/", urllib.parse.urlencode(data), content_type=FORM))
+
     return {
         "trivial (/healthz)": lambda: expect(200, client.get("/healthz")),
         "autosave": autosave,
+        "login page": login_page,
+        "login page + login": login,
         "open": lambda: expect(200, client.get(f"/studies/r/assignments/{assignment.pk}/")),
         "dashboard": lambda: expect(200, client.get("/studies/r/home/")),
     }
@@ -173,6 +205,113 @@ def login_cost(n: int) -> None:
         print(f"login: one password check, {parameters}: {ms:.1f} ms CPU")
 
 
+# --------------------------------------------------------------------------- through gunicorn
+
+
+def gunicorn_cost(args: argparse.Namespace, study: Any) -> None:
+    """The request kinds over HTTP through gunicorn, CPU read from /proc (see the module's
+    docstring); `args.concurrency` reviewers send at once, each on its own connection."""
+    import asyncio
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import load  # bench/load.py: the server's start, the HTTP client, the CPU meter
+    from django.db import connections
+
+    connections.close_all()
+    server_args = argparse.Namespace(
+        pg=args.pg, database=args.database, port=load.free_port(), web_workers=args.web_workers,
+        threads=args.threads, pool=0, cache=args.cache,
+    )  # fmt: skip
+    var = Path(tempfile.mkdtemp(prefix="ideareview-cost-http-"))
+    server = load.start_server(load.server_env(server_args, var), var, server_args.port)
+    users = study.users[: args.concurrency]
+
+    async def logged_in(user: Any) -> tuple[Any, int, dict[str, str]]:
+        s = load.Session(server_args.port)
+        _, page = await s.request("GET", "/login/")
+        token = CSRF_INPUT.search(page)
+        assert token is not None, "the login page has no CSRF token"
+        data = {"username": user.username, "password": study.password}
+        status, _ = await s.request("POST", "/login/", {**data, "csrfmiddlewaretoken": token[1]})
+        assert status == 302, f"login answered {status}"
+        (assignment, *_) = study.assignments[study.reviewers[study.users.index(user)].pk]
+        status, page = await s.request("GET", f"/studies/r/assignments/{assignment.pk}/")
+        assert status == 200, f"the review page answered {status}"
+        return s, assignment.pk, load.hidden_fields(page)
+
+    async def one(kind: str, reviewer: tuple[Any, int, dict[str, str]], user: Any) -> None:
+        s, assignment, hidden = reviewer
+        if kind == "login":
+            fresh = load.Session(server_args.port)
+            _, page = await fresh.request("GET", "/login/")
+            token = CSRF_INPUT.search(page)
+            assert token is not None
+            data = {"username": user.username, "password": study.password}
+            status, _ = await fresh.request(
+                "POST", "/login/", {**data, "csrfmiddlewaretoken": token[1]}
+            )
+            fresh.close()
+            expected = 302
+        elif kind == "autosave":
+            form = urllib.parse.urlencode({**hidden, **answers})
+            headers = {"HX-Request": "true", "X-CSRFToken": s.cookies.get("csrftoken", "")}
+            url = f"/studies/r/assignments/{assignment}/draft/"
+            status, _ = await s.request("POST", url, form, **headers)
+            expected = 200
+        else:
+            status, _ = await s.request("GET", paths[kind].format(assignment))
+            expected = 200
+        if status != expected:
+            raise SystemExit(f"{kind}: HTTP {status}")
+
+    from tests.factories import review_answers
+
+    answers = review_answers(study.study)
+    paths = {
+        "trivial (/healthz)": "/healthz",
+        "open": "/studies/r/assignments/{}/",
+        "dashboard": "/studies/r/home/",
+    }
+    kinds = ["trivial (/healthz)", "autosave", "open", "dashboard", "login"]
+
+    async def run() -> None:
+        reviewers = [await logged_in(u) for u in users]
+        print(
+            f"through gunicorn ({args.web_workers} workers x {args.threads} threads, cache "
+            f"{args.cache}), {len(users)} reviewers sending at once; CPU per request:"
+        )
+        print(
+            f"{'request':<20}{'web CPU ms':>12}{'db CPU ms':>11}{'Redis ms':>10}"
+            f"{'client ms':>11}{'req/s':>8}"
+        )
+        for kind in kinds:
+            rounds = max(1, args.n // len(users)) if kind != "login" else max(1, args.n // 10)
+            for r, u in zip(reviewers, users, strict=True):  # warm each connection's worker
+                await one(kind, r, u)
+            meter = load.CpuMeter(server_args, server.pid)
+            meter.start()
+            for _ in range(rounds):
+                await asyncio.gather(
+                    *(one(kind, r, u) for r, u in zip(reviewers, users, strict=True))
+                )
+            meter.finish()
+            used, n = meter.used(), rounds * len(users)
+            print(
+                f"{kind:<20}{used['web'] / n * 1000:>12.2f}{used['pg'] / n * 1000:>11.2f}"
+                f"{used['redis'] / n * 1000:>10.2f}{used['generator'] / n * 1000:>11.2f}"
+                f"{n / used['wall']:>8.0f}"
+            )
+        for r in reviewers:
+            r[0].close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=60)
+    print(f"(load average {os.getloadavg()[0]:.1f}; db: this database's backends)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -186,10 +325,21 @@ def main() -> None:
     )
     parser.add_argument("--queries", help="a request kind whose SQL to print")
     parser.add_argument("--login", action="store_true", help="time one password check")
+    parser.add_argument("--kinds", help="comma-separated request kinds to measure (default: all)")
+    parser.add_argument(
+        "--gunicorn", action="store_true", help="over HTTP through gunicorn (the docstring)"
+    )
+    parser.add_argument("--concurrency", type=int, default=8, help="--gunicorn: reviewers")
+    parser.add_argument("--web-workers", type=int, default=min(2 * (os.cpu_count() or 1), 8))
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument(
+        "--cache", default="redis://127.0.0.1:6379/8", help="--gunicorn: CACHE_URL ('file')"
+    )
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help="10 of each, with the autosave's SQL and profile and a login: seconds",
+        help="10 of each, with the autosave's SQL and profile, a login, and --gunicorn's "
+        "path: seconds",
     )
     args = parser.parse_args()
     if args.smoke:
@@ -200,10 +350,18 @@ def main() -> None:
     from tests.factories import review_study
 
     owner = get_user_model().objects.create_user("cost-owner", password="unused-Owner-1")
-    study = review_study(owner, slug="cost", n_reviewers=2, n_ideas=4, per_reviewer=2)
+    reviewers = max(2, args.concurrency) if args.gunicorn else 2
+    study = review_study(owner, slug="cost", n_reviewers=reviewers, n_ideas=4, per_reviewer=2)
+    if args.gunicorn:
+        gunicorn_cost(args, study)
+        return
     kinds = requests(study)
     print(f"{'request':<20}{'queries':>8}{'web CPU ms':>12}{'db CPU ms':>11}{'wall ms':>9}")
-    for name, request in kinds.items():
+    wanted = args.kinds.split(",") if args.kinds else list(kinds)
+    for name in wanted:
+        if name not in kinds:
+            raise SystemExit(f"--kinds: {name!r} is not one of {', '.join(kinds)}")
+    for name, request in ((k, kinds[k]) for k in wanted):
         row = cost(name, request, args.n)
         print(
             f"{row['name']:<20}{row['queries']:>8}{row['cpu_ms']:>12.2f}{row['db_ms']:>11.2f}"
@@ -217,6 +375,9 @@ def main() -> None:
         print(profile(kinds[args.profile], args.n, args.sort))
     if args.login:
         login_cost(5)
+    if args.smoke:  # the HTTP path too, on the file cache (runs where no Redis is)
+        args.cache, args.web_workers, args.threads = "file", 2, 2
+        gunicorn_cost(args, study)
 
 
 if __name__ == "__main__":

@@ -552,7 +552,8 @@ def _caches() -> dict:
         }
     scheme = url.split("://", 1)[0]
     if scheme in {"redis", "rediss"}:
-        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+        # one redis-py client per pool, not one per operation (ideareview/cache.py)
+        return {"BACKEND": "ideareview.cache.RedisCache", "LOCATION": url}
     if scheme == "file" and url.startswith("file:///"):
         return {
             "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",

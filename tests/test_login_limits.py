@@ -68,7 +68,7 @@ def _caches(tmp_path) -> list[dict]:
         # database, which other test processes (and their brokers) share.
         found.append(
             {
-                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "BACKEND": "ideareview.cache.RedisCache",
                 "LOCATION": url,
                 "KEY_PREFIX": f"limits-{uuid.uuid4().hex}",
             }

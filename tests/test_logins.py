@@ -84,7 +84,7 @@ def test_failed_logins_in_another_process_count_against_the_same_limit(kind, tmp
         url = limits_redis_url()
         if url is None:
             pytest.skip("no Redis on 127.0.0.1:6379")
-        cache = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+        cache = {"BACKEND": "ideareview.cache.RedisCache", "LOCATION": url}
     # An address and an account of this test's own: the Redis database outlives the run.
     address = f"10.{secrets.randbelow(250)}.{secrets.randbelow(250)}.{secrets.randbelow(250)}"
     username = f"ada-{secrets.token_hex(4)}"
