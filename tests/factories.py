@@ -533,6 +533,39 @@ def make_agreement_study(owner, slug: str = "agree", n_per_cell: int = 8) -> See
     return Seeded(study, ideas, quality, direct, pairwise)
 
 
+def make_direct_run(
+    seeded: Seeded, config: JudgeConfig, *, noise: float, seed: int, panel_with=None
+) -> JudgeRun:
+    """A finished direct run scoring every idea of `seeded` on every metric from its
+    quality plus normal noise of sd `noise`; with `panel_with`, a panel run whose seat 0 is
+    that judge and seat 1 `config`, each scoring with its own draws."""
+    from judging.models import PanelMember
+
+    rng = random.Random(seed)
+    run = JudgeRun.objects.create(
+        study=seeded.study, config=panel_with or config, method="direct",
+        status=JudgeRun.Status.DONE, params={"samples": 1, "text": "normalized"},
+    )  # fmt: skip
+    seats = [0]
+    if panel_with is not None:
+        PanelMember.objects.create(run=run, config=config, seat=1)
+        seats = [0, 1]
+    metrics = seeded.study.form_definition().metric_keys
+    Judgment.objects.bulk_create(
+        Judgment(
+            run=run,
+            member=seat,
+            idea=idea,
+            metric=m,
+            score=float(min(10, max(1, round(seeded.quality[idea.pk] + rng.gauss(0, noise))))),
+        )
+        for seat in seats
+        for idea in seeded.ideas
+        for m in metrics
+    )
+    return run
+
+
 def make_pilot_study(
     owner, *, slug: str = "pilot", n_per_condition: int = 16, seed: int = 5, effect: float = 0.8
 ) -> Study:

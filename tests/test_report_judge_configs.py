@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import json
-import random
 import re
 from collections import defaultdict
 
@@ -18,31 +17,7 @@ import pytest
 from django.core.cache import cache
 from scipy import stats
 
-from tests.factories import FAST, make_agreement_study
-
-
-def _direct_run(seeded, config, *, noise: float, seed: int):
-    """A finished direct run of `config` scoring every idea on every metric from its
-    quality plus noise."""
-    from judging.models import JudgeRun, Judgment
-
-    rng = random.Random(seed)
-    run = JudgeRun.objects.create(
-        study=seeded.study, config=config, method="direct", status=JudgeRun.Status.DONE,
-        params={"samples": 1, "text": "normalized"},
-    )  # fmt: skip
-    metrics = seeded.study.form_definition().metric_keys
-    Judgment.objects.bulk_create(
-        Judgment(
-            run=run,
-            idea=idea,
-            metric=m,
-            score=float(min(10, max(1, round(seeded.quality[idea.pk] + rng.gauss(0, noise))))),
-        )
-        for idea in seeded.ideas
-        for m in metrics
-    )
-    return run
+from tests.factories import FAST, make_agreement_study, make_direct_run
 
 
 def _build(study, out):
@@ -93,7 +68,7 @@ def test_the_report_carries_each_judges_pooled_panel(owner, tmp_path, settings):
     settings.REPORTS_ROOT = tmp_path
     seeded = make_agreement_study(owner)
     study, scorer = seeded.study, seeded.direct.config
-    second = _direct_run(seeded, scorer, noise=1.5, seed=3)
+    second = make_direct_run(seeded, scorer, noise=1.5, seed=3)
     report, html = _build(study, tmp_path / "rep")
 
     configs = report["agreement"]["judge_configs"]
@@ -161,8 +136,8 @@ def test_another_studys_runs_of_a_shared_judge_do_not_enter_the_report(
     ours = make_agreement_study(owner, slug="ours")
     theirs = make_agreement_study(other_researcher, slug="theirs")
     shared = JudgeConfig.objects.create(name="shared-llm", base_url="http://127.0.0.1:9/v1", model="shared-1")  # fmt: skip
-    mine = _direct_run(ours, shared, noise=1.0, seed=5)
-    their_run = _direct_run(theirs, shared, noise=25.0, seed=6)
+    mine = make_direct_run(ours, shared, noise=1.0, seed=5)
+    their_run = make_direct_run(theirs, shared, noise=25.0, seed=6)
     report, html = _build(ours.study, tmp_path / "rep")
 
     entry = _entry(report, shared)

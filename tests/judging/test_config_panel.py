@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import io
-import random
 from collections import defaultdict
 
 import numpy as np
@@ -17,41 +16,13 @@ from django.urls import reverse
 from scipy import stats
 
 from judging.config_panel import config_reliability
-from judging.models import JudgeRun, Judgment, PairwiseOutcome, PanelMember
+from judging.models import JudgeRun, Judgment, PairwiseOutcome
 from judging.reliability_panel import PANEL_BOOT
 from llm.models import JudgeConfig
 from studies.models import PairJudgment, ReviewScore
-from tests.factories import make_agreement_study
+from tests.factories import make_agreement_study, make_direct_run
 
 DONE = JudgeRun.Status.DONE
-
-
-def _direct_run(seeded, config, *, noise, seed, panel_with=None):
-    """A finished direct run scoring every idea on every metric from its quality plus
-    noise; with `panel_with`, a panel run whose seat 0 is that judge and seat 1 `config`."""
-    rng = random.Random(seed)
-    run = JudgeRun.objects.create(
-        study=seeded.study, config=panel_with or config, method="direct", status=DONE,
-        params={"samples": 1, "text": "normalized"},
-    )  # fmt: skip
-    seats = [(0, config)]
-    if panel_with is not None:
-        PanelMember.objects.create(run=run, config=config, seat=1)
-        seats = [(0, panel_with), (1, config)]
-    metrics = seeded.study.form_definition().metric_keys
-    Judgment.objects.bulk_create(
-        Judgment(
-            run=run,
-            member=seat,
-            idea=idea,
-            metric=m,
-            score=float(min(10, max(1, round(seeded.quality[idea.pk] + rng.gauss(0, noise))))),
-        )  # fmt: skip
-        for seat, _ in seats
-        for idea in seeded.ideas
-        for m in metrics
-    )
-    return run
 
 
 def _human_means(study, metric="overall"):
@@ -78,8 +49,8 @@ def test_a_judges_page_pools_its_runs_in_the_study_wherever_it_sat(owner):
     study = seeded.study
     scorer = seeded.direct.config
     other = JudgeConfig.objects.create(name="other-llm", study=study, base_url="http://127.0.0.1:9/v1", model="other-1")  # fmt: skip
-    second = _direct_run(seeded, scorer, noise=1.5, seed=3)
-    as_member = _direct_run(seeded, scorer, noise=1.0, seed=4, panel_with=other)
+    second = make_direct_run(seeded, scorer, noise=1.5, seed=3)
+    as_member = make_direct_run(seeded, scorer, noise=1.0, seed=4, panel_with=other)
     # An unfinished run of the judge is not pooled.
     JudgeRun.objects.create(study=study, config=scorer, method="direct", status=JudgeRun.Status.RUNNING)  # fmt: skip
 
@@ -182,10 +153,10 @@ def test_a_judge_page_never_shows_another_teams_runs_or_judges(owner, other_rese
     ours = make_agreement_study(owner, slug="ours")
     theirs = make_agreement_study(other_researcher, slug="theirs")
     shared = JudgeConfig.objects.create(name="shared-llm", base_url="http://127.0.0.1:9/v1", model="shared-1")  # fmt: skip
-    mine = _direct_run(ours, shared, noise=1.0, seed=5)
+    mine = make_direct_run(ours, shared, noise=1.0, seed=5)
     # Their run of the shared judge disagrees with everything: were it pooled, our figures
     # would move.
-    their_run = _direct_run(theirs, shared, noise=25.0, seed=6)
+    their_run = make_direct_run(theirs, shared, noise=25.0, seed=6)
 
     panel = config_reliability(ours.study, shared)
     assert [r["id"] for r in panel["runs"]] == [mine.pk]
