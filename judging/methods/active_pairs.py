@@ -63,7 +63,7 @@ did a little better on three seeds, within the spread between seeds, at less
 concurrency and more refits."""
 PAIRS_PER_IDEA = 15
 """A run's default budget per group: 15 games per idea, and at most one per pair (half
-the calls of a both-order round robin; the cap binds below 31 ideas). At 100 ideas and
+the calls of a both-order round robin; the cap binds up to 31 ideas). At 100 ideas and
 an 80 %-accurate judge the active design's Kendall τ against the truth reached 0.85 at
 about 1,500 pairs (docs/judge-reliability.md)."""
 
