@@ -264,6 +264,7 @@ def test_its_ratings_rank_the_ideas_a_quality_driven_judge_prefers_higher(ten, j
     "params,message",
     [
         ({"batch_size": 0}, "batch_size must be a whole number"),
+        ({"batch_size": 1.5}, "batch_size must be a whole number"),
         ({"pairs": 0}, "pairs must be a whole number"),
         ({"pairs": "many"}, "pairs must be a whole number"),
         ({"selection": "nearest"}, "selection must be one of width, discordant"),
@@ -308,3 +309,10 @@ def test_in_batch_mode_each_batch_of_pairs_is_one_batch_api_request(ten, judge, 
         return sorted((o.round, o.first_shown_id, o.second_shown_id, o.verdict) for o in rows)
 
     assert plan(batched) == plan(single)
+
+
+def test_a_batch_size_that_would_overflow_the_stored_batch_number_is_refused(study, monkeypatch):
+    monkeypatch.setattr("judging.services.drivers.active.MAX_BATCHES", 2)
+    with pytest.raises(JudgeRunRefused, match="more than 2 batches; choose a larger batch_size"):
+        judge_run_plan(study=study, method="active_bt", params={"batch_size": 1})
+    assert judge_run_plan(study=study, method="active_bt", params={"batch_size": 2})["total"] == 6

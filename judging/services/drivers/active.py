@@ -37,6 +37,8 @@ from .pairwise import bt_ratings
 
 Ordered = tuple[int, int]
 """(shown first, shown second)."""
+MAX_BATCHES = 32767
+"""A batch's number is stored in `PairwiseOutcome.round`, a small integer."""
 
 
 def _positive_int(params: dict[str, Any], name: str) -> int:
@@ -61,13 +63,18 @@ class ActiveDriver(Driver):
         self.members = {g: m for g, m in self.groups().items() if len(m) >= 2}
         self.budget = {g: pair_budget(len(m), pairs) for g, m in self.members.items()}
         self.total = sum(self.budget.values())
+        most = max(self.budget.values(), default=0)
+        if -(-most // self.batch_size) > MAX_BATCHES:
+            raise JudgeRunRefused(
+                f"{most} pairs in batches of {self.batch_size} would take more than "
+                f"{MAX_BATCHES} batches; choose a larger batch_size"
+            )
         self.group_of = {i: g for g, members in self.members.items() for i in members}
         # Per group, per batch: (first, second) → the stored call.
         self.calls: dict[Hashable, dict[int, dict[Ordered, PairCall]]] = defaultdict(
             lambda: defaultdict(dict)
         )
         self.current: dict[Hashable, tuple[int, list[Ordered]] | None] = {}
-        self.ridge: dict[Hashable, float] = {}
 
     def load(self) -> list[Unit]:
         self.calls.clear()
