@@ -62,7 +62,7 @@ from .services.runs import REPEATABLE
 #: default, so the run page and the report show the same intervals.
 PANEL_BOOT = ReportOptions().panel_bootstrap
 _SCORED = {JudgeRun.Method.DIRECT, JudgeRun.Method.ABSOLUTE}
-_PAIRED = {JudgeRun.Method.PAIRWISE, JudgeRun.Method.SWISS}
+_PAIRED = {JudgeRun.Method.PAIRWISE, JudgeRun.Method.SWISS, JudgeRun.Method.ACTIVE_BT}
 _CACHE_VERSION = 4
 
 

@@ -12,7 +12,8 @@ idea texts out of the `<<< … >>>` blocks:
 - direct scoring: every metric gets a score from a hash of the idea text and the metric
   key, inside the metric's stated range;
 - absolute: a score in the stated range from a hash of the idea text;
-- pairwise / Swiss: `[[A]]` or `[[B]]` for the better idea: by default the longer text
+- pairwise / Swiss (active Bradley–Terry runs ask the pairwise prompt): `[[A]]` or
+  `[[B]]` for the better idea: by default the longer text
   (`pairwise_rule="longer"`), or the higher hash (`"hash"`); equal → `[[TIE]]` (Swiss,
   which forbids ties, then picks A);
 - LigBench formalisation: a four-part JSON object cut from the idea text;

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from judging.methods import prompts
+from judging.methods.active_pairs import BATCH_SIZE
 from judging.methods.elo import GAMMA, K_MAX, D
 from judging.methods.ligbench import PROBE_SD
 from judging.methods.ligbench_posterior import LAPSE, PRIOR_SD, SD_STOP, SLOPE
@@ -172,6 +173,28 @@ METHODS: dict[str, MethodSpec] = {
                 "bt_bootstrap": 200,
             },
             rating_metrics={"swiss": "overall"},
+        ),
+        MethodSpec(
+            key="active_bt",
+            label="Active Bradley–Terry pairs",
+            driver="judging.services.drivers.active:ActiveDriver",
+            llm=True,
+            defaults={
+                "group_by": "topic",
+                # Games per group: "auto" is active_pairs.PAIRS_PER_IDEA (15) per idea,
+                # at most one per pair; or a number, at most both orders of every pair.
+                "pairs": AUTO,
+                # Pairs chosen (and sent concurrently) before the next refit.
+                "batch_size": BATCH_SIZE,
+                # What a batch shrinks: "width" (the summed interval half-widths) or
+                # "discordant" (the expected number of misordered pairs).
+                "selection": "width",
+                "seed": 0,
+                "criterion": "overall quality",
+                "description": "",
+                "bt_bootstrap": 200,
+            },
+            rating_metrics={"bradley_terry": "overall"},
         ),
         MethodSpec(
             key="ligbench",

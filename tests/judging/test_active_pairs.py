@@ -21,8 +21,10 @@ from scipy.stats import kendalltau, norm
 from judging.methods.active_pairs import (
     centred_se,
     mean_interval_width,
+    pair_budget,
     random_pairs,
     select_pairs,
+    shown_order,
 )
 from judging.methods.bradley_terry import estimate_ridge, fit_bradley_terry
 
@@ -222,6 +224,33 @@ def test_pairs_at_their_cap_are_not_chosen_and_the_batch_shrinks_when_none_are_l
     assert len(picks) == 3  # (0, 2) once more, (1, 2) twice
     assert random_pairs(games, [0, 1, 2], 5, max_per_pair=2) != []
     assert len(random_pairs(games, [0, 1, 2], 5, max_per_pair=1)) == 1
+
+
+def test_pairs_asked_without_an_outcome_count_against_the_cap_but_not_in_the_fit():
+    games = [(0, 1, 1.0)]
+    # (0, 1) was asked once more and answered unparseably: it is at its cap of two.
+    picks = select_pairs(games, [0, 1, 2], 4, max_per_pair=2, asked=[(1, 0)])
+    assert frozenset((0, 1)) not in {frozenset(p) for p in picks} and len(picks) == 4
+    # The fit, and so the choice when the cap does not bind, is that of the games alone.
+    assert select_pairs(games, [0, 1, 2], 1, max_per_pair=3, asked=[(1, 0)]) == select_pairs(
+        games, [0, 1, 2], 1, max_per_pair=3
+    )
+
+
+def test_a_run_s_budget_is_fifteen_games_per_idea_at_most_one_per_pair_unless_given():
+    assert pair_budget(100) == 1500
+    assert pair_budget(10) == 45  # one game per pair
+    assert pair_budget(10, 80) == 80
+    assert pair_budget(10, 1000) == 90  # both orders of every pair
+    assert pair_budget(1) == pair_budget(0, 10) == 0
+
+
+def test_a_pair_asked_before_is_shown_the_other_way_round_else_by_a_seeded_coin():
+    assert shown_order((3, 5), [(3, 5)], seed=0) == (5, 3)
+    assert shown_order((3, 5), [(5, 3), (1, 2)], seed=0) == (3, 5)
+    fresh = [shown_order((a, a + 1), [], seed=0) for a in range(40)]
+    assert fresh == [shown_order((a, a + 1), [], seed=0) for a in range(40)]
+    assert {f[0] < f[1] for f in fresh} == {True, False}  # both sides come first
 
 
 def test_the_mean_interval_width_is_the_wald_width_of_the_centred_strengths():

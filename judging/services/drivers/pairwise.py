@@ -11,8 +11,10 @@ from llm.models import LLMCall
 
 from ...methods import prompts
 from ...methods.bradley_terry import (
+    RIDGE,
     bootstrap_intervals,
     comparisons_from_calls,
+    estimate_ridge,
     fit_bradley_terry,
 )
 from ...methods.pairwise import PairCall, schedule_round_robin, summarise_pairwise
@@ -194,13 +196,17 @@ def bt_ratings(
     calls: Iterable[PairCall],
     groups: dict[Hashable, list[int]],
     params: dict[str, Any],
+    *,
+    estimate_prior: bool = False,
 ) -> list[IdeaRating]:
     """Bradley–Terry over every parsed call (ties as half), centred θ with bootstrap CIs.
 
     Fitted per group: ideas in different groups never meet, and with the ridge prior the
     penalised likelihood separates over disconnected groups, so this is the same fit as
     one over everything, at a fraction of the cost (the bootstrap refits it many times).
-    Only contrasts within a group mean anything.
+    Only contrasts within a group mean anything. `estimate_prior`: each group's prior
+    θ ~ N(0, 1/λ) is the one its outcomes support (`estimate_ridge`) instead of the
+    near-flat default, as an adaptive design needs (docs/judge-reliability.md).
     """
     n_boot = int(params.get("bt_bootstrap", 200))
     by_group: dict[Hashable, list[PairCall]] = defaultdict(list)
@@ -212,8 +218,9 @@ def bt_ratings(
         comparisons = comparisons_from_calls(by_group.get(g, []))
         if not comparisons:
             continue
-        fit = fit_bradley_terry(comparisons, members)
-        intervals = bootstrap_intervals(comparisons, fit.ideas, n_boot=n_boot, seed=0)
+        ridge = estimate_ridge(comparisons, members) if estimate_prior else RIDGE
+        fit = fit_bradley_terry(comparisons, members, ridge=ridge)
+        intervals = bootstrap_intervals(comparisons, fit.ideas, n_boot=n_boot, seed=0, ridge=ridge)
         centre = float(fit.theta.mean())
         se = fit.se
         for k, (idea, theta) in enumerate(fit.strengths.items()):
