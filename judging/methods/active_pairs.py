@@ -36,7 +36,6 @@ import random
 from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
-from scipy.stats import norm
 
 from judging.methods.bradley_terry import RIDGE, BTFit, fit_bradley_terry
 
@@ -77,6 +76,8 @@ def centred_se(fit: BTFit) -> np.ndarray:
 
 def mean_interval_width(fit: BTFit, level: float = 0.95) -> float:
     """Mean width of the `level` Wald intervals of the centred log-strengths."""
+    from scipy.stats import norm
+
     return float(2.0 * norm.ppf(0.5 + level / 2.0) * centred_se(fit).mean())
 
 
@@ -139,6 +140,8 @@ def _discordance_weights(theta: np.ndarray, v: np.ndarray) -> np.ndarray:
     apart (μ = 0), which would leave the first games to chance; averaged over the
     posterior, X ~ N(z, 1) with z = μ/s, it is E[φ(X)|X|] / (2v) =
     e^(−z²/4)·[e^(−z²/4)/√π + (z/2)(1 − 2Φ(−z/√2))] / (2√π · 2v)."""
+    from scipy.stats import norm
+
     sd = np.sqrt(np.clip(v, 1e-12, None))
     z = np.abs(theta[:, None] - theta[None, :]) / sd
     half = z / 2.0

@@ -36,7 +36,6 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from judging.methods.pairwise import PairCall
 
@@ -301,6 +300,8 @@ def estimate_ridge(
 
     def negative(log_lam: float) -> float:
         return -log_evidence(fit_bradley_terry(games, ideas, ridge=math.exp(log_lam)))
+
+    from scipy.optimize import minimize_scalar  # scipy only when a prior is estimated
 
     best = minimize_scalar(negative, bounds=(lo, hi), method="bounded", options={"xatol": tol})
     return float(math.exp(best.x))
