@@ -606,8 +606,8 @@ class _Durations:
 
 class _CpuLog:
     """IDEAREVIEW_TEST_CPU_LOG=folder: each test process appends, per test, the CPU its
-    process and the children it waited for spent (user + system, setup to teardown) to
-    `<folder>/cpu-<pid>.tsv`. Wall times mislead on a loaded 2-core machine; this is what
+    process and the children it waited for spent (user + system, setup to teardown), and
+    the children's part of it, to `<folder>/cpu-<pid>.tsv`. Wall times mislead on a loaded 2-core machine; this is what
     says which tests the suite's CPU goes to (docs/testing.md)."""
 
     def __init__(self, folder: str) -> None:
@@ -615,20 +615,26 @@ class _CpuLog:
         self.path = Path(folder) / f"cpu-{os.getpid()}.tsv"
 
     @staticmethod
-    def _cpu() -> float:
+    def _cpu() -> tuple[float, float]:
+        """(this process, the children it has waited for) in seconds of user + system."""
         import resource
 
         own, kids = (
             resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
         )
-        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+        return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Any:
-        start = self._cpu()
+        own, kids = self._cpu()
         yield
+        own_after, kids_after = self._cpu()
+        # A child's CPU counts when it is reaped, which may be during a later test (a
+        # server a fixture started, ended when its scope ends): the third column says how
+        # much of the second was children's.
         with self.path.open("a", encoding="utf-8") as out:
-            out.write(f"{item.nodeid}\t{self._cpu() - start:.3f}\n")
+            total = own_after - own + kids_after - kids
+            out.write(f"{item.nodeid}\t{total:.3f}\t{kids_after - kids:.3f}\n")
 
 
 def pytest_configure(config: pytest.Config) -> None:
