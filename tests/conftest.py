@@ -607,8 +607,9 @@ class _Durations:
 class _CpuLog:
     """IDEAREVIEW_TEST_CPU_LOG=folder: each test process appends, per test, the CPU its
     process and the children it waited for spent (user + system, setup to teardown), and
-    the children's part of it, to `<folder>/cpu-<pid>.tsv`. Wall times mislead on a loaded 2-core machine; this is what
-    says which tests the suite's CPU goes to (docs/testing.md)."""
+    the children's part of it, to `<folder>/cpu-<pid>.tsv`. Wall times mislead on a loaded
+    2-core machine; this is what says which tests the suite's CPU goes to
+    (docs/testing.md)."""
 
     def __init__(self, folder: str) -> None:
         Path(folder).mkdir(parents=True, exist_ok=True)
