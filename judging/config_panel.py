@@ -58,7 +58,7 @@ from .reliability_panel import (
 from .services.base import pair_call
 
 _SCORED = (JudgeRun.Method.DIRECT, JudgeRun.Method.ABSOLUTE)
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3
 
 
 def config_runs(study: Study, config: JudgeConfig) -> list[tuple[JudgeRun, int]]:

@@ -43,6 +43,7 @@ from studies.selectors import idea_text, reviewer_means_by_idea
 from .methods.panel import member_means, panel_scores
 from .methods.reliability import (
     STYLE_COVARIATES,
+    VIF_LIMIT,
     Estimate,
     calibration,
     identical_share,
@@ -63,7 +64,11 @@ from .services.runs import REPEATABLE
 PANEL_BOOT = ReportOptions().panel_bootstrap
 _SCORED = {JudgeRun.Method.DIRECT, JudgeRun.Method.ABSOLUTE}
 _PAIRED = {JudgeRun.Method.PAIRWISE, JudgeRun.Method.SWISS, JudgeRun.Method.ACTIVE_BT}
-_CACHE_VERSION = 4
+_CACHE_VERSION = 5
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
 
 
 def _est(e: Estimate) -> dict[str, Any]:
@@ -188,7 +193,7 @@ def style_blocks(
             _raw_fit, raw, _ = style_bt_intervals(
                 comparisons, features, groups, rated=rated, names=(), n_boot=n_boot, seed=seed
             )
-            _fit, controlled, beta = style_bt_intervals(
+            fit, controlled, beta = style_bt_intervals(
                 comparisons, features, groups, rated=rated, n_boot=n_boot, seed=seed
             )
         except (np.linalg.LinAlgError, ValueError) as exc:
@@ -204,9 +209,17 @@ def style_blocks(
                     if c in raw and c in controlled
                 ],
                 "beta": [
-                    {"feature": name, **_est(beta[name])}
+                    {"feature": name, **_est(beta[name]), "vif": _finite(fit.vif.get(name))}
                     for name in (*STYLE_COVARIATES, "position")
                     if name in beta
+                ],
+                # Features whose pull the games cannot separate from the others' (they
+                # vary together across these ideas): their coefficients are not read
+                # one by one; the ratings with all of them held equal still are.
+                "collinear": [
+                    {"feature": name, "vif": fit.vif[name]}
+                    for name in STYLE_COVARIATES
+                    if fit.vif.get(name, math.nan) > VIF_LIMIT
                 ],
             }
         )

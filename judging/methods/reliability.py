@@ -32,7 +32,7 @@ import itertools
 import math
 import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -66,6 +66,9 @@ __all__ = [
 Id = Hashable
 N_BOOT = 1000
 STYLE_COVARIATES = ("length", "markdown_density", "list_items")
+VIF_LIMIT = 10.0
+"""The variance inflation above which a style coefficient is reported as not separable
+from the other columns (the usual rule of thumb for regression designs)."""
 
 
 @dataclass(frozen=True)
@@ -324,6 +327,13 @@ class StyleFit:
     cov: np.ndarray
     """Covariance of (θ, β) from the observed information (θ before centring)."""
     log_likelihood: float
+    vif: dict[str, float] = field(default_factory=dict)
+    """Each style feature's variance inflation: how many times its coefficient's variance
+    exceeds what it would be if its differences were unrelated to the other columns of
+    the design (the rated groups, the other features, the position), the games weighted
+    by the fit's p(1 − p) as the information weighs them. 1 is no overlap; above
+    `VIF_LIMIT` the feature's own pull cannot be told apart from the others'. NaN for the
+    position (a constant) and for a feature that is not estimated."""
 
     @property
     def strengths(self) -> dict[Hashable, float]:
@@ -432,7 +442,31 @@ def _fit_design(
         beta=dict(zip(coefficients, full[n:].tolist(), strict=True)),
         cov=cov,
         log_likelihood=_loglik(x[:, kept], y, weights, params),
+        vif=_variance_inflation(
+            x, weights * _bernoulli_var(x[:, kept] @ params), cov, n, coefficients
+        ),
     )
+
+
+def _bernoulli_var(eta: np.ndarray) -> np.ndarray:
+    prob = _sigmoid(eta)
+    return prob * (1.0 - prob)
+
+
+def _variance_inflation(
+    x: np.ndarray, w: np.ndarray, cov: np.ndarray, n: int, coefficients: Sequence[str]
+) -> dict[str, float]:
+    """var(β_j) · Σ w (x_j − x̄_j)²: the fitted variance over the variance the coefficient
+    would have with its column alone beside a constant (1 / (1 − R²_j) of the weighted
+    regression of column j on the other columns)."""
+    out: dict[str, float] = {}
+    total = w.sum()
+    for k, name in enumerate(coefficients):
+        col, var = x[:, n + k], cov[n + k, n + k]
+        centred = col - (w @ col) / total if total > 0 else col
+        spread = float(w @ centred**2)
+        out[name] = float(var * spread) if np.isfinite(var) and spread > 1e-12 else math.nan
+    return out
 
 
 def _loglik(x: np.ndarray, y: np.ndarray, weights: np.ndarray, params: np.ndarray) -> float:

@@ -328,3 +328,30 @@ def test_the_style_fit_takes_a_game_it_predicts_with_certainty_without_a_warning
     assert p[1] == pytest.approx(1 / (1 + math.exp(20))) and p[3] == pytest.approx(
         1 / (1 + math.exp(-20))
     )
+
+
+def test_style_variance_inflation_matches_the_weighted_regression_of_each_column():
+    games, features, groups = _style_world(5)
+    rated = ("g0", "g1", "g2")
+    fit = rel.fit_style_bt(games, features, groups, rated=rated, ridge=0)
+    x, y = _design(games, features, groups, rated)
+    ref = sm.Logit(y, x).fit(disp=0)
+    p = ref.predict(x)
+    w = p * (1 - p)
+    for k, name in enumerate(rel.STYLE_COVARIATES):
+        j = 2 + k  # after the two group columns
+        others = np.delete(x, j, axis=1)  # the position column is the constant
+        r2 = sm.WLS(x[:, j], others, weights=w).fit().rsquared
+        assert fit.vif[name] == pytest.approx(1 / (1 - r2), rel=1e-5)
+        assert fit.vif[name] < 2  # independent features in this world
+    assert math.isnan(fit.vif["position"])
+
+
+def test_style_features_that_move_together_are_flagged_as_not_separable():
+    games, features, groups = _style_world(6)
+    rng = np.random.default_rng(6)
+    for f in features.values():  # markdown grows with length, as in generated ideas
+        f["markdown_density"] = f["length"] / 100 * float(rng.uniform(0.97, 1.03))
+    fit = rel.fit_style_bt(games, features, groups)
+    assert fit.vif["length"] > rel.VIF_LIMIT and fit.vif["markdown_density"] > rel.VIF_LIMIT
+    assert fit.vif["list_items"] < 2

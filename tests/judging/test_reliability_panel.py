@@ -121,3 +121,37 @@ def test_no_panel_while_a_run_is_active_and_no_csv_for_it(seeded, owner):
     assert 'id="reliability"' not in page
     url = reverse("judging:run_reliability_csv", args=[seeded.study.slug, run.pk])
     assert c.get(url).status_code == 404
+
+
+def test_style_features_that_move_together_are_flagged_on_the_run_page(seeded, owner):
+    study, run = seeded.study, seeded.pairwise
+    # Longer ideas carry proportionally more markup, as generated ideas often do: the
+    # length and markdown-density differences of every game are nearly the same.
+    for k, idea in enumerate(study.ideas.order_by("pk"), start=1):
+        marks = k * k + k % 2
+        idea.normalized_text = " ".join(["word"] * (20 * k - marks) + ["**b**"] * marks)
+        idea.normalization_status = "approved"
+        idea.save(update_fields=["normalized_text", "normalization_status"])
+    _, page = _page(owner, study, run)
+    assert 'id="style-collinear-overall"' in page
+    note = page.split('id="style-collinear-overall"')[1].split("</p>")[0]
+    assert "length and markdown_density vary together" in note
+    assert "list_items" not in note  # no lists: not estimated, not flagged
+
+
+def test_independent_style_features_carry_no_collinearity_note(seeded, owner):
+    rng = np.random.default_rng(3)
+    for idea in seeded.study.ideas.all():
+        words, marks = int(rng.integers(60, 300)), int(rng.integers(1, 12))
+        items = "\n".join(f"- item {n}" for n in range(int(rng.integers(1, 6))))
+        idea.normalized_text = " ".join(["word"] * words + ["**b**"] * marks) + "\n" + items
+        idea.normalization_status = "approved"
+        idea.save(update_fields=["normalized_text", "normalization_status"])
+    c, page = _page(owner, seeded.study, seeded.pairwise)
+    assert 'id="style-overall"' in page and "style-collinear" not in page
+    csv_text = c.get(
+        reverse("judging:run_reliability_csv", args=[seeded.study.slug, seeded.pairwise.pk])
+    ).content.decode()
+    betas = {r["item"]: r["value"] for r in csv.DictReader(io.StringIO(csv_text))
+             if r["figure"] == "style_beta"}  # fmt: skip
+    assert all(betas[k] not in ("", None) for k in ("length", "markdown_density", "list_items"))
