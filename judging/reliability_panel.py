@@ -217,7 +217,7 @@ def style_blocks(
                 # vary together across these ideas): their coefficients are not read
                 # one by one; the ratings with all of them held equal still are.
                 "collinear": [
-                    {"feature": name, "vif": fit.vif[name]}
+                    {"feature": name, "vif": _finite(fit.vif[name])}  # None: infinite
                     for name in STYLE_COVARIATES
                     if fit.vif.get(name, math.nan) > VIF_LIMIT
                 ],

@@ -328,12 +328,11 @@ class StyleFit:
     """Covariance of (θ, β) from the observed information (θ before centring)."""
     log_likelihood: float
     vif: dict[str, float] = field(default_factory=dict)
-    """Each style feature's variance inflation: how many times its coefficient's variance
-    exceeds what it would be if its differences were unrelated to the other columns of
-    the design (the rated groups, the other features, the position), the games weighted
-    by the fit's p(1 − p) as the information weighs them. 1 is no overlap; above
-    `VIF_LIMIT` the feature's own pull cannot be told apart from the others'. NaN for the
-    position (a constant) and for a feature that is not estimated."""
+    """Each style feature's variance inflation in the design: 1 / (1 − R²) of its
+    differences regressed on the other columns (the rated groups, the other features, the
+    position). 1 is no overlap; above `VIF_LIMIT` the feature's own pull cannot be told
+    apart from the others'; inf when it is a combination of them. NaN for the position (a
+    constant) and for a feature that never differs."""
 
     @property
     def strengths(self) -> dict[Hashable, float]:
@@ -442,30 +441,32 @@ def _fit_design(
         beta=dict(zip(coefficients, full[n:].tolist(), strict=True)),
         cov=cov,
         log_likelihood=_loglik(x[:, kept], y, weights, params),
-        vif=_variance_inflation(
-            x, weights * _bernoulli_var(x[:, kept] @ params), cov, n, coefficients
-        ),
+        vif=_variance_inflation(x, weights, n, coefficients),
     )
 
 
-def _bernoulli_var(eta: np.ndarray) -> np.ndarray:
-    prob = _sigmoid(eta)
-    return prob * (1.0 - prob)
-
-
 def _variance_inflation(
-    x: np.ndarray, w: np.ndarray, cov: np.ndarray, n: int, coefficients: Sequence[str]
+    x: np.ndarray, weights: np.ndarray, n: int, coefficients: Sequence[str]
 ) -> dict[str, float]:
-    """var(β_j) · Σ w (x_j − x̄_j)²: the fitted variance over the variance the coefficient
-    would have with its column alone beside a constant (1 / (1 − R²_j) of the weighted
-    regression of column j on the other columns)."""
+    """1 / (1 − R²_j) of the least-squares regression of style column j on the design's
+    other columns and a constant, the games counted `weights` times: a property of which
+    ideas met in which games, not of the verdicts (a judge whose verdicts follow a feature
+    without exception inflates the fitted variances, not this)."""
+    w = np.asarray(weights, dtype=float)
+    rows = w > 0
+    xw, root = x[rows], np.sqrt(w[rows])
     out: dict[str, float] = {}
-    total = w.sum()
     for k, name in enumerate(coefficients):
-        col, var = x[:, n + k], cov[n + k, n + k]
-        centred = col - (w @ col) / total if total > 0 else col
-        spread = float(w @ centred**2)
-        out[name] = float(var * spread) if np.isfinite(var) and spread > 1e-12 else math.nan
+        col = xw[:, n + k]
+        mean = float(w[rows] @ col) / float(w[rows].sum())
+        total = float(w[rows] @ (col - mean) ** 2)
+        if total <= 1e-12:  # a constant column (the position) or one that never varies
+            out[name] = math.nan
+            continue
+        others = np.c_[np.delete(xw, n + k, axis=1), np.ones(len(col))]
+        coef = np.linalg.lstsq(others * root[:, None], col * root, rcond=None)[0]
+        residual = float(w[rows] @ (col - others @ coef) ** 2)
+        out[name] = total / residual if residual > 1e-12 * total else math.inf
     return out
 
 

@@ -330,21 +330,24 @@ def test_the_style_fit_takes_a_game_it_predicts_with_certainty_without_a_warning
     )
 
 
-def test_style_variance_inflation_matches_the_weighted_regression_of_each_column():
+def test_style_variance_inflation_matches_the_regression_of_each_column_on_the_others():
     games, features, groups = _style_world(5)
     rated = ("g0", "g1", "g2")
-    fit = rel.fit_style_bt(games, features, groups, rated=rated, ridge=0)
-    x, y = _design(games, features, groups, rated)
-    ref = sm.Logit(y, x).fit(disp=0)
-    p = ref.predict(x)
-    w = p * (1 - p)
+    fit = rel.fit_style_bt(games, features, groups, rated=rated)
+    x, _ = _design(games, features, groups, rated)
     for k, name in enumerate(rel.STYLE_COVARIATES):
         j = 2 + k  # after the two group columns
         others = np.delete(x, j, axis=1)  # the position column is the constant
-        r2 = sm.WLS(x[:, j], others, weights=w).fit().rsquared
-        assert fit.vif[name] == pytest.approx(1 / (1 - r2), rel=1e-5)
+        r2 = sm.OLS(x[:, j], others).fit().rsquared
+        assert fit.vif[name] == pytest.approx(1 / (1 - r2), rel=1e-8)
         assert fit.vif[name] < 2  # independent features in this world
     assert math.isnan(fit.vif["position"])
+    # A resample counts a game as often as it was drawn, as the fit does.
+    counts = np.random.default_rng(0).integers(0, 3, len(games))
+    boot = rel.fit_style_bt(games, features, groups, rated=rated, weights=counts)
+    keep = np.repeat(np.arange(len(games)), counts)
+    r2 = sm.OLS(x[keep, 2], np.delete(x[keep], 2, axis=1)).fit().rsquared
+    assert boot.vif["length"] == pytest.approx(1 / (1 - r2), rel=1e-8)
 
 
 def test_style_features_that_move_together_are_flagged_as_not_separable():
@@ -355,3 +358,7 @@ def test_style_features_that_move_together_are_flagged_as_not_separable():
     fit = rel.fit_style_bt(games, features, groups)
     assert fit.vif["length"] > rel.VIF_LIMIT and fit.vif["markdown_density"] > rel.VIF_LIMIT
     assert fit.vif["list_items"] < 2
+    for f in features.values():  # exactly: a constant count of marks, density ∝ 1/length
+        f["markdown_density"] = 700 / f["length"]
+    exact = rel.fit_style_bt(games, features, groups)
+    assert exact.vif["length"] == math.inf and exact.vif["markdown_density"] == math.inf
