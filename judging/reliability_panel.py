@@ -99,7 +99,7 @@ def _judge_means(run: JudgeRun) -> dict[str, dict[int, float]]:
     return out
 
 
-def _calibration(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
+def _calibration(run: JudgeRun, n_boot: int, plots: bool = True) -> list[dict[str, Any]]:
     judge = _judge_means(run)
     human = _human_means(run)
     scales = run.study.form_definition().scales()
@@ -119,11 +119,15 @@ def _calibration(run: JudgeRun, n_boot: int) -> list[dict[str, Any]]:
                 "intercept": _est(fit["intercept"]),
                 "slope": _est(fit["slope"]),
                 "residual_sd": fit["residual_sd"] if math.isfinite(fit["residual_sd"]) else None,
-                "plot": reliability_plot(
-                    j,
-                    h,
-                    title=f"{metric}: human mean against judge score",
-                    scale=(float(scale[0]), float(scale[1])) if scale else None,
+                "plot": (
+                    reliability_plot(
+                        j,
+                        h,
+                        title=f"{metric}: human mean against judge score",
+                        scale=(float(scale[0]), float(scale[1])) if scale else None,
+                    )
+                    if plots
+                    else ""
                 ),
             }
         )
@@ -510,9 +514,13 @@ def _not_measured(panel: dict[str, Any], run: JudgeRun) -> list[str]:
     return out
 
 
-def run_reliability(run: JudgeRun, *, n_boot: int = PANEL_BOOT) -> dict[str, Any] | None:
+def run_reliability(
+    run: JudgeRun, *, n_boot: int = PANEL_BOOT, plots: bool = True
+) -> dict[str, Any] | None:
     """The panel of a finished run (None while it runs, or for a method it does not
-    cover: baselines and validation runs)."""
+    cover: baselines and validation runs). Without `plots` its calibration plots are
+    left empty (the report reads the figures only), unless a panel with them is cached
+    already."""
     if run.status != JudgeRun.Status.DONE or run.method not in _SCORED | _PAIRED:
         return None
     ended = run.finished_at.isoformat() if run.finished_at else ""
@@ -521,11 +529,13 @@ def run_reliability(run: JudgeRun, *, n_boot: int = PANEL_BOOT) -> dict[str, Any
         repr(sorted(run.study.conditions.values_list("key", "generating_model"))).encode()
     ).hexdigest()[:16]
     key = f"judging:reliability:{_CACHE_VERSION}:{run.pk}:{ended}:{run.done_calls}:{n_boot}:{named}"
-    panel = cache.get(key)
+    panel = cache.get(f"{key}:plots")
+    if panel is None and not plots:
+        panel = cache.get(key)
     if panel is None:
         scored = run.method in _SCORED
         panel = {
-            "calibration": _calibration(run, n_boot) if scored else [],
+            "calibration": _calibration(run, n_boot, plots) if scored else [],
             "style": _style(run, n_boot) if run.method in _PAIRED else [],
             "self_preference": _self_preference(run, n_boot) if run.method in _PAIRED else {},
             "repetition": (
@@ -536,7 +546,7 @@ def run_reliability(run: JudgeRun, *, n_boot: int = PANEL_BOOT) -> dict[str, Any
             "judge_panel": run_panel_agreement(run, n_boot=n_boot),
         }
         panel["not_measured"] = _not_measured(panel, run)
-        cache.set(key, panel, timeout=24 * 3600)
+        cache.set(f"{key}:plots" if plots else key, panel, timeout=24 * 3600)
     return panel
 
 
@@ -594,7 +604,7 @@ def reliability_for_report(run: JudgeRun, *, n_boot: int = PANEL_BOOT) -> dict[s
     """The run's panel for the study report: one row per figure (what, on which metric or
     dimension, the judge's value and interval, the reviewers' where the panel has one),
     and what was not measured. No plots; None for a run without a panel."""
-    panel = run_reliability(run, n_boot=n_boot)
+    panel = run_reliability(run, n_boot=n_boot, plots=False)
     if panel is None:
         return None
     none: dict[str, Any] = {"value": None, "low": None, "high": None, "n": 0}

@@ -163,7 +163,8 @@ def _run_info(run: JudgeRun, panel_bootstrap: int) -> dict[str, Any]:
         reliability = reliability_for_report(run, n_boot=panel_bootstrap)
         if reliability is not None:
             info["reliability"] = reliability
-        judge_panel = run_reliability(run, n_boot=panel_bootstrap)  # cached: the same panel
+        # cached: the same panel
+        judge_panel = run_reliability(run, n_boot=panel_bootstrap, plots=False)
         if judge_panel is not None and judge_panel.get("judge_panel"):
             info["panel"] = judge_panel["judge_panel"]
     return info

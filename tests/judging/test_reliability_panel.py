@@ -155,3 +155,27 @@ def test_independent_style_features_carry_no_collinearity_note(seeded, owner):
     betas = {r["item"]: r["value"] for r in csv.DictReader(io.StringIO(csv_text))
              if r["figure"] == "style_beta"}  # fmt: skip
     assert all(betas[k] not in ("", None) for k in ("length", "markdown_density", "list_items"))
+
+
+def test_the_report_reads_the_panel_without_drawing_its_plots_and_reuses_a_drawn_one(
+    seeded, monkeypatch
+):
+    from django.core.cache import cache
+
+    from judging import reliability_panel as rp
+
+    cache.clear()
+    drawn, computed = [], []
+    draw, calibrate = rp.reliability_plot, rp._calibration
+    monkeypatch.setattr(rp, "reliability_plot", lambda *a, **k: drawn.append(1) or draw(*a, **k))
+    monkeypatch.setattr(rp, "_calibration", lambda *a: computed.append(1) or calibrate(*a))
+    run = seeded.direct
+    bare = rp.run_reliability(run, n_boot=30, plots=False)
+    assert bare["calibration"] and all(r["plot"] == "" for r in bare["calibration"])
+    assert drawn == [] and len(computed) == 1
+    full = rp.run_reliability(run, n_boot=30)
+    assert all(r["plot"].startswith("<svg") for r in full["calibration"]) and drawn
+    assert [r["slope"] for r in full["calibration"]] == [r["slope"] for r in bare["calibration"]]
+    before = (len(drawn), len(computed))
+    again = rp.run_reliability(run, n_boot=30, plots=False)  # the drawn panel serves
+    assert (len(drawn), len(computed)) == before and again["calibration"][0]["plot"]
