@@ -576,6 +576,12 @@ def reliability_csv(panel: dict[str, Any]) -> str:
                 ["style_beta", block["dimension"], b["feature"], b["value"], b["low"], b["high"],
                  block["games"]]
             )  # fmt: skip
+        for b in block["beta"]:
+            if b["feature"] in STYLE_COVARIATES:  # the position is a constant: no inflation
+                vif = "inf" if b.get("vif") is None and b["value"] is not None else b.get("vif")
+                w.writerow(
+                    ["style_vif", block["dimension"], b["feature"], vif, "", "", block["games"]]
+                )
     sp = panel.get("self_preference") or {}
     for row in sp.get("rows", []):
         for part in ("judge", "human", "difference"):

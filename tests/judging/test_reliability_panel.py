@@ -132,11 +132,20 @@ def test_style_features_that_move_together_are_flagged_on_the_run_page(seeded, o
         idea.normalized_text = " ".join(["word"] * (20 * k - marks) + ["**b**"] * marks)
         idea.normalization_status = "approved"
         idea.save(update_fields=["normalized_text", "normalization_status"])
-    _, page = _page(owner, study, run)
+    c, page = _page(owner, study, run)
     assert 'id="style-collinear-overall"' in page
     note = page.split('id="style-collinear-overall"')[1].split("</p>")[0]
     assert "length and markdown_density vary together" in note
     assert "list_items" not in note  # no lists: not estimated, not flagged
+    rows = csv.DictReader(
+        io.StringIO(
+            c.get(
+                reverse("judging:run_reliability_csv", args=[study.slug, run.pk])
+            ).content.decode()
+        )
+    )
+    vif = {r["item"]: float(r["value"]) for r in rows if r["figure"] == "style_vif" and r["value"]}
+    assert vif["length"] > 10 and vif["markdown_density"] > 10
 
 
 def test_independent_style_features_carry_no_collinearity_note(seeded, owner):
