@@ -1,0 +1,70 @@
+"""What a reviewer's first requests cost the database: the log-in, the dashboard and the
+review page make a fixed number of queries, however many ideas the reviewer has, and the
+hand-written statements behind them give what Django's own code gives."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.models import Group, Permission
+
+from ideareview.backends import UserBackend
+
+PERM_CACHES = ("_perm_cache", "_user_perm_cache", "_group_perm_cache")
+
+
+def _fresh(user):
+    """The user as a new request loads it: no permission cached yet."""
+    return get_user_model().objects.get(pk=user.pk)
+
+
+@pytest.fixture
+def member(db):
+    user = get_user_model().objects.create_user("member", password="Member-pass-123")
+    group = Group.objects.create(name="Editors")
+    group.permissions.add(
+        Permission.objects.get(content_type__app_label="studies", codename="add_study"),
+        Permission.objects.get(content_type__app_label="auth", codename="view_user"),
+    )
+    user.groups.add(group, Group.objects.create(name="Empty"))
+    user.user_permissions.add(
+        Permission.objects.get(content_type__app_label="auth", codename="view_user"),
+        Permission.objects.get(content_type__app_label="auth", codename="change_group"),
+    )
+    return user
+
+
+@pytest.mark.parametrize("kind", ["member", "plain", "inactive", "superuser"])
+def test_permissions_are_model_backends_cache_for_cache(member, kind):
+    if kind == "plain":
+        user = get_user_model().objects.create_user("plain", password="Plain-pass-123")
+    elif kind == "superuser":
+        user = get_user_model().objects.create_superuser("root", password="Root-pass-123")
+    else:
+        user = member
+        if kind == "inactive":
+            get_user_model().objects.filter(pk=user.pk).update(is_active=False)
+    ours, django = _fresh(user), _fresh(user)
+    assert UserBackend().get_all_permissions(ours) == ModelBackend().get_all_permissions(django)
+    for name in PERM_CACHES:
+        assert getattr(ours, name, None) == getattr(django, name, None), name
+    for perm in ("studies.add_study", "auth.view_user", "auth.change_group", "auth.add_user"):
+        assert UserBackend().has_perm(_fresh(user), perm) == ModelBackend().has_perm(
+            _fresh(user), perm
+        ), perm
+    assert UserBackend().get_user_permissions(_fresh(user)) == ModelBackend().get_user_permissions(
+        _fresh(user)
+    )
+    assert UserBackend().get_group_permissions(
+        _fresh(user)
+    ) == ModelBackend().get_group_permissions(_fresh(user))
+
+
+def test_permissions_take_one_query_and_are_kept(member, django_assert_num_queries):
+    user = _fresh(member)
+    with django_assert_num_queries(1):
+        assert user.has_perm("studies.add_study")
+        assert user.has_perm("auth.change_group")
+        assert not user.has_perm("auth.add_user")
+        assert user.get_group_permissions() == {"studies.add_study", "auth.view_user"}
