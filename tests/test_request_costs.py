@@ -5,11 +5,17 @@ hand-written statements behind them give what Django's own code gives."""
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Group, Permission
+from django.core.cache import cache
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from ideareview.backends import UserBackend
+from ideareview.sessions import SessionStore
 
 PERM_CACHES = ("_perm_cache", "_user_perm_cache", "_group_perm_cache")
 
@@ -68,3 +74,61 @@ def test_permissions_take_one_query_and_are_kept(member, django_assert_num_queri
         assert user.has_perm("auth.change_group")
         assert not user.has_perm("auth.add_user")
         assert user.get_group_permissions() == {"studies.add_study", "auth.view_user"}
+
+
+# --------------------------------------------------------------------------- the session
+
+
+@pytest.fixture
+def reviewer_user(db):
+    return get_user_model().objects.create_user("rev@example.org", password="Reviewer-pass-1")
+
+
+def _log_in(client, username="rev@example.org", password="Reviewer-pass-1"):
+    return client.post("/login/", {"username": username, "password": password})
+
+
+def test_login_gives_a_new_session_and_deletes_the_old_one(reviewer_user):
+    from django.contrib.sessions.models import Session
+
+    client = Client()
+    session = client.session
+    session["before"] = "kept"  # an anonymous session with data, as a next step leaves
+    session.save()
+    old_key = session.session_key
+    assert Session.objects.filter(session_key=old_key).exists()
+    assert _log_in(client).status_code == 302
+    new_key = client.cookies[settings.SESSION_COOKIE_NAME].value
+    assert new_key and new_key != old_key
+    assert not Session.objects.filter(session_key=old_key).exists()
+    stored = Session.objects.get(session_key=new_key).get_decoded()
+    assert stored["before"] == "kept"
+    assert stored["_auth_user_id"] == str(reviewer_user.pk)
+    assert client.get("/studies/r/home/").status_code == 200
+    # the session also reads from the database alone (a cache restart logs no one out)
+    cache.clear()
+    assert client.get("/studies/r/home/").status_code == 200
+
+
+def test_a_taken_session_key_is_drawn_again(reviewer_user, monkeypatch):
+    from django.contrib.sessions.models import Session
+
+    from ideareview import sessions
+
+    taken = SessionStore()
+    taken["someone"] = "else"
+    taken.create()
+    draws = iter([taken.session_key, "k" * 32])
+    monkeypatch.setattr(sessions, "get_random_string", lambda *a: next(draws))
+    client = Client()
+    assert _log_in(client).status_code == 302
+    assert client.cookies[settings.SESSION_COOKIE_NAME].value == "k" * 32
+    assert Session.objects.get(session_key=taken.session_key).get_decoded() == {"someone": "else"}
+
+
+def test_login_writes_the_session_once(reviewer_user):
+    client = Client()
+    with CaptureQueriesContext(connection) as ctx:
+        assert _log_in(client).status_code == 302
+    session_writes = [q["sql"] for q in ctx.captured_queries if "django_session" in q["sql"]]
+    assert len(session_writes) == 1 and session_writes[0].startswith("INSERT")
