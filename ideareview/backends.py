@@ -38,9 +38,9 @@ def _permissions_sql(vendor: str) -> str:
     """The (source, app label, codename) of each permission a user holds: 'user' for those
     given to the user, 'group' for those of the user's groups; the user's id twice."""
     user_model = get_user_model()
-    user_perms = user_model._meta.get_field("user_permissions").remote_field.through  # type: ignore[union-attr]
-    user_groups = user_model._meta.get_field("groups").remote_field.through  # type: ignore[union-attr]
-    group_perms = Group._meta.get_field("permissions").remote_field.through  # type: ignore[union-attr]
+    user_perms: Any = user_model._meta.get_field("user_permissions").remote_field.through  # type: ignore[union-attr]
+    user_groups: Any = user_model._meta.get_field("groups").remote_field.through  # type: ignore[union-attr]
+    group_perms: Any = Group._meta.get_field("permissions").remote_field.through  # type: ignore[union-attr]
 
     def select(source: str) -> str:
         return (

@@ -26,7 +26,7 @@ class SessionStore(CachedDBStore):
     def cycle_key(self) -> None:
         """A new key for the same data, drawn (and the row inserted) when the session is
         saved; the old session is deleted now."""
-        data = self._session
+        data = self._session  # type: ignore[attr-defined]
         key = self.session_key
         self._session_key = None
         self._session_cache = data

@@ -4,18 +4,21 @@ hand-written statements behind them give what Django's own code gives."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Group, Permission
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.db import connection
-from django.test import Client
+from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 
 from ideareview.backends import UserBackend
 from ideareview.sessions import SessionStore
+from tests.conftest import limits_redis_url
 
 PERM_CACHES = ("_perm_cache", "_user_perm_cache", "_group_perm_cache")
 
@@ -132,3 +135,54 @@ def test_login_writes_the_session_once(reviewer_user):
         assert _log_in(client).status_code == 302
     session_writes = [q["sql"] for q in ctx.captured_queries if "django_session" in q["sql"]]
     assert len(session_writes) == 1 and session_writes[0].startswith("INSERT")
+
+
+# --------------------------------------------------------------------------- login limits
+
+
+def _limit_caches() -> list[dict]:
+    found = [{"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "costs"}]
+    url = limits_redis_url()
+    if url is not None:  # a prefix of its own: the database is shared with other runs
+        found.append(
+            {
+                "BACKEND": "ideareview.cache.RedisCache",
+                "LOCATION": url,
+                "KEY_PREFIX": f"costs-{uuid.uuid4().hex}",
+            }
+        )
+    return found
+
+
+def _buckets(address: str, username: str) -> list:
+    from ideareview.throttle import _login_keys, _rate_window
+
+    return [
+        caches["default"].get(_rate_window(key, window)[0])
+        for key, (_limit, window) in _login_keys(address, username)
+    ]
+
+
+def test_login_limits_count_and_refund_alike_on_every_cache():
+    """Redis counts a login's three keys in one pipeline and refunds them in one script;
+    what is counted must be what the cache API's add, incr, touch and decr count."""
+    from ideareview.throttle import LOGIN_PAIR_LIMIT, login_attempt, login_succeeded
+
+    seen = []
+    for config in _limit_caches():
+        with override_settings(CACHES={"default": config}):
+            address, trace = f"203.0.113.9-{uuid.uuid4().hex}", []
+            login_succeeded(address=address, username="Ann")  # nothing counted yet: no-op
+            trace.append(_buckets(address, "ann"))
+            for _ in range(3):
+                assert not login_attempt(address=address, username="Ann")
+            trace.append(_buckets(address, "ann"))
+            login_succeeded(address=address, username="ANN")
+            trace.append(_buckets(address, "ann"))
+            for _ in range(LOGIN_PAIR_LIMIT[0] - 2):
+                login_attempt(address=address, username="ann")
+            trace.append(_buckets(address, "ann"))
+            assert login_attempt(address=address, username="ann")  # over the pair's limit
+            seen.append(trace)
+    assert seen[0] == [[None, None, None], [3, 3, 3], [2, 2, 2], [10, 10, 10]]
+    assert all(trace == seen[0] for trace in seen), seen
