@@ -186,3 +186,50 @@ def test_login_limits_count_and_refund_alike_on_every_cache():
             seen.append(trace)
     assert seen[0] == [[None, None, None], [3, 3, 3], [2, 2, 2], [10, 10, 10]]
     assert all(trace == seen[0] for trace in seen), seen
+
+
+# --------------------------------------------------------------------------- a reviewer's start
+
+
+def _reviewer_client(owner, slug: str, n: int):
+    from tests.factories import review_study
+
+    made = review_study(owner, slug=slug, n_reviewers=1, n_ideas=n, per_reviewer=n)
+    client = Client()
+    client.force_login(made.users[0])
+    return client, made.assignments[made.reviewers[0].pk]
+
+
+def _queries(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(url)
+    assert response.status_code == 200, url
+    return len(ctx.captured_queries)
+
+
+def test_dashboard_queries_do_not_grow_with_the_assignments(owner):
+    one, _ = _reviewer_client(owner, "one", 1)
+    six, _ = _reviewer_client(owner, "six", 6)
+    assert _queries(one, "/studies/r/home/") == _queries(six, "/studies/r/home/") <= 7
+    page = six.get("/studies/r/home/").content.decode()
+    for n in range(1, 7):  # each idea listed with its title, parsed once per text
+        assert f"Idea {n}: Idea " in page
+
+
+def test_review_page_queries_do_not_grow_with_the_assignments(owner):
+    one, (only,) = _reviewer_client(owner, "one", 1)
+    six, assignments = _reviewer_client(owner, "six", 6)
+    counts = {_queries(one, f"/studies/r/assignments/{only.pk}/")}
+    counts |= {_queries(six, f"/studies/r/assignments/{a.pk}/") for a in assignments[::5]}
+    assert len(counts) == 1 and counts.pop() <= 7
+
+
+def test_login_queries_do_not_grow_with_the_assignments(owner, django_assert_max_num_queries):
+    from tests.factories import review_study
+
+    made = review_study(owner, slug="many", n_reviewers=1, n_ideas=6, per_reviewer=6)
+    # the user, the last login, the permissions, the team check, the session's insert
+    # (inside its transaction)
+    with django_assert_max_num_queries(7):
+        response = _log_in(Client(), made.users[0].username, made.password)
+    assert response.status_code == 302 and response["Location"] == "/studies/r/home/"
