@@ -233,3 +233,24 @@ def test_login_queries_do_not_grow_with_the_assignments(owner, django_assert_max
     with django_assert_max_num_queries(7):
         response = _log_in(Client(), made.users[0].username, made.password)
     assert response.status_code == 302 and response["Location"] == "/studies/r/home/"
+
+
+def _menu(client, url: str) -> str:
+    return client.get(url).content.decode().split("<main")[0]
+
+
+def test_the_menu_the_pages_tell_is_the_one_the_queries_tell(owner):
+    """The dashboard and review page tell the menu the user is a reviewer instead of letting
+    it ask; a reviewer on a study's team still gets the study list."""
+    from studies.models import StudyMember
+
+    client, (assignment, *_) = _reviewer_client(owner, "menu", 2)
+    user = assignment.reviewer.user
+    pages = ["/studies/r/home/", f"/studies/r/assignments/{assignment.pk}/"]
+    for url in pages:
+        menu = _menu(client, url)
+        assert 'href="/studies/r/home/"' in menu and 'href="/studies/"' not in menu, url
+    StudyMember.objects.create(study=assignment.study, user=user, role=StudyMember.Role.VIEWER)
+    for url in pages:
+        menu = _menu(client, url)
+        assert 'href="/studies/r/home/"' in menu and 'href="/studies/"' in menu, url

@@ -314,7 +314,10 @@ def reviewer_home(request: HttpRequest) -> HttpResponse:
                 "platform": platform_card(rev),
             }
         )
-    return render(request, "studies/reviewer/home.html", {"cards": cards})
+    # the menu's "is a reviewer" is known when there is a card (templates/base.html)
+    return render(
+        request, "studies/reviewer/home.html", {"cards": cards, "nav_is_reviewer": bool(cards)}
+    )
 
 
 @reviewer_login_required
@@ -478,6 +481,8 @@ def review_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
         assignment_touch(assignment=assignment)
     review = Review.objects.filter(assignment=assignment).first()
     context = _review_context(assignment, review_current_values(review), None, review)
+    # the assignment is the user's as a reviewer: the menu need not ask (templates/base.html)
+    context["nav_is_reviewer"] = True
     return render(request, "studies/reviewer/review.html", context)
 
 
