@@ -510,8 +510,9 @@ SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
 # Sessions are read from the cache (every request reads one), written through to the
-# database (a cache restart logs no one out).
-SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+# database (a cache restart logs no one out): Django's cached_db, whose login writes the
+# new session once (ideareview/sessions.py).
+SESSION_ENGINE = "ideareview.sessions"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"

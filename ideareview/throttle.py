@@ -18,9 +18,11 @@ import math
 import os
 import unicodedata
 from collections.abc import Iterator
+from typing import Any
 
 from django.core.cache import cache, caches
 from django.core.cache.backends.filebased import FileBasedCache
+from django.core.cache.backends.redis import RedisCache
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -93,6 +95,55 @@ def rate_limited(key: str, *, limit: int, window: int) -> bool:
     return _rate_over(got.get(previous_bucket, 0), got.get(bucket, 0), fraction, limit)
 
 
+# --------------------------------------------------------------------------- Redis in one trip
+
+# A refund on Redis: what rate_limit_refund does through the cache's API (a missing bucket
+# is left alone, one below zero is deleted), for every key at once.
+_REFUND_SCRIPT = """
+for _, key in ipairs(KEYS) do
+  if redis.call('EXISTS', key) == 1 and redis.call('DECR', key) < 0 then
+    redis.call('DEL', key)
+  end
+end
+"""
+
+
+def _redis() -> RedisCache | None:
+    backend = caches["default"]
+    return backend if isinstance(backend, RedisCache) else None
+
+
+def _redis_client(backend: RedisCache) -> Any:
+    return backend._cache.get_client(write=True)
+
+
+def _redis_hits(backend: RedisCache, limits: list[tuple[str, tuple[int, int]]]) -> list[bool]:
+    """rate_limit_hit for each (key, (limit, window)), its commands sent to Redis in one
+    pipeline rather than three or four round trips a key: INCR makes a missing bucket 1
+    (the cache API's add), EXPIRE gives it its lifetime (touch), GET reads the previous
+    window's. Each INCR is atomic, so parallel attempts still each get their own count."""
+    pipe = _redis_client(backend).pipeline(transaction=False)
+    windows = []
+    for key, (_limit, window) in limits:
+        bucket, previous_bucket, fraction = _rate_window(key, window)
+        pipe.incr(backend.make_and_validate_key(bucket))
+        pipe.expire(backend.make_and_validate_key(bucket), 2 * window + 5)
+        pipe.get(backend.make_and_validate_key(previous_bucket))
+        windows.append(fraction)
+    replies = pipe.execute()
+    over = []
+    for n, ((_key, (limit, _window)), fraction) in enumerate(zip(limits, windows, strict=True)):
+        count, previous = replies[3 * n], replies[3 * n + 2]
+        over.append(_rate_over(int(previous or 0), int(count), fraction, limit + 1))
+    return over
+
+
+def _redis_refunds(backend: RedisCache, refunds: list[tuple[str, int]]) -> None:
+    """rate_limit_refund for each (key, window), in one script run."""
+    keys = [backend.make_and_validate_key(_rate_window(key, window)[0]) for key, window in refunds]
+    _redis_client(backend).eval(_REFUND_SCRIPT, len(keys), *keys)
+
+
 # (attempts, window in seconds)
 LOGIN_PAIR_LIMIT = (10, 300)  # one address trying one account
 LOGIN_ACCOUNT_LIMIT = (30, 900)  # one account from anywhere (guessing spread over addresses)
@@ -161,6 +212,9 @@ def login_attempt(*, address: str, username: str) -> bool:
     """Count this attempt BEFORE the password is checked, atomically; True when it is over
     a limit (then the password must not be checked). Parallel attempts each get their own
     count, so no more than the limit reach the password check."""
+    redis = _redis()
+    if redis is not None:
+        return any(_redis_hits(redis, _login_keys(address, username)))
     with _counting():
         over = [
             rate_limit_hit(key, limit=limit, window=window)
@@ -172,6 +226,11 @@ def login_attempt(*, address: str, username: str) -> bool:
 def login_succeeded(*, address: str, username: str) -> None:
     """A successful login takes its attempt back (people who log in often are not
     guessing)."""
+    redis = _redis()
+    if redis is not None:
+        keys = _login_keys(address, username)
+        _redis_refunds(redis, [(key, window) for key, (_limit, window) in keys])
+        return
     with _counting():
         for key, (_limit, window) in _login_keys(address, username):
             rate_limit_refund(key, window=window)

@@ -259,6 +259,10 @@ def platform_arrive(
 
 
 def platform_participant_of(reviewer: Reviewer) -> PlatformParticipant | None:
+    """The reviewer's platform row, if they came from a platform; read with the reviewer
+    when it was selected with it (the dashboard's cards), else by a query."""
+    if Reviewer.platform_participant.is_cached(reviewer):  # type: ignore[attr-defined]
+        return getattr(reviewer, "platform_participant", None)
     return PlatformParticipant.objects.filter(reviewer=reviewer).first()
 
 

@@ -9,6 +9,7 @@ condition, author, institution, external id, import position or idea primary key
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any
 
 from django.conf import settings
@@ -103,7 +104,7 @@ def _live_assignments(request: HttpRequest) -> QuerySet[Assignment]:
 def get_assignment_for_reviewer(request: HttpRequest, assignment_id: int) -> Assignment:
     """404 unless the assignment is the requesting, approved reviewer's, and live."""
     return get_object_or_404(
-        _live_assignments(request).select_related("study__review_form", "idea", "reviewer"),
+        _live_assignments(request).select_related("study__review_form", "idea__topic", "reviewer"),
         pk=assignment_id,
     )
 
@@ -248,12 +249,22 @@ def invitation_open(request: HttpRequest, token: str) -> HttpResponse:
 # --------------------------------------------------------------------------- dashboard, profile
 
 
+@functools.lru_cache(maxsize=1024)
+def _idea_title(text: str) -> str:
+    """The Title section of an idea's text, as the dashboard lists it. Kept per text (the
+    key is the text itself, so an edited idea is parsed anew): the dashboard lists every
+    assignment, and parsing each idea on every visit was most of its own work."""
+    title = next((body for head, body in idea_sections(text) if head == "Title"), "")
+    return title[:200]
+
+
 @reviewer_login_required
 @require_GET
 def reviewer_home(request: HttpRequest) -> HttpResponse:
     profiles = (
         Reviewer.objects.filter(user=request.user)  # type: ignore[misc]
-        .select_related("study")
+        # the platform's row too, which the card reads (platform_participant_of)
+        .select_related("study", "platform_participant")
         .prefetch_related(
             Prefetch(
                 "assignments",
@@ -275,18 +286,10 @@ def reviewer_home(request: HttpRequest) -> HttpResponse:
         items = []
         if approved:
             for n, a in enumerate(rev.assignments.all(), start=1):
-                title = next(
-                    (
-                        body
-                        for head, body in idea_sections(a.idea.reviewable_text())
-                        if head == "Title"
-                    ),
-                    "",
-                )
                 items.append(
                     {
                         "number": n,
-                        "title": title[:200],
+                        "title": _idea_title(a.idea.reviewable_text()),
                         "topic": a.idea.topic.name,
                         "status": a.get_status_display(),
                         "url": reverse("studies:review_page", args=[a.pk]),
@@ -311,7 +314,10 @@ def reviewer_home(request: HttpRequest) -> HttpResponse:
                 "platform": platform_card(rev),
             }
         )
-    return render(request, "studies/reviewer/home.html", {"cards": cards})
+    # the menu's "is a reviewer" is known when there is a card (templates/base.html)
+    return render(
+        request, "studies/reviewer/home.html", {"cards": cards, "nav_is_reviewer": bool(cards)}
+    )
 
 
 @reviewer_login_required
@@ -407,9 +413,17 @@ def reviewer_payment_view(request: HttpRequest, reviewer_id: int) -> HttpRespons
 # --------------------------------------------------------------------------- review page
 
 
+_UNREAD: Any = object()
+
+
 def _review_context(
-    assignment: Assignment, values: dict[str, str], form: ReviewAnswersForm | None
+    assignment: Assignment,
+    values: dict[str, str],
+    form: ReviewAnswersForm | None,
+    review: Review | None = _UNREAD,
 ) -> dict[str, Any]:
+    """The review page's context; `review` is the assignment's review when the caller has
+    just read it (else it is read here)."""
     study = assignment.study
     definition = study_review_definition(study)
     errors = form.errors if form is not None else {}
@@ -428,7 +442,8 @@ def _review_context(
             "errors": list(errors.get(s.key, [])) + list(errors.get(f"{s.key}_rationale", [])),
         }
 
-    review = Review.objects.filter(assignment=assignment).first()
+    if review is _UNREAD:
+        review = Review.objects.filter(assignment=assignment).first()
     return {
         "study": study,
         "assignment": assignment,
@@ -465,7 +480,9 @@ def review_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
     if not assignment.study.is_closed():
         assignment_touch(assignment=assignment)
     review = Review.objects.filter(assignment=assignment).first()
-    context = _review_context(assignment, review_current_values(review), None)
+    context = _review_context(assignment, review_current_values(review), None, review)
+    # the assignment is the user's as a reviewer: the menu need not ask (templates/base.html)
+    context["nav_is_reviewer"] = True
     return render(request, "studies/reviewer/review.html", context)
 
 

@@ -1,0 +1,256 @@
+"""What a reviewer's first requests cost the database: the log-in, the dashboard and the
+review page make a fixed number of queries, however many ideas the reviewer has, and the
+hand-written statements behind them give what Django's own code gives."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.models import Group, Permission
+from django.core.cache import cache, caches
+from django.db import connection
+from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
+
+from ideareview.backends import UserBackend
+from ideareview.sessions import SessionStore
+from tests.conftest import limits_redis_url
+
+PERM_CACHES = ("_perm_cache", "_user_perm_cache", "_group_perm_cache")
+
+
+def _fresh(user):
+    """The user as a new request loads it: no permission cached yet."""
+    return get_user_model().objects.get(pk=user.pk)
+
+
+@pytest.fixture
+def member(db):
+    user = get_user_model().objects.create_user("member", password="Member-pass-123")
+    group = Group.objects.create(name="Editors")
+    group.permissions.add(
+        Permission.objects.get(content_type__app_label="studies", codename="add_study"),
+        Permission.objects.get(content_type__app_label="auth", codename="view_user"),
+    )
+    user.groups.add(group, Group.objects.create(name="Empty"))
+    user.user_permissions.add(
+        Permission.objects.get(content_type__app_label="auth", codename="view_user"),
+        Permission.objects.get(content_type__app_label="auth", codename="change_group"),
+    )
+    return user
+
+
+@pytest.mark.parametrize("kind", ["member", "plain", "inactive", "superuser"])
+def test_permissions_are_model_backends_cache_for_cache(member, kind):
+    if kind == "plain":
+        user = get_user_model().objects.create_user("plain", password="Plain-pass-123")
+    elif kind == "superuser":
+        user = get_user_model().objects.create_superuser("root", password="Root-pass-123")
+    else:
+        user = member
+        if kind == "inactive":
+            get_user_model().objects.filter(pk=user.pk).update(is_active=False)
+    ours, django = _fresh(user), _fresh(user)
+    assert UserBackend().get_all_permissions(ours) == ModelBackend().get_all_permissions(django)
+    for name in PERM_CACHES:
+        assert getattr(ours, name, None) == getattr(django, name, None), name
+    for perm in ("studies.add_study", "auth.view_user", "auth.change_group", "auth.add_user"):
+        assert UserBackend().has_perm(_fresh(user), perm) == ModelBackend().has_perm(
+            _fresh(user), perm
+        ), perm
+    assert UserBackend().get_user_permissions(_fresh(user)) == ModelBackend().get_user_permissions(
+        _fresh(user)
+    )
+    assert UserBackend().get_group_permissions(
+        _fresh(user)
+    ) == ModelBackend().get_group_permissions(_fresh(user))
+
+
+def test_permissions_take_one_query_and_are_kept(member, django_assert_num_queries):
+    user = _fresh(member)
+    with django_assert_num_queries(1):
+        assert user.has_perm("studies.add_study")
+        assert user.has_perm("auth.change_group")
+        assert not user.has_perm("auth.add_user")
+        assert user.get_group_permissions() == {"studies.add_study", "auth.view_user"}
+
+
+# --------------------------------------------------------------------------- the session
+
+
+@pytest.fixture
+def reviewer_user(db):
+    return get_user_model().objects.create_user("rev@example.org", password="Reviewer-pass-1")
+
+
+def _log_in(client, username="rev@example.org", password="Reviewer-pass-1"):
+    return client.post("/login/", {"username": username, "password": password})
+
+
+def test_login_gives_a_new_session_and_deletes_the_old_one(reviewer_user):
+    from django.contrib.sessions.models import Session
+
+    client = Client()
+    session = client.session
+    session["before"] = "kept"  # an anonymous session with data, as a next step leaves
+    session.save()
+    old_key = session.session_key
+    assert Session.objects.filter(session_key=old_key).exists()
+    assert _log_in(client).status_code == 302
+    new_key = client.cookies[settings.SESSION_COOKIE_NAME].value
+    assert new_key and new_key != old_key
+    assert not Session.objects.filter(session_key=old_key).exists()
+    stored = Session.objects.get(session_key=new_key).get_decoded()
+    assert stored["before"] == "kept"
+    assert stored["_auth_user_id"] == str(reviewer_user.pk)
+    assert client.get("/studies/r/home/").status_code == 200
+    # the session also reads from the database alone (a cache restart logs no one out)
+    cache.clear()
+    assert client.get("/studies/r/home/").status_code == 200
+
+
+def test_a_taken_session_key_is_drawn_again(reviewer_user, monkeypatch):
+    from django.contrib.sessions.models import Session
+
+    from ideareview import sessions
+
+    taken = SessionStore()
+    taken["someone"] = "else"
+    taken.create()
+    draws = iter([taken.session_key, "k" * 32])
+    monkeypatch.setattr(sessions, "get_random_string", lambda *a: next(draws))
+    client = Client()
+    assert _log_in(client).status_code == 302
+    assert client.cookies[settings.SESSION_COOKIE_NAME].value == "k" * 32
+    assert Session.objects.get(session_key=taken.session_key).get_decoded() == {"someone": "else"}
+
+
+def test_login_writes_the_session_once(reviewer_user):
+    client = Client()
+    with CaptureQueriesContext(connection) as ctx:
+        assert _log_in(client).status_code == 302
+    session_writes = [q["sql"] for q in ctx.captured_queries if "django_session" in q["sql"]]
+    assert len(session_writes) == 1 and session_writes[0].startswith("INSERT")
+
+
+# --------------------------------------------------------------------------- login limits
+
+
+def _limit_caches() -> list[dict]:
+    found = [{"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "costs"}]
+    url = limits_redis_url()
+    if url is not None:  # a prefix of its own: the database is shared with other runs
+        found.append(
+            {
+                "BACKEND": "ideareview.cache.RedisCache",
+                "LOCATION": url,
+                "KEY_PREFIX": f"costs-{uuid.uuid4().hex}",
+            }
+        )
+    return found
+
+
+def _buckets(address: str, username: str) -> list:
+    from ideareview.throttle import _login_keys, _rate_window
+
+    return [
+        caches["default"].get(_rate_window(key, window)[0])
+        for key, (_limit, window) in _login_keys(address, username)
+    ]
+
+
+def test_login_limits_count_and_refund_alike_on_every_cache():
+    """Redis counts a login's three keys in one pipeline and refunds them in one script;
+    what is counted must be what the cache API's add, incr, touch and decr count."""
+    from ideareview.throttle import LOGIN_PAIR_LIMIT, login_attempt, login_succeeded
+
+    seen = []
+    for config in _limit_caches():
+        with override_settings(CACHES={"default": config}):
+            address, trace = f"203.0.113.9-{uuid.uuid4().hex}", []
+            login_succeeded(address=address, username="Ann")  # nothing counted yet: no-op
+            trace.append(_buckets(address, "ann"))
+            for _ in range(3):
+                assert not login_attempt(address=address, username="Ann")
+            trace.append(_buckets(address, "ann"))
+            login_succeeded(address=address, username="ANN")
+            trace.append(_buckets(address, "ann"))
+            for _ in range(LOGIN_PAIR_LIMIT[0] - 2):
+                login_attempt(address=address, username="ann")
+            trace.append(_buckets(address, "ann"))
+            assert login_attempt(address=address, username="ann")  # over the pair's limit
+            seen.append(trace)
+    assert seen[0] == [[None, None, None], [3, 3, 3], [2, 2, 2], [10, 10, 10]]
+    assert all(trace == seen[0] for trace in seen), seen
+
+
+# --------------------------------------------------------------------------- a reviewer's start
+
+
+def _reviewer_client(owner, slug: str, n: int):
+    from tests.factories import review_study
+
+    made = review_study(owner, slug=slug, n_reviewers=1, n_ideas=n, per_reviewer=n)
+    client = Client()
+    client.force_login(made.users[0])
+    return client, made.assignments[made.reviewers[0].pk]
+
+
+def _queries(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(url)
+    assert response.status_code == 200, url
+    return len(ctx.captured_queries)
+
+
+def test_dashboard_queries_do_not_grow_with_the_assignments(owner):
+    one, _ = _reviewer_client(owner, "one", 1)
+    six, _ = _reviewer_client(owner, "six", 6)
+    assert _queries(one, "/studies/r/home/") == _queries(six, "/studies/r/home/") <= 7
+    page = six.get("/studies/r/home/").content.decode()
+    for n in range(1, 7):  # each idea listed with its title, parsed once per text
+        assert f"Idea {n}: Idea " in page
+
+
+def test_review_page_queries_do_not_grow_with_the_assignments(owner):
+    one, (only,) = _reviewer_client(owner, "one", 1)
+    six, assignments = _reviewer_client(owner, "six", 6)
+    counts = {_queries(one, f"/studies/r/assignments/{only.pk}/")}
+    counts |= {_queries(six, f"/studies/r/assignments/{a.pk}/") for a in assignments[::5]}
+    assert len(counts) == 1 and counts.pop() <= 7
+
+
+def test_login_queries_do_not_grow_with_the_assignments(owner, django_assert_max_num_queries):
+    from tests.factories import review_study
+
+    made = review_study(owner, slug="many", n_reviewers=1, n_ideas=6, per_reviewer=6)
+    # the user, the last login, the permissions, the team check, the session's insert
+    # (inside its transaction)
+    with django_assert_max_num_queries(7):
+        response = _log_in(Client(), made.users[0].username, made.password)
+    assert response.status_code == 302 and response["Location"] == "/studies/r/home/"
+
+
+def _menu(client, url: str) -> str:
+    return client.get(url).content.decode().split("<main")[0]
+
+
+def test_the_menu_the_pages_tell_is_the_one_the_queries_tell(owner):
+    """The dashboard and review page tell the menu the user is a reviewer instead of letting
+    it ask; a reviewer on a study's team still gets the study list."""
+    from studies.models import StudyMember
+
+    client, (assignment, *_) = _reviewer_client(owner, "menu", 2)
+    user = assignment.reviewer.user
+    pages = ["/studies/r/home/", f"/studies/r/assignments/{assignment.pk}/"]
+    for url in pages:
+        menu = _menu(client, url)
+        assert 'href="/studies/r/home/"' in menu and 'href="/studies/"' not in menu, url
+    StudyMember.objects.create(study=assignment.study, user=user, role=StudyMember.Role.VIEWER)
+    for url in pages:
+        menu = _menu(client, url)
+        assert 'href="/studies/r/home/"' in menu and 'href="/studies/"' in menu, url
