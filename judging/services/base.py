@@ -16,7 +16,13 @@ from studies.selectors import idea_text
 
 from ..methods.pairwise import PairCall
 from ..methods.panel import combine_verdicts
-from ..methods.parsing import Unparseable, parse_reasoned_verdicts
+from ..methods.parsing import (
+    PairwiseVerdict,
+    Unparseable,
+    Winner,
+    parse_pairwise,
+    parse_reasoned_verdicts,
+)
 from ..methods.schemas import schema_for_prompt
 from ..models import IdeaRating, JudgeRun, PairwiseOutcome, ReferenceComparison, ReferenceCorpus
 
@@ -198,6 +204,28 @@ def mark_parsed(call: LLMCall | None, parsed: Any) -> None:
     else:
         call.parsed = as_json(parsed)
         LLMCall.objects.filter(pk=call.pk).update(parsed=call.parsed)
+
+
+def store_pair_verdict(
+    run: JudgeRun, call: LLMCall, a: int, b: int, first: int, number: int = 0
+) -> Winner | None:
+    """Parse a pairwise call's answer, mark the call, and store the game (ideas a < b,
+    `first` shown first, in round or batch `number`); the winner shown (None when
+    unparseable)."""
+    parsed = parse_pairwise(call.response_text)
+    mark_parsed(call, parsed)
+    shown = parsed.winner if isinstance(parsed, PairwiseVerdict) else None
+    PairwiseOutcome.objects.create(
+        run=run,
+        idea_a_id=a,
+        idea_b_id=b,
+        first_shown_id=first,
+        verdict=stored_verdict(shown, first == a),
+        round=number,
+        call=call,
+        parse_error=parsed.reason if isinstance(parsed, Unparseable) else "",
+    )
+    return shown
 
 
 def panel_outcomes(run: JudgeRun) -> list[PairwiseOutcome]:

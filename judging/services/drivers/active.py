@@ -29,10 +29,9 @@ from ...methods.active_pairs import (
 )
 from ...methods.bradley_terry import comparisons_from_calls, estimate_ridge, fit_bradley_terry
 from ...methods.pairwise import PairCall
-from ...methods.parsing import PairwiseVerdict, Unparseable, parse_pairwise
 from ...methods.registry import AUTO
 from ...models import IdeaRating, PairwiseOutcome
-from ..base import Driver, JudgeRunRefused, Unit, mark_parsed, pair_call, stored_verdict
+from ..base import Driver, JudgeRunRefused, Unit, pair_call, store_pair_verdict
 from .pairwise import bt_ratings
 
 Ordered = tuple[int, int]
@@ -149,20 +148,8 @@ class ActiveDriver(Driver):
     def store(self, unit: Unit, call: LLMCall | None) -> bool:
         _, number, first, second = unit.key
         assert call is not None
-        parsed = parse_pairwise(call.response_text)
-        mark_parsed(call, parsed)
-        shown = parsed.winner if isinstance(parsed, PairwiseVerdict) else None
         a, b = sorted((first, second))
-        PairwiseOutcome.objects.create(
-            run=self.run,
-            idea_a_id=a,
-            idea_b_id=b,
-            first_shown_id=first,
-            verdict=stored_verdict(shown, first == a),
-            round=number,
-            call=call,
-            parse_error=parsed.reason if isinstance(parsed, Unparseable) else "",
-        )
+        shown = store_pair_verdict(self.run, call, a, b, first, number)
         self.calls[self.group_of[first]][number][(first, second)] = PairCall(first, second, shown)
         return shown is None
 

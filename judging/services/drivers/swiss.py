@@ -10,11 +10,6 @@ from llm.models import LLMCall
 
 from ...methods import prompts
 from ...methods.pairwise import PairCall
-from ...methods.parsing import (
-    PairwiseVerdict,
-    Unparseable,
-    parse_pairwise,
-)
 from ...methods.swiss import (
     SwissRound,
     SwissState,
@@ -28,9 +23,8 @@ from ...models import IdeaRating, JudgeRun, PairwiseOutcome
 from ..base import (
     Driver,
     Unit,
-    mark_parsed,
     pair_call,
-    stored_verdict,
+    store_pair_verdict,
 )
 from .pairwise import bt_ratings
 
@@ -117,19 +111,7 @@ class SwissDriver(Driver):
         _, number, a, b, first = unit.key
         second = b if first == a else a
         assert call is not None
-        parsed = parse_pairwise(call.response_text)
-        mark_parsed(call, parsed)
-        shown = parsed.winner if isinstance(parsed, PairwiseVerdict) else None
-        PairwiseOutcome.objects.create(
-            run=self.run,
-            idea_a_id=a,
-            idea_b_id=b,
-            first_shown_id=first,
-            verdict=stored_verdict(shown, first == a),
-            round=number,
-            call=call,
-            parse_error=parsed.reason if isinstance(parsed, Unparseable) else "",
-        )
+        shown = store_pair_verdict(self.run, call, a, b, first, number)
         self.calls[(number, first, second)] = PairCall(first, second, shown)  # type: ignore[arg-type]
         return shown is None
 
