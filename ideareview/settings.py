@@ -249,6 +249,11 @@ PASSWORD_HASHERS = [
     "django.contrib.auth.hashers.ScryptPasswordHasher",
 ]
 
+# How much lower than the server's other work a password check is scheduled (added to
+# the nice value of the threads that hash; 0 hashes in the request's own thread). During
+# a burst of logins the typing reviewers' requests go first (ideareview/hashers.py).
+PASSWORD_HASH_NICENESS = env_int("IDEAREVIEW_PASSWORD_HASH_NICENESS", 10)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
