@@ -7,10 +7,11 @@ model or draw a figure; they are imported by the functions that use them. A modu
 import of one of them anywhere on the start-up path brings the cost back for every process,
 which this test notices.
 
-A Celery worker or a management command loads the apps and the task modules but no view:
-it starts without the analysis libraries too (pandas, scipy, statsmodels), which the apps'
-registrations and the services package import only when a report, an assignment or a study
-file needs them.
+A Celery worker (through Celery's own start-up path, which runs Django's system checks
+unless told not to) or a management command loads the apps and the task modules but no
+view: it starts without the analysis libraries too (pandas, scipy, statsmodels), which the
+apps' registrations and the services package import only when a report, an assignment or
+a study file needs them.
 """
 
 from __future__ import annotations
@@ -34,13 +35,18 @@ django.setup()
 if {views}:
     from django.urls import get_resolver
     get_resolver().url_patterns  # every view module
-import ideareview.celery  # the worker's app and every task module
+from ideareview.celery import app
+# What `celery worker` does before it takes a task: import the task modules, through the
+# loader, whose signal runs Celery's Django fix-up (and with it whatever that runs).
+app.loader.import_default_modules()
 print(json.dumps(sorted(m for m in {names} if m in sys.modules)))
 """
 
 
-def _loaded_at_start_up(names: tuple[str, ...], *, views: bool = True) -> list[str]:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ideareview.settings"}
+def _loaded_at_start_up(
+    names: tuple[str, ...], *, views: bool = True, env: dict[str, str] | None = None
+) -> list[str]:
+    env = {**(os.environ if env is None else env), "DJANGO_SETTINGS_MODULE": "ideareview.settings"}
     out = subprocess.run(
         [sys.executable, "-c", PROBE.format(names=repr(names), views=views)],
         cwd=ROOT,
@@ -66,6 +72,12 @@ def test_the_probe_sees_a_library_the_start_up_path_does_load():
     assert _loaded_at_start_up(("numpy", "celery")) == ["celery", "numpy"]
     # the web's views do use the analysis (the services they call import it)
     assert _loaded_at_start_up(("pandas",)) == ["pandas"]
+    # and a worker that runs Django's checks at start-up loads them all
+    checks = {**os.environ, "CELERY_SKIP_CHECKS": ""}
+    assert _loaded_at_start_up(("pandas", "studies.views.reviewer"), views=False, env=checks) == [
+        "pandas",
+        "studies.views.reviewer",
+    ]
 
 
 def test_a_figure_loads_pyplot_with_the_figures_style():
