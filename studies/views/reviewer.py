@@ -434,7 +434,7 @@ def _review_context(
             "label": s.label,
             "question": s.question,
             "range": s.range_text(),
-            "levels": [(str(v), s.anchor(v)) for v in s.levels],
+            "levels": tuple((str(v), s.anchor(v)) for v in s.levels),
             "value": values.get(s.key, ""),
             "rationale": values.get(f"{s.key}_rationale", "") if s.rationale else None,
             "rationale_required": s.rationale_required,
