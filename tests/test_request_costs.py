@@ -254,3 +254,114 @@ def test_the_menu_the_pages_tell_is_the_one_the_queries_tell(owner):
     for url in pages:
         menu = _menu(client, url)
         assert 'href="/studies/r/home/"' in menu and 'href="/studies/"' in menu, url
+
+
+# --------------------------------------------------------------------------- the review page's read
+
+PAGE_ROWS = ("study", "study.review_form", "idea", "idea.topic", "reviewer")
+
+
+def _orm_page_read(user, assignment_id: int):
+    """The review page's access check as the ORM wrote it: the reference for the
+    hand-written one (studies/page_sql.py)."""
+    from studies.models import Assignment, Reviewer, Study
+
+    return (
+        Assignment.objects.exclude(status=Assignment.Status.WITHDRAWN)
+        .filter(
+            reviewer__user=user,
+            reviewer__screening=Reviewer.Screening.APPROVED,
+            reviewer__dropped_at__isnull=True,
+            study__status__in=(Study.Status.REVIEWING, Study.Status.CLOSED),
+        )
+        .select_related("study__review_form", "idea__topic", "reviewer")
+        .filter(pk=assignment_id)
+        .first()
+    )
+
+
+def _row(obj, path: str):
+    for name in path.split("."):
+        obj = getattr(obj, name)
+    return obj
+
+
+def test_the_page_read_gives_what_the_orm_reads(owner):
+    """Every column of the six rows, converted as the ORM converts it (datetimes and JSON
+    on SQLite), the related rows in place so the page asks for none of them again."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from studies.models import Assignment
+    from studies.page_sql import assignment_for_page
+    from tests.factories import review_study
+
+    made = review_study(owner, slug="read", n_reviewers=1, n_ideas=2, per_reviewer=2)
+    assignment = made.assignments[made.reviewers[0].pk][1]
+    at = timezone.now() - timedelta(seconds=40)
+    Assignment.objects.filter(pk=assignment.pk).update(
+        opened_at=at, last_seen_at=at + timedelta(seconds=7), active_seconds=12.5
+    )
+    orm = _orm_page_read(made.users[0], assignment.pk)
+    with CaptureQueriesContext(connection) as ctx:
+        read = assignment_for_page(user_id=made.users[0].pk, assignment_id=assignment.pk)
+        rows = {path: _row(read, path) for path in PAGE_ROWS}
+    assert len(ctx.captured_queries) == 1
+    for path, got in {"": read, **rows}.items():
+        want = _row(orm, path) if path else orm
+        assert type(got) is type(want) and not got.get_deferred_fields(), path
+        for field in type(want)._meta.concrete_fields:
+            mine, theirs = getattr(got, field.attname), getattr(want, field.attname)
+            assert mine == theirs and type(mine) is type(theirs), (path, field.name)
+        assert got._state.db == want._state.db and not got._state.adding, path
+    assert read.opened_at.tzinfo is not None
+    assert read.study.form_definition() == orm.study.form_definition()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "other user",
+        "withdrawn",
+        "dropped",
+        "not approved",
+        "study draft",
+        "study preparing",
+        "no such assignment",
+        "study closed",
+        "submitted",
+    ],
+)
+def test_the_page_read_refuses_what_the_orm_refused(owner, change):
+    from django.utils import timezone
+
+    from studies.models import Assignment, Reviewer, Study
+    from studies.page_sql import assignment_for_page
+    from tests.factories import review_study
+
+    made = review_study(owner, slug="refuse", n_reviewers=2, n_ideas=2, per_reviewer=1)
+    assignment = made.assignments[made.reviewers[0].pk][0]
+    user, assignment_id = made.users[0], assignment.pk
+    reviewer = Reviewer.objects.filter(pk=assignment.reviewer_id)
+    study = Study.objects.filter(pk=made.study.pk)
+    if change == "other user":
+        user = made.users[1]
+    elif change in ("withdrawn", "submitted"):
+        Assignment.objects.filter(pk=assignment_id).update(status=change)
+    elif change == "dropped":
+        reviewer.update(dropped_at=timezone.now())
+    elif change == "not approved":
+        reviewer.update(screening=Reviewer.Screening.PENDING)
+    elif change.startswith("study "):
+        study.update(status=change.split()[-1])
+    else:
+        assignment_id = Assignment.objects.order_by("-pk").first().pk + 1
+    orm = _orm_page_read(user, assignment_id)
+    read = assignment_for_page(user_id=user.pk, assignment_id=assignment_id)
+    assert (read is None) == (orm is None)
+    assert (read is not None) == (change in ("study closed", "submitted"))
+    client = Client()
+    client.force_login(user)
+    status = client.get(f"/studies/r/assignments/{assignment_id}/").status_code
+    assert status == (200 if read is not None else 404)

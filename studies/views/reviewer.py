@@ -17,7 +17,7 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -36,6 +36,7 @@ from ideareview.throttle import (
 from ..draft_sql import assignment_for_draft
 from ..http import is_htmx
 from ..models import Assignment, PairTask, Review, Reviewer, Study
+from ..page_sql import assignment_for_page
 from ..protocol.forms import AttentionCheck, Scale
 from ..reviewer_forms import (
     ConsentForm,
@@ -90,23 +91,14 @@ def get_reviewer_for_user(request: HttpRequest, reviewer_id: int) -> Reviewer:
     )
 
 
-def _live_assignments(request: HttpRequest) -> QuerySet[Assignment]:
-    """The requesting, approved reviewer's assignments that are not withdrawn, in a study
-    that was opened for review."""
-    return Assignment.objects.exclude(status=Assignment.Status.WITHDRAWN).filter(
-        Q(reviewer__user=request.user),
-        reviewer__screening=Reviewer.Screening.APPROVED,
-        reviewer__dropped_at__isnull=True,
-        study__status__in=OPEN_TO_REVIEWERS,
-    )
-
-
 def get_assignment_for_reviewer(request: HttpRequest, assignment_id: int) -> Assignment:
-    """404 unless the assignment is the requesting, approved reviewer's, and live."""
-    return get_object_or_404(
-        _live_assignments(request).select_related("study__review_form", "idea__topic", "reviewer"),
-        pk=assignment_id,
-    )
+    """404 unless the assignment is the requesting, approved reviewer's, not withdrawn, in
+    a study that was opened for review; with its study and review form, idea and topic,
+    and reviewer loaded, in one hand-written query (studies/page_sql.py)."""
+    assignment = assignment_for_page(user_id=request.user.pk, assignment_id=assignment_id)
+    if assignment is None:
+        raise Http404("No such assignment.")
+    return assignment
 
 
 def get_assignment_for_draft(request: HttpRequest, assignment_id: int) -> Assignment:
