@@ -1,10 +1,12 @@
 """Helpers for the few statements written by hand on hot paths (an autosave, loading the
-logged-in user): the models' own table and column names, values converted in and out by
-the model fields exactly as the ORM converts them, so one SQL text serves SQLite and
-PostgreSQL. Elsewhere the ORM is the rule."""
+logged-in user, the review page's access check, the reviewer's dashboard): the models'
+own table and column names, values converted in and out by the model fields exactly as
+the ORM converts them, so one SQL text serves SQLite and PostgreSQL. Elsewhere the ORM
+is the rule."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
 
@@ -55,3 +57,27 @@ def loaded(model: type[Model], **values: Any) -> Any:
     reads it from the database rather than showing a default."""
     names = [f.attname for f in model._meta.concrete_fields if f.attname in values]
     return model.from_db(connection.alias, names, [values[n] for n in names])
+
+
+def all_columns(alias: str, model: type[Model]) -> list[str]:
+    """Every column of `model`'s table as `alias.column`, in the order of its fields: the
+    columns select_related reads of a row, in the order `instances` takes them."""
+    return [f"{alias}.{column(model, f.name)}" for f in model._meta.concrete_fields]
+
+
+def instances(row: Sequence[Any], models: Iterable[tuple[str, type[Model]]]) -> list[Any]:
+    """One instance of each (alias, model) of `models` from its stretch of `row` (each
+    model's all_columns, one after the other), as the ORM makes it from a select_related
+    row; None for a model whose row was not there (a LEFT JOIN's NULL primary key)."""
+    made: list[Any] = []
+    at = 0
+    for _, model in models:
+        fields = model._meta.concrete_fields
+        raw = row[at : at + len(fields)]
+        at += len(fields)
+        if raw[fields.index(model._meta.pk)] is None:
+            made.append(None)
+            continue
+        values = [from_db(f, v) for f, v in zip(fields, raw, strict=True)]
+        made.append(model.from_db(connection.alias, [f.attname for f in fields], values))
+    return made

@@ -17,12 +17,11 @@ assignment not withdrawn, the study open to reviewers (reviewing or closed).
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
 
 from django.db import connection
 from django.db.models import Model
 
-from ideareview.rawsql import column, from_db, table
+from ideareview.rawsql import all_columns, column, instances, table
 
 from .models import Assignment, Idea, Reviewer, ReviewForm, Study, Topic
 
@@ -41,11 +40,7 @@ OPEN_TO_REVIEWERS = (Study.Status.REVIEWING.value, Study.Status.CLOSED.value)
 @cache
 def _read_sql(vendor: str) -> str:
     col = column
-    columns = ", ".join(
-        f"{alias}.{column(model, field.name)}"
-        for alias, model in _ROWS
-        for field in model._meta.concrete_fields
-    )
+    columns = ", ".join(c for alias, model in _ROWS for c in all_columns(alias, model))
     return (
         f"SELECT {columns} FROM {table(Assignment)} a "
         f"JOIN {table(Reviewer)} v ON v.{col(Reviewer, 'id')} = a.{col(Assignment, 'reviewer')} "
@@ -58,17 +53,6 @@ def _read_sql(vendor: str) -> str:
         f"AND a.{col(Assignment, 'status')} <> %s "
         f"AND s.{col(Study, 'status')} IN ({', '.join(['%s'] * len(OPEN_TO_REVIEWERS))})"
     )
-
-
-def _instances(row: tuple[Any, ...]) -> list[Any]:
-    """One instance of each model of _ROWS from its stretch of `row`, as the ORM makes it."""
-    made, at = [], 0
-    for _, model in _ROWS:
-        fields = model._meta.concrete_fields
-        values = [from_db(f, v) for f, v in zip(fields, row[at : at + len(fields)], strict=True)]
-        made.append(model.from_db(connection.alias, [f.attname for f in fields], values))
-        at += len(fields)
-    return made
 
 
 def assignment_for_page(*, user_id: int | None, assignment_id: int) -> Assignment | None:
@@ -89,7 +73,7 @@ def assignment_for_page(*, user_id: int | None, assignment_id: int) -> Assignmen
         row = cursor.fetchone()
     if row is None:
         return None
-    assignment, study, form, idea, topic, reviewer = _instances(row)
+    assignment, study, form, idea, topic, reviewer = instances(row, _ROWS)
     Study.review_form.field.set_cached_value(study, form)  # type: ignore[attr-defined]
     Idea.topic.field.set_cached_value(idea, topic)  # type: ignore[attr-defined]
     Assignment.study.field.set_cached_value(assignment, study)  # type: ignore[attr-defined]

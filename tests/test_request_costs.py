@@ -365,3 +365,103 @@ def test_the_page_read_refuses_what_the_orm_refused(owner, change):
     client.force_login(user)
     status = client.get(f"/studies/r/assignments/{assignment_id}/").status_code
     assert status == (200 if read is not None else 404)
+
+
+# --------------------------------------------------------------------------- the dashboard's reads
+
+
+def _orm_dashboard(user):
+    """The dashboard's reads as the ORM wrote them: the reference for the hand-written
+    ones (studies/dashboard_sql.py)."""
+    from django.db.models import Prefetch
+
+    from studies.models import Assignment, PairTask, Reviewer
+
+    return list(
+        Reviewer.objects.filter(user=user)
+        .select_related("study", "platform_participant")
+        .prefetch_related(
+            Prefetch(
+                "assignments",
+                queryset=Assignment.objects.exclude(status=Assignment.Status.WITHDRAWN)
+                .select_related("idea__topic")
+                .order_by("pk"),
+            ),
+            Prefetch(
+                "pair_tasks",
+                queryset=PairTask.objects.exclude(status=PairTask.Status.WITHDRAWN).order_by("pk"),
+            ),
+        )
+        .order_by("-pk")
+    )
+
+
+def _same_row(got, want, where: str) -> None:
+    assert type(got) is type(want) and not got.get_deferred_fields(), where
+    for field in type(want)._meta.concrete_fields:
+        mine, theirs = getattr(got, field.attname), getattr(want, field.attname)
+        assert mine == theirs and type(mine) is type(theirs), (where, field.name)
+
+
+def test_the_dashboard_reads_give_what_the_orm_reads(owner):
+    """Two profiles of one user (one from a platform), a withdrawn assignment and pair task
+    left out, every column of every row as the ORM gives it, nothing read again."""
+    from django.utils import timezone
+
+    from studies.dashboard_sql import reviewer_dashboard_rows
+    from studies.models import Assignment, PairTask, PlatformParticipant, Reviewer
+    from studies.services.platform import platform_participant_of
+    from tests.factories import review_study
+
+    first = review_study(owner, slug="dash-a", n_reviewers=1, n_ideas=3, per_reviewer=3)
+    second = review_study(owner, slug="dash-b", n_reviewers=1, n_ideas=2, per_reviewer=2)
+    user, reviewer = first.users[0], first.reviewers[0]
+    Reviewer.objects.filter(pk=second.reviewers[0].pk).update(user=user)
+    PlatformParticipant.objects.create(
+        study=first.study, reviewer=reviewer, participant_id="P1", secret="s" * 20
+    )
+    mine = first.assignments[reviewer.pk]
+    Assignment.objects.filter(pk=mine[1].pk).update(status=Assignment.Status.WITHDRAWN)
+    Assignment.objects.filter(pk=mine[2].pk).update(opened_at=timezone.now())
+    ideas = [a.idea for a in mine]
+    for a, b, status in [(0, 1, "withdrawn"), (0, 2, "pending"), (1, 2, "submitted")]:
+        PairTask.objects.create(
+            study=first.study, reviewer=reviewer, idea_a=ideas[a], idea_b=ideas[b],
+            a_on_left=True, dimensions=["novelty"], status=status,
+        )  # fmt: skip
+    orm = _orm_dashboard(user)
+    with CaptureQueriesContext(connection) as ctx:
+        rows = reviewer_dashboard_rows(user_id=user.pk)
+        got = [
+            (r.reviewer.study, platform_participant_of(r.reviewer), [a.idea.topic for a in r.assignments])
+            for r in rows
+        ]  # fmt: skip
+    assert len(ctx.captured_queries) == 3 and len(got) == 2
+    assert [r.reviewer.pk for r in rows] == [r.pk for r in orm]
+    for row, want in zip(rows, orm, strict=True):
+        _same_row(row.reviewer, want, "reviewer")
+        _same_row(row.reviewer.study, want.study, "study")
+        theirs = platform_participant_of(want)
+        if theirs is None:
+            assert platform_participant_of(row.reviewer) is None
+        else:
+            _same_row(platform_participant_of(row.reviewer), theirs, "platform")
+        assert [a.pk for a in row.assignments] == [a.pk for a in want.assignments.all()]
+        for a, w in zip(row.assignments, want.assignments.all(), strict=True):
+            _same_row(a, w, "assignment")
+            _same_row(a.idea, w.idea, "idea")
+            _same_row(a.idea.topic, w.idea.topic, "topic")
+        assert [t.pk for t in row.pair_tasks] == [t.pk for t in want.pair_tasks.all()]
+        for t, w in zip(row.pair_tasks, want.pair_tasks.all(), strict=True):
+            _same_row(t, w, "pair task")
+    by_pk = {r.reviewer.pk: r for r in rows}
+    assert [t.status for t in by_pk[reviewer.pk].pair_tasks] == ["pending", "submitted"]
+    assert len(by_pk[reviewer.pk].assignments) == 2
+
+
+def test_the_dashboard_of_a_user_with_no_profile_reads_once(owner):
+    from studies.dashboard_sql import reviewer_dashboard_rows
+
+    with CaptureQueriesContext(connection) as ctx:
+        assert reviewer_dashboard_rows(user_id=owner.pk) == []
+    assert len(ctx.captured_queries) == 1

@@ -17,7 +17,6 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
-from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -33,6 +32,7 @@ from ideareview.throttle import (
     token_failed,
 )
 
+from ..dashboard_sql import reviewer_dashboard_rows
 from ..draft_sql import assignment_for_draft
 from ..http import is_htmx
 from ..models import Assignment, PairTask, Review, Reviewer, Study
@@ -253,31 +253,16 @@ def _idea_title(text: str) -> str:
 @reviewer_login_required
 @require_GET
 def reviewer_home(request: HttpRequest) -> HttpResponse:
-    profiles = (
-        Reviewer.objects.filter(user=request.user)  # type: ignore[misc]
-        # the platform's row too, which the card reads (platform_participant_of)
-        .select_related("study", "platform_participant")
-        .prefetch_related(
-            Prefetch(
-                "assignments",
-                queryset=Assignment.objects.exclude(status=Assignment.Status.WITHDRAWN)
-                .select_related("idea__topic")
-                .order_by("pk"),
-            ),
-            Prefetch(
-                "pair_tasks",
-                queryset=PairTask.objects.exclude(status=PairTask.Status.WITHDRAWN).order_by("pk"),
-            ),
-        )
-        .order_by("-pk")
-    )
     cards = []
-    for rev in profiles:
+    # profiles newest first, each with its study, platform row and live work (hand-written
+    # reads: studies/dashboard_sql.py)
+    for row in reviewer_dashboard_rows(user_id=request.user.pk):
+        rev = row.reviewer
         # Before the study opens a committed assignment stays with the owner.
         approved = rev.is_approved and rev.study.is_open_to_reviewers()
         items = []
         if approved:
-            for n, a in enumerate(rev.assignments.all(), start=1):
+            for n, a in enumerate(row.assignments, start=1):
                 items.append(
                     {
                         "number": n,
@@ -293,7 +278,7 @@ def reviewer_home(request: HttpRequest) -> HttpResponse:
                 "status": t.get_status_display(),
                 "url": reverse("studies:pair_page", args=[t.pk]),
             }
-            for n, t in enumerate(rev.pair_tasks.all() if approved else [], start=1)
+            for n, t in enumerate(row.pair_tasks if approved else [], start=1)
         ]
         cards.append(
             {
