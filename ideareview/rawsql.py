@@ -65,6 +65,17 @@ def all_columns(alias: str, model: type[Model]) -> list[str]:
     return [f"{alias}.{column(model, f.name)}" for f in model._meta.concrete_fields]
 
 
+@cache
+def _row_reader(vendor: str, model: type[Model]) -> tuple[tuple[str, ...], int, tuple[Any, ...]]:
+    """`model`'s attribute names in column order, its primary key's position among them,
+    and (position, expression, converters) of each column whose values the ORM converts
+    on a `vendor` database (the others are taken as read)."""
+    fields = model._meta.concrete_fields
+    found = [(i, *_converters(vendor, f)) for i, f in enumerate(fields)]
+    convert = tuple((i, expression, fns) for i, expression, fns in found if fns)
+    return tuple(f.attname for f in fields), fields.index(model._meta.pk), convert
+
+
 def instances(row: Sequence[Any], models: Iterable[tuple[str, type[Model]]]) -> list[Any]:
     """One instance of each (alias, model) of `models` from its stretch of `row` (each
     model's all_columns, one after the other), as the ORM makes it from a select_related
@@ -72,12 +83,14 @@ def instances(row: Sequence[Any], models: Iterable[tuple[str, type[Model]]]) -> 
     made: list[Any] = []
     at = 0
     for _, model in models:
-        fields = model._meta.concrete_fields
-        raw = row[at : at + len(fields)]
-        at += len(fields)
-        if raw[fields.index(model._meta.pk)] is None:
+        names, pk, convert = _row_reader(connection.vendor, model)
+        values = list(row[at : at + len(names)])
+        at += len(names)
+        if values[pk] is None:
             made.append(None)
             continue
-        values = [from_db(f, v) for f, v in zip(fields, raw, strict=True)]
-        made.append(model.from_db(connection.alias, [f.attname for f in fields], values))
+        for i, expression, converters in convert:
+            for fn in converters:
+                values[i] = fn(values[i], expression, connection)
+        made.append(model.from_db(connection.alias, list(names), values))
     return made
