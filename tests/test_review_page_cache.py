@@ -97,3 +97,20 @@ def test_an_edited_idea_shows_its_new_text_at_once(owner, client):
     Idea.objects.filter(pk=idea.pk).update(normalized_text=text)
     page = _page(client, url)
     assert "<strong>invented</strong> facts" in page and "wrong facts" not in page
+
+
+def test_an_ideas_sections_are_split_once_per_text_and_anew_for_an_edited_one():
+    from studies.services import reviews
+    from studies.services.reviews import idea_sections
+    from tests.factories import IDEA_TEXT
+
+    reviews._sections_of.cache_clear()
+    text = IDEA_TEXT.format(title="Kept", filler="We measure it.")
+    first = idea_sections(text)
+    first.append(("Injected", "changed by a caller"))  # a caller's list is its own
+    again = idea_sections(text)
+    assert again == first[:-1] and ("Problem Statement", again[1][1]) == again[1]
+    assert reviews._sections_of.cache_info().hits == 1
+    edited = idea_sections(text.replace("We measure it.", "We count it."))
+    assert any("We count it." in body for _, body in edited)
+    assert not any("We measure it." in body for _, body in edited)
