@@ -23,7 +23,7 @@ from django.db.models import Model
 
 from ideareview.rawsql import all_columns, column, instances, table
 
-from .models import Assignment, Idea, Reviewer, ReviewForm, Study, Topic
+from .models import Assignment, Idea, Review, Reviewer, ReviewForm, Study, Topic
 
 # (alias, model) of each row the read returns, in the order of its columns.
 _ROWS: tuple[tuple[str, type[Model]], ...] = (
@@ -37,10 +37,19 @@ _ROWS: tuple[tuple[str, type[Model]], ...] = (
 OPEN_TO_REVIEWERS = (Study.Status.REVIEWING.value, Study.Status.CLOSED.value)
 
 
+_REVIEW = (("r", Review),)
+
+
 @cache
-def _read_sql(vendor: str) -> str:
+def _read_sql(vendor: str, with_review: bool) -> str:
     col = column
-    columns = ", ".join(c for alias, model in _ROWS for c in all_columns(alias, model))
+    rows = _ROWS + _REVIEW if with_review else _ROWS
+    columns = ", ".join(c for alias, model in rows for c in all_columns(alias, model))
+    review = (
+        f"LEFT JOIN {table(Review)} r ON r.{col(Review, 'assignment')} = a.{col(Assignment, 'id')} "
+        if with_review
+        else ""
+    )
     return (
         f"SELECT {columns} FROM {table(Assignment)} a "
         f"JOIN {table(Reviewer)} v ON v.{col(Reviewer, 'id')} = a.{col(Assignment, 'reviewer')} "
@@ -48,6 +57,7 @@ def _read_sql(vendor: str) -> str:
         f"JOIN {table(ReviewForm)} f ON f.{col(ReviewForm, 'id')} = s.{col(Study, 'review_form')} "
         f"JOIN {table(Idea)} i ON i.{col(Idea, 'id')} = a.{col(Assignment, 'idea')} "
         f"JOIN {table(Topic)} t ON t.{col(Topic, 'id')} = i.{col(Idea, 'topic')} "
+        f"{review}"
         f"WHERE a.{col(Assignment, 'id')} = %s AND v.{col(Reviewer, 'user')} = %s "
         f"AND v.{col(Reviewer, 'screening')} = %s AND v.{col(Reviewer, 'dropped_at')} IS NULL "
         f"AND a.{col(Assignment, 'status')} <> %s "
@@ -55,13 +65,17 @@ def _read_sql(vendor: str) -> str:
     )
 
 
-def assignment_for_page(*, user_id: int | None, assignment_id: int) -> Assignment | None:
+def assignment_for_page(
+    *, user_id: int | None, assignment_id: int, with_review: bool = False
+) -> Assignment | None:
     """The assignment if this user may open it as its reviewer, with its study (and the
     study's review form), idea (and topic) and reviewer loaded, in one statement; None
-    otherwise."""
+    otherwise. With `with_review` its review (every column, or None when it has none) is
+    read in the same statement and is the assignment's `review`: for a page that shows
+    the review as it is now, not for one that changes it afterwards."""
     with connection.cursor() as cursor:
         cursor.execute(
-            _read_sql(connection.vendor),
+            _read_sql(connection.vendor, with_review),
             [
                 assignment_id,
                 user_id,
@@ -73,10 +87,16 @@ def assignment_for_page(*, user_id: int | None, assignment_id: int) -> Assignmen
         row = cursor.fetchone()
     if row is None:
         return None
-    assignment, study, form, idea, topic, reviewer = instances(row, _ROWS)
+    assignment, study, form, idea, topic, reviewer, *review = instances(
+        row, _ROWS + _REVIEW if with_review else _ROWS
+    )
     Study.review_form.field.set_cached_value(study, form)  # type: ignore[attr-defined]
     Idea.topic.field.set_cached_value(idea, topic)  # type: ignore[attr-defined]
     Assignment.study.field.set_cached_value(assignment, study)  # type: ignore[attr-defined]
     Assignment.idea.field.set_cached_value(assignment, idea)  # type: ignore[attr-defined]
     Assignment.reviewer.field.set_cached_value(assignment, reviewer)  # type: ignore[attr-defined]
+    if with_review:
+        Assignment.review.related.set_cached_value(assignment, review[0])  # type: ignore[attr-defined]
+        if review[0] is not None:
+            Review.assignment.field.set_cached_value(review[0], assignment)  # type: ignore[attr-defined]
     return assignment

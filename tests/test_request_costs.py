@@ -465,3 +465,38 @@ def test_the_dashboard_of_a_user_with_no_profile_reads_once(owner):
     with CaptureQueriesContext(connection) as ctx:
         assert reviewer_dashboard_rows(user_id=owner.pk) == []
     assert len(ctx.captured_queries) == 1
+
+
+@pytest.mark.parametrize("state", ["no review", "draft", "submitted"])
+def test_the_page_read_with_the_review_gives_the_orms_review(owner, state):
+    from studies.models import Review
+    from studies.page_sql import assignment_for_page
+    from studies.services.reviews import review_draft_save, review_submit
+    from tests.factories import cleaned, review_study
+
+    made = review_study(owner, slug="with-review", n_reviewers=1, n_ideas=1, per_reviewer=1)
+    (assignment,) = made.assignments[made.reviewers[0].pk]
+    if state == "draft":
+        review_draft_save(assignment=assignment, draft={"novelty": "3"})
+    elif state == "submitted":
+        review_submit(assignment=assignment, cleaned=cleaned(made.study))
+    want = Review.objects.filter(assignment=assignment).first()
+    with CaptureQueriesContext(connection) as ctx:
+        read = assignment_for_page(
+            user_id=made.users[0].pk, assignment_id=assignment.pk, with_review=True
+        )
+        got = getattr(read, "review", None)
+    assert len(ctx.captured_queries) == 1
+    if want is None:
+        assert got is None and state == "no review"
+    else:
+        _same_row(got, want, "review")
+        assert got.assignment is read
+    # the page reads its review with the assignment: no statement of its own
+    client = Client()
+    client.force_login(made.users[0])
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get(f"/studies/r/assignments/{assignment.pk}/").status_code == 200
+    review_table = Review._meta.db_table
+    alone = [q["sql"] for q in ctx.captured_queries if q["sql"].startswith("SELECT")]
+    assert not [q for q in alone if f'FROM "{review_table}"' in q], alone

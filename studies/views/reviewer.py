@@ -91,11 +91,16 @@ def get_reviewer_for_user(request: HttpRequest, reviewer_id: int) -> Reviewer:
     )
 
 
-def get_assignment_for_reviewer(request: HttpRequest, assignment_id: int) -> Assignment:
+def get_assignment_for_reviewer(
+    request: HttpRequest, assignment_id: int, *, with_review: bool = False
+) -> Assignment:
     """404 unless the assignment is the requesting, approved reviewer's, not withdrawn, in
     a study that was opened for review; with its study and review form, idea and topic,
-    and reviewer loaded, in one hand-written query (studies/page_sql.py)."""
-    assignment = assignment_for_page(user_id=request.user.pk, assignment_id=assignment_id)
+    and reviewer loaded (and its review, `with_review`), in one hand-written query
+    (studies/page_sql.py)."""
+    assignment = assignment_for_page(
+        user_id=request.user.pk, assignment_id=assignment_id, with_review=with_review
+    )
     if assignment is None:
         raise Http404("No such assignment.")
     return assignment
@@ -453,10 +458,10 @@ def _page_version(request: HttpRequest) -> int | None:
 @reviewer_login_required
 @require_GET
 def review_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
-    assignment = get_assignment_for_reviewer(request, assignment_id)
+    assignment = get_assignment_for_reviewer(request, assignment_id, with_review=True)
     if not assignment.study.is_closed():
         assignment_touch(assignment=assignment)
-    review = Review.objects.filter(assignment=assignment).first()
+    review: Review | None = getattr(assignment, "review", None)  # read with the assignment
     context = _review_context(assignment, review_current_values(review), None, review)
     # the assignment is the user's as a reviewer: the menu need not ask (templates/base.html)
     context["nav_is_reviewer"] = True
