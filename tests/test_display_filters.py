@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from studies.templatetags import display  # noqa: E402
 from studies.templatetags.display import csp_svg, markdown, report_body  # noqa: E402
 
 ATTACKS = """# Method
@@ -45,6 +46,28 @@ def test_markdown_strips_scripts_frames_handlers_styles_and_javascript_urls():
 
 def test_markdown_of_nothing_is_empty():
     assert markdown(None) == "" and markdown("") == ""
+
+
+def test_markdown_is_rendered_once_per_text_and_anew_for_an_edited_one():
+    display._markdown_cached.cache_clear()
+    text = "## Plan\n\nWe **measure** it."
+    cold = markdown(text)
+    warm = markdown(str(text))
+    assert warm == cold == display.markdown_clean(text)
+    info = display._markdown_cached.cache_info()
+    assert (info.misses, info.hits) == (1, 1)
+    # an edited text is its own key: its own HTML, never the old one's
+    edited = markdown(text.replace("measure", "count"))
+    assert "<strong>count</strong>" in edited and "measure" not in edited
+    assert display._markdown_cached.cache_info().misses == 2
+
+
+def test_markdown_from_the_cache_is_as_clean_as_rendered():
+    display._markdown_cached.cache_clear()
+    cold, warm = markdown(ATTACKS), markdown(ATTACKS)
+    assert cold == warm == display.markdown_clean(ATTACKS)
+    assert "<script" not in warm.lower() and "&lt;script&gt;" in warm
+    assert display._markdown_cached.cache_info().hits == 1
 
 
 def plot_svg() -> str:

@@ -254,3 +254,249 @@ def test_the_menu_the_pages_tell_is_the_one_the_queries_tell(owner):
     for url in pages:
         menu = _menu(client, url)
         assert 'href="/studies/r/home/"' in menu and 'href="/studies/"' in menu, url
+
+
+# --------------------------------------------------------------------------- the review page's read
+
+PAGE_ROWS = ("study", "study.review_form", "idea", "idea.topic", "reviewer")
+
+
+def _orm_page_read(user, assignment_id: int):
+    """The review page's access check as the ORM wrote it: the reference for the
+    hand-written one (studies/page_sql.py)."""
+    from studies.models import Assignment, Reviewer, Study
+
+    return (
+        Assignment.objects.exclude(status=Assignment.Status.WITHDRAWN)
+        .filter(
+            reviewer__user=user,
+            reviewer__screening=Reviewer.Screening.APPROVED,
+            reviewer__dropped_at__isnull=True,
+            study__status__in=(Study.Status.REVIEWING, Study.Status.CLOSED),
+        )
+        .select_related("study__review_form", "idea__topic", "reviewer")
+        .filter(pk=assignment_id)
+        .first()
+    )
+
+
+def _row(obj, path: str):
+    for name in path.split("."):
+        obj = getattr(obj, name)
+    return obj
+
+
+def test_the_page_read_gives_what_the_orm_reads(owner):
+    """Every column of the six rows, converted as the ORM converts it (datetimes and JSON
+    on SQLite), the related rows in place so the page asks for none of them again."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from studies.models import Assignment
+    from studies.page_sql import assignment_for_page
+    from tests.factories import review_study
+
+    made = review_study(owner, slug="read", n_reviewers=1, n_ideas=2, per_reviewer=2)
+    assignment = made.assignments[made.reviewers[0].pk][1]
+    at = timezone.now() - timedelta(seconds=40)
+    Assignment.objects.filter(pk=assignment.pk).update(
+        opened_at=at, last_seen_at=at + timedelta(seconds=7), active_seconds=12.5
+    )
+    orm = _orm_page_read(made.users[0], assignment.pk)
+    with CaptureQueriesContext(connection) as ctx:
+        read = assignment_for_page(user_id=made.users[0].pk, assignment_id=assignment.pk)
+        rows = {path: _row(read, path) for path in PAGE_ROWS}
+    assert len(ctx.captured_queries) == 1
+    for path, got in {"": read, **rows}.items():
+        want = _row(orm, path) if path else orm
+        assert type(got) is type(want) and not got.get_deferred_fields(), path
+        for field in type(want)._meta.concrete_fields:
+            mine, theirs = getattr(got, field.attname), getattr(want, field.attname)
+            assert mine == theirs and type(mine) is type(theirs), (path, field.name)
+        assert got._state.db == want._state.db and not got._state.adding, path
+    assert read.opened_at.tzinfo is not None
+    assert read.study.form_definition() == orm.study.form_definition()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "other user",
+        "withdrawn",
+        "dropped",
+        "not approved",
+        "study draft",
+        "study preparing",
+        "no such assignment",
+        "study closed",
+        "submitted",
+    ],
+)
+def test_the_page_read_refuses_what_the_orm_refused(owner, change):
+    from django.utils import timezone
+
+    from studies.models import Assignment, Reviewer, Study
+    from studies.page_sql import assignment_for_page
+    from tests.factories import review_study
+
+    made = review_study(owner, slug="refuse", n_reviewers=2, n_ideas=2, per_reviewer=1)
+    assignment = made.assignments[made.reviewers[0].pk][0]
+    user, assignment_id = made.users[0], assignment.pk
+    reviewer = Reviewer.objects.filter(pk=assignment.reviewer_id)
+    study = Study.objects.filter(pk=made.study.pk)
+    if change == "other user":
+        user = made.users[1]
+    elif change in ("withdrawn", "submitted"):
+        Assignment.objects.filter(pk=assignment_id).update(status=change)
+    elif change == "dropped":
+        reviewer.update(dropped_at=timezone.now())
+    elif change == "not approved":
+        reviewer.update(screening=Reviewer.Screening.PENDING)
+    elif change.startswith("study "):
+        study.update(status=change.split()[-1])
+    else:
+        assignment_id = Assignment.objects.order_by("-pk").first().pk + 1
+    orm = _orm_page_read(user, assignment_id)
+    read = assignment_for_page(user_id=user.pk, assignment_id=assignment_id)
+    assert (read is None) == (orm is None)
+    assert (read is not None) == (change in ("study closed", "submitted"))
+    client = Client()
+    client.force_login(user)
+    status = client.get(f"/studies/r/assignments/{assignment_id}/").status_code
+    assert status == (200 if read is not None else 404)
+
+
+# --------------------------------------------------------------------------- the dashboard's reads
+
+
+def _orm_dashboard(user):
+    """The dashboard's reads as the ORM wrote them: the reference for the hand-written
+    ones (studies/dashboard_sql.py)."""
+    from django.db.models import Prefetch
+
+    from studies.models import Assignment, PairTask, Reviewer
+
+    return list(
+        Reviewer.objects.filter(user=user)
+        .select_related("study", "platform_participant")
+        .prefetch_related(
+            Prefetch(
+                "assignments",
+                queryset=Assignment.objects.exclude(status=Assignment.Status.WITHDRAWN)
+                .select_related("idea__topic")
+                .order_by("pk"),
+            ),
+            Prefetch(
+                "pair_tasks",
+                queryset=PairTask.objects.exclude(status=PairTask.Status.WITHDRAWN).order_by("pk"),
+            ),
+        )
+        .order_by("-pk")
+    )
+
+
+def _same_row(got, want, where: str) -> None:
+    assert type(got) is type(want) and not got.get_deferred_fields(), where
+    for field in type(want)._meta.concrete_fields:
+        mine, theirs = getattr(got, field.attname), getattr(want, field.attname)
+        assert mine == theirs and type(mine) is type(theirs), (where, field.name)
+
+
+def test_the_dashboard_reads_give_what_the_orm_reads(owner):
+    """Two profiles of one user (one from a platform), a withdrawn assignment and pair task
+    left out, every column of every row as the ORM gives it, nothing read again."""
+    from django.utils import timezone
+
+    from studies.dashboard_sql import reviewer_dashboard_rows
+    from studies.models import Assignment, PairTask, PlatformParticipant, Reviewer
+    from studies.services.platform import platform_participant_of
+    from tests.factories import review_study
+
+    first = review_study(owner, slug="dash-a", n_reviewers=1, n_ideas=3, per_reviewer=3)
+    second = review_study(owner, slug="dash-b", n_reviewers=1, n_ideas=2, per_reviewer=2)
+    user, reviewer = first.users[0], first.reviewers[0]
+    Reviewer.objects.filter(pk=second.reviewers[0].pk).update(user=user)
+    PlatformParticipant.objects.create(
+        study=first.study, reviewer=reviewer, participant_id="P1", secret="s" * 20
+    )
+    mine = first.assignments[reviewer.pk]
+    Assignment.objects.filter(pk=mine[1].pk).update(status=Assignment.Status.WITHDRAWN)
+    Assignment.objects.filter(pk=mine[2].pk).update(opened_at=timezone.now())
+    ideas = [a.idea for a in mine]
+    for a, b, status in [(0, 1, "withdrawn"), (0, 2, "pending"), (1, 2, "submitted")]:
+        PairTask.objects.create(
+            study=first.study, reviewer=reviewer, idea_a=ideas[a], idea_b=ideas[b],
+            a_on_left=True, dimensions=["novelty"], status=status,
+        )  # fmt: skip
+    orm = _orm_dashboard(user)
+    with CaptureQueriesContext(connection) as ctx:
+        rows = reviewer_dashboard_rows(user_id=user.pk)
+        got = [
+            (r.reviewer.study, platform_participant_of(r.reviewer), [a.idea.topic for a in r.assignments])
+            for r in rows
+        ]  # fmt: skip
+    assert len(ctx.captured_queries) == 3 and len(got) == 2
+    assert [r.reviewer.pk for r in rows] == [r.pk for r in orm]
+    for row, want in zip(rows, orm, strict=True):
+        _same_row(row.reviewer, want, "reviewer")
+        _same_row(row.reviewer.study, want.study, "study")
+        theirs = platform_participant_of(want)
+        if theirs is None:
+            assert platform_participant_of(row.reviewer) is None
+        else:
+            _same_row(platform_participant_of(row.reviewer), theirs, "platform")
+        assert [a.pk for a in row.assignments] == [a.pk for a in want.assignments.all()]
+        for a, w in zip(row.assignments, want.assignments.all(), strict=True):
+            _same_row(a, w, "assignment")
+            _same_row(a.idea, w.idea, "idea")
+            _same_row(a.idea.topic, w.idea.topic, "topic")
+        assert [t.pk for t in row.pair_tasks] == [t.pk for t in want.pair_tasks.all()]
+        for t, w in zip(row.pair_tasks, want.pair_tasks.all(), strict=True):
+            _same_row(t, w, "pair task")
+    by_pk = {r.reviewer.pk: r for r in rows}
+    assert [t.status for t in by_pk[reviewer.pk].pair_tasks] == ["pending", "submitted"]
+    assert len(by_pk[reviewer.pk].assignments) == 2
+
+
+def test_the_dashboard_of_a_user_with_no_profile_reads_once(owner):
+    from studies.dashboard_sql import reviewer_dashboard_rows
+
+    with CaptureQueriesContext(connection) as ctx:
+        assert reviewer_dashboard_rows(user_id=owner.pk) == []
+    assert len(ctx.captured_queries) == 1
+
+
+@pytest.mark.parametrize("state", ["no review", "draft", "submitted"])
+def test_the_page_read_with_the_review_gives_the_orms_review(owner, state):
+    from studies.models import Review
+    from studies.page_sql import assignment_for_page
+    from studies.services.reviews import review_draft_save, review_submit
+    from tests.factories import cleaned, review_study
+
+    made = review_study(owner, slug="with-review", n_reviewers=1, n_ideas=1, per_reviewer=1)
+    (assignment,) = made.assignments[made.reviewers[0].pk]
+    if state == "draft":
+        review_draft_save(assignment=assignment, draft={"novelty": "3"})
+    elif state == "submitted":
+        review_submit(assignment=assignment, cleaned=cleaned(made.study))
+    want = Review.objects.filter(assignment=assignment).first()
+    with CaptureQueriesContext(connection) as ctx:
+        read = assignment_for_page(
+            user_id=made.users[0].pk, assignment_id=assignment.pk, with_review=True
+        )
+        got = getattr(read, "review", None)
+    assert len(ctx.captured_queries) == 1
+    if want is None:
+        assert got is None and state == "no review"
+    else:
+        _same_row(got, want, "review")
+        assert got.assignment is read
+    # the page reads its review with the assignment: no statement of its own
+    client = Client()
+    client.force_login(made.users[0])
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get(f"/studies/r/assignments/{assignment.pk}/").status_code == 200
+    review_table = Review._meta.db_table
+    alone = [q["sql"] for q in ctx.captured_queries if q["sql"].startswith("SELECT")]
+    assert not [q for q in alone if f'FROM "{review_table}"' in q], alone

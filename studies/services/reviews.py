@@ -11,6 +11,7 @@ external id or import position. Reviewer-facing URLs carry assignment and pair-t
 
 from __future__ import annotations
 
+import functools
 import random
 import secrets
 from collections import Counter, defaultdict
@@ -739,15 +740,23 @@ def reminders_send_all() -> dict[str, dict[str, int]]:
 def idea_sections(text: str) -> list[tuple[str, str]]:
     """Approved text split into the template's sections (heading, body), in template
     order, by the project's one proposal parser; empty sections are left out."""
+    return list(_sections_of(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _sections_of(text: str) -> tuple[tuple[str, str], ...]:
+    """idea_sections, kept per text: every reviewer of an idea, on every visit, has it
+    split again. The key is the whole text, so an edited text is parsed anew; the value
+    is a tuple, which no caller can change."""
     from ..protocol.template import SECTIONS, parse_sections
 
     if not text.strip():
-        return []
+        return ()
     parsed = parse_sections(text)
     headings = {s.key: s.heading for s in SECTIONS}
     out = [("", parsed.preamble)] if parsed.preamble.strip() else []
     out += [(headings.get(k, k), body) for k, body in parsed.sections.items() if body.strip()]
-    return out
+    return tuple(out)
 
 
 def words(text: str) -> int:

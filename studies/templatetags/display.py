@@ -9,6 +9,7 @@ are allowed and draw the same figure.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -41,9 +42,16 @@ def markdown_clean(text: str) -> str:
     )
 
 
+# The same idea is shown to each of its reviewers, on every visit, in the same few
+# sections: its HTML is kept per text. The key is the whole text (compared in full, not
+# by a digest), so an edited text is rendered anew and never meets another text's HTML;
+# the value is markdown_clean's output, which depends on the text alone.
+_markdown_cached = functools.lru_cache(maxsize=1024)(markdown_clean)
+
+
 @register.filter
 def markdown(text: Any) -> SafeString:
-    return mark_safe(markdown_clean(str(text or "")))  # noqa: S308 - cleaned by nh3
+    return mark_safe(_markdown_cached(str(text or "")))  # noqa: S308 - cleaned by nh3
 
 
 @register.filter

@@ -17,7 +17,6 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
-from django.db.models import Prefetch, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -33,9 +32,11 @@ from ideareview.throttle import (
     token_failed,
 )
 
+from ..dashboard_sql import reviewer_dashboard_rows
 from ..draft_sql import assignment_for_draft
 from ..http import is_htmx
 from ..models import Assignment, PairTask, Review, Reviewer, Study
+from ..page_sql import assignment_for_page
 from ..protocol.forms import AttentionCheck, Scale
 from ..reviewer_forms import (
     ConsentForm,
@@ -90,23 +91,19 @@ def get_reviewer_for_user(request: HttpRequest, reviewer_id: int) -> Reviewer:
     )
 
 
-def _live_assignments(request: HttpRequest) -> QuerySet[Assignment]:
-    """The requesting, approved reviewer's assignments that are not withdrawn, in a study
-    that was opened for review."""
-    return Assignment.objects.exclude(status=Assignment.Status.WITHDRAWN).filter(
-        Q(reviewer__user=request.user),
-        reviewer__screening=Reviewer.Screening.APPROVED,
-        reviewer__dropped_at__isnull=True,
-        study__status__in=OPEN_TO_REVIEWERS,
+def get_assignment_for_reviewer(
+    request: HttpRequest, assignment_id: int, *, with_review: bool = False
+) -> Assignment:
+    """404 unless the assignment is the requesting, approved reviewer's, not withdrawn, in
+    a study that was opened for review; with its study and review form, idea and topic,
+    and reviewer loaded (and its review, `with_review`), in one hand-written query
+    (studies/page_sql.py)."""
+    assignment = assignment_for_page(
+        user_id=request.user.pk, assignment_id=assignment_id, with_review=with_review
     )
-
-
-def get_assignment_for_reviewer(request: HttpRequest, assignment_id: int) -> Assignment:
-    """404 unless the assignment is the requesting, approved reviewer's, and live."""
-    return get_object_or_404(
-        _live_assignments(request).select_related("study__review_form", "idea__topic", "reviewer"),
-        pk=assignment_id,
-    )
+    if assignment is None:
+        raise Http404("No such assignment.")
+    return assignment
 
 
 def get_assignment_for_draft(request: HttpRequest, assignment_id: int) -> Assignment:
@@ -261,31 +258,16 @@ def _idea_title(text: str) -> str:
 @reviewer_login_required
 @require_GET
 def reviewer_home(request: HttpRequest) -> HttpResponse:
-    profiles = (
-        Reviewer.objects.filter(user=request.user)  # type: ignore[misc]
-        # the platform's row too, which the card reads (platform_participant_of)
-        .select_related("study", "platform_participant")
-        .prefetch_related(
-            Prefetch(
-                "assignments",
-                queryset=Assignment.objects.exclude(status=Assignment.Status.WITHDRAWN)
-                .select_related("idea__topic")
-                .order_by("pk"),
-            ),
-            Prefetch(
-                "pair_tasks",
-                queryset=PairTask.objects.exclude(status=PairTask.Status.WITHDRAWN).order_by("pk"),
-            ),
-        )
-        .order_by("-pk")
-    )
     cards = []
-    for rev in profiles:
+    # profiles newest first, each with its study, platform row and live work (hand-written
+    # reads: studies/dashboard_sql.py)
+    for row in reviewer_dashboard_rows(user_id=request.user.pk):
+        rev = row.reviewer
         # Before the study opens a committed assignment stays with the owner.
         approved = rev.is_approved and rev.study.is_open_to_reviewers()
         items = []
         if approved:
-            for n, a in enumerate(rev.assignments.all(), start=1):
+            for n, a in enumerate(row.assignments, start=1):
                 items.append(
                     {
                         "number": n,
@@ -301,7 +283,7 @@ def reviewer_home(request: HttpRequest) -> HttpResponse:
                 "status": t.get_status_display(),
                 "url": reverse("studies:pair_page", args=[t.pk]),
             }
-            for n, t in enumerate(rev.pair_tasks.all() if approved else [], start=1)
+            for n, t in enumerate(row.pair_tasks if approved else [], start=1)
         ]
         cards.append(
             {
@@ -434,7 +416,7 @@ def _review_context(
             "label": s.label,
             "question": s.question,
             "range": s.range_text(),
-            "levels": [(str(v), s.anchor(v)) for v in s.levels],
+            "levels": tuple((str(v), s.anchor(v)) for v in s.levels),
             "value": values.get(s.key, ""),
             "rationale": values.get(f"{s.key}_rationale", "") if s.rationale else None,
             "rationale_required": s.rationale_required,
@@ -476,10 +458,10 @@ def _page_version(request: HttpRequest) -> int | None:
 @reviewer_login_required
 @require_GET
 def review_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
-    assignment = get_assignment_for_reviewer(request, assignment_id)
+    assignment = get_assignment_for_reviewer(request, assignment_id, with_review=True)
     if not assignment.study.is_closed():
         assignment_touch(assignment=assignment)
-    review = Review.objects.filter(assignment=assignment).first()
+    review: Review | None = getattr(assignment, "review", None)  # read with the assignment
     context = _review_context(assignment, review_current_values(review), None, review)
     # the assignment is the user's as a reviewer: the menu need not ask (templates/base.html)
     context["nav_is_reviewer"] = True
