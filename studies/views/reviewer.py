@@ -35,8 +35,8 @@ from ideareview.throttle import (
 from ..dashboard_sql import reviewer_dashboard_rows
 from ..draft_sql import assignment_for_draft
 from ..http import is_htmx
-from ..models import Assignment, PairTask, Review, Reviewer, Study
-from ..page_sql import assignment_for_page
+from ..models import Assignment, PairTask, Review, Reviewer
+from ..page_sql import OPEN_TO_REVIEWERS, assignment_for_page
 from ..protocol.forms import AttentionCheck, Scale
 from ..reviewer_forms import (
     ConsentForm,
@@ -72,7 +72,6 @@ from ..services.reviews import (
 from ..services.study import is_researcher
 
 reviewer_login_required = login_required(login_url="studies:reviewer_login")
-OPEN_TO_REVIEWERS = (Study.Status.REVIEWING, Study.Status.CLOSED)
 
 
 def _too_many(request: HttpRequest, what: str) -> HttpResponse:
