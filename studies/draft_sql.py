@@ -60,10 +60,31 @@ def _read_sql(vendor: str) -> str:
         f"JOIN {s} s ON s.{col(Study, 'id')} = a.{col(Assignment, 'study')} "
         f"JOIN {f} f ON f.{col(ReviewForm, 'id')} = s.{col(Study, 'review_form')} "
         f"LEFT JOIN {r} r ON r.{col(Review, 'assignment')} = a.{col(Assignment, 'id')} "
-        f"WHERE a.{col(Assignment, 'id')} = %s AND v.{col(Reviewer, 'user')} = %s "
+        f"WHERE {own_assignment_sql()}"
+    )
+
+
+@cache
+def own_assignment_sql() -> str:
+    """The reviewer's rule over `a` (the assignment) and `v` (its reviewer), shared by the
+    hand-written reads of the autosave and the review page: this assignment, of the
+    requesting user's reviewer, approved and not dropped, the assignment not withdrawn.
+    Its parameters are `own_assignment_params`'."""
+    col = column
+    return (
+        f"a.{col(Assignment, 'id')} = %s AND v.{col(Reviewer, 'user')} = %s "
         f"AND v.{col(Reviewer, 'screening')} = %s AND v.{col(Reviewer, 'dropped_at')} IS NULL "
         f"AND a.{col(Assignment, 'status')} <> %s"
     )
+
+
+def own_assignment_params(*, assignment_id: int, user_id: int | None) -> list[Any]:
+    return [
+        assignment_id,
+        user_id,
+        Reviewer.Screening.APPROVED.value,
+        Assignment.Status.WITHDRAWN.value,
+    ]
 
 
 def assignment_for_draft(*, user_id: int | None, assignment_id: int) -> Assignment | None:
@@ -74,12 +95,7 @@ def assignment_for_draft(*, user_id: int | None, assignment_id: int) -> Assignme
     with connection.cursor() as cursor:
         cursor.execute(
             _read_sql(connection.vendor),
-            [
-                assignment_id,
-                user_id,
-                Reviewer.Screening.APPROVED.value,
-                Assignment.Status.WITHDRAWN.value,
-            ],
+            own_assignment_params(assignment_id=assignment_id, user_id=user_id),
         )
         row = cursor.fetchone()
     if row is None:

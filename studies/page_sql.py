@@ -23,6 +23,7 @@ from django.db.models import Model
 
 from ideareview.rawsql import all_columns, column, instances, table
 
+from .draft_sql import own_assignment_params, own_assignment_sql
 from .models import Assignment, Idea, Review, Reviewer, ReviewForm, Study, Topic
 
 # (alias, model) of each row the read returns, in the order of its columns.
@@ -58,9 +59,7 @@ def _read_sql(vendor: str, with_review: bool) -> str:
         f"JOIN {table(Idea)} i ON i.{col(Idea, 'id')} = a.{col(Assignment, 'idea')} "
         f"JOIN {table(Topic)} t ON t.{col(Topic, 'id')} = i.{col(Idea, 'topic')} "
         f"{review}"
-        f"WHERE a.{col(Assignment, 'id')} = %s AND v.{col(Reviewer, 'user')} = %s "
-        f"AND v.{col(Reviewer, 'screening')} = %s AND v.{col(Reviewer, 'dropped_at')} IS NULL "
-        f"AND a.{col(Assignment, 'status')} <> %s "
+        f"WHERE {own_assignment_sql()} "
         f"AND s.{col(Study, 'status')} IN ({', '.join(['%s'] * len(OPEN_TO_REVIEWERS))})"
     )
 
@@ -77,10 +76,7 @@ def assignment_for_page(
         cursor.execute(
             _read_sql(connection.vendor, with_review),
             [
-                assignment_id,
-                user_id,
-                Reviewer.Screening.APPROVED.value,
-                Assignment.Status.WITHDRAWN.value,
+                *own_assignment_params(assignment_id=assignment_id, user_id=user_id),
                 *OPEN_TO_REVIEWERS,
             ],
         )
