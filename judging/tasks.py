@@ -9,7 +9,10 @@ under a lease and writes its heartbeat from a thread of its own. With `acks_late
 delivers the task again when its worker was killed: the new delivery takes the run over
 only once the old worker's heartbeat is stale, and resumes it (the service skips every
 unit that already has an outcome). A delivery that finds the run held under a fresh
-heartbeat leaves it alone.
+heartbeat leaves it alone for now, and sends the task again for the moment that heartbeat
+would be stale: the visibility timeout counts from the first delivery, so the broker's
+second delivery can come before the dead worker's lease runs out, and without a second
+look the run would wait for a page to mark it lost.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import transaction
 
-from studies.jobs import job_requeue, task_send, worker_task_register
+from studies.jobs import job_requeue, lease_stale_in, task_send, worker_task_register
 
 from .models import JudgeRun
 
@@ -59,6 +62,12 @@ def execute_judge_run(self: Any, run_id: int) -> None:
         return
     try:
         judge_run_execute(run=run)
+        wait = lease_stale_in(run)
+        if wait is not None:
+            # Another worker holds the run: alive, or killed so recently that its
+            # heartbeat is not yet stale. Look again when it would be.
+            log.info("run %s held by %s; looking again in %.0f s", run.pk, run.worker, wait)
+            execute_judge_run.apply_async((run.pk,), countdown=wait)
     except SoftTimeLimitExceeded:
         # Hand the run to a fresh task: everything finished so far is kept and skipped.
         run.refresh_from_db()

@@ -311,6 +311,20 @@ def lease_take(model: Any, pk: int, *, where: Q | None = None, **fields: Any) ->
     )
 
 
+def lease_stale_in(job: JobRow) -> float | None:
+    """Seconds until the lease of a running row goes stale (so that `lease_take` can take
+    it over) if no heartbeat comes meanwhile, plus one heartbeat interval of margin; None
+    for a row that is not running. For a delivery that found the row held by another
+    worker: that worker may have just died, so the delivery looks again then instead of
+    leaving the row to a worker that is gone."""
+    job.refresh_from_db(fields=["status", "heartbeat_at"])
+    if job.status != job.Status.RUNNING or job.heartbeat_at is None:
+        return None
+    stale_at = job.heartbeat_at + _lost_after()
+    margin = settings.JOB_HEARTBEAT_SECONDS
+    return max(0.0, (stale_at - timezone.now()).total_seconds()) + margin
+
+
 class RowHeartbeat(threading.Thread):
     """Writes `heartbeat_at` on the rows `rows()` selects every JOB_HEARTBEAT_SECONDS,
     from its own thread (and database connection), while the worker's main thread does

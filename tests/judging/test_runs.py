@@ -299,6 +299,38 @@ def test_a_redelivered_task_takes_over_a_run_whose_worker_went_silent(
     assert r.attempts == 2 and r.lease not in ("", "old")
 
 
+def test_a_delivery_that_finds_a_fresh_heartbeat_looks_again_once_it_would_be_stale(
+    study, judge, scripted, settings, monkeypatch
+):
+    # The broker's second delivery can come before a killed worker's lease runs out (its
+    # visibility timeout counts from the first delivery): the run must not be left behind.
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    r = judge_run_create(study=study, method="absolute", config=judge)
+    beat = timezone.now() - timedelta(seconds=1)
+    JudgeRun.objects.filter(pk=r.pk).update(
+        status=Status.RUNNING, heartbeat_at=beat, lease="old", worker="gone:1", attempts=1
+    )
+    sent = []
+    monkeypatch.setattr(
+        execute_judge_run, "apply_async", lambda args, countdown: sent.append((args, countdown))
+    )
+    execute_judge_run.apply(args=[r.pk])
+    r.refresh_from_db()
+    assert r.status == Status.RUNNING and r.lease == "old" and scripted.requests == 0
+    ((args, countdown),) = sent
+    expected = settings.JOB_LOST_AFTER_SECONDS - 1 + settings.JOB_HEARTBEAT_SECONDS
+    assert args == (r.pk,) and expected - 2 <= countdown <= expected
+    # by then the heartbeat is stale: that delivery takes the run over and finishes it
+    stale = timezone.now() - timedelta(seconds=settings.JOB_LOST_AFTER_SECONDS + 1)
+    JudgeRun.objects.filter(pk=r.pk).update(heartbeat_at=stale)
+    execute_judge_run.apply(args=[r.pk])
+    r.refresh_from_db()
+    assert r.status == Status.DONE and r.done_calls == 6 and len(sent) == 1
+
+
 @pytest.mark.parametrize(
     "change", [{"lease": "another-worker"}, {"status": "lost"}], ids=["taken-over", "lost"]
 )
