@@ -378,6 +378,7 @@ def job_run(*, job_id: int, kind: str, work: Callable[[JobRun], Any]) -> JobRun 
     work fails the job with its message and is raised again for Celery to log."""
     job = job_claim(job_id=job_id, kind=kind)
     if job is None:
+        _look_again_if_held(job_id=job_id, kind=kind)
         return None
     try:
         with lease_heartbeat(job):
@@ -391,6 +392,18 @@ def job_run(*, job_id: int, kind: str, work: Callable[[JobRun], Any]) -> JobRun 
         raise
     job_finish(job=job)
     return job
+
+
+def _look_again_if_held(*, job_id: int, kind: str) -> None:
+    """A delivery that found its job held by another worker sends the job's task again
+    for the moment that worker's heartbeat would be stale: the broker's own second
+    delivery (its visibility timeout counts from the first) can come before a killed
+    worker's lease runs out, and the job would then wait for a page to mark it lost."""
+    job = JobRun.objects.filter(pk=job_id, kind=kind).first()
+    wait = None if job is None or kind not in JOB_KINDS else lease_stale_in(job)
+    if wait is not None:
+        log.info("job %s held by %s; looking again in %.0f s", job_id, job and job.worker, wait)
+        JOB_KINDS[kind].task.apply_async((job_id,), countdown=wait)
 
 
 def _held(job: JobRun) -> Any:

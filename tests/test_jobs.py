@@ -161,6 +161,26 @@ def test_a_second_delivery_leaves_a_job_with_a_fresh_heartbeat_alone_and_takes_a
 
 
 @pytest.mark.django_db
+def test_a_delivery_that_finds_its_job_held_sends_the_task_again_for_when_it_would_be_stale(
+    si2024_study, settings, monkeypatch
+):
+    from studies.job_kinds import JOB_KINDS
+
+    settings.JOB_LOST_AFTER_SECONDS, settings.JOB_HEARTBEAT_SECONDS = 120, 15
+    job = running(si2024_study, beat_seconds_ago=10)
+    sent, ran = [], []
+    task = JOB_KINDS["report"].task
+    monkeypatch.setattr(task, "apply_async", lambda args, countdown: sent.append((args, countdown)))
+    assert jobs.job_run(job_id=job.pk, kind="report", work=ran.append) is None
+    ((args, countdown),) = sent
+    assert args == (job.pk,) and 120 - 10 + 15 - 2 <= countdown <= 120 - 10 + 15 and ran == []
+    # a finished job is not looked at again
+    JobRun.objects.filter(pk=job.pk).update(status=JobRun.Status.DONE)
+    assert jobs.job_run(job_id=job.pk, kind="report", work=ran.append) is None
+    assert len(sent) == 1 and ran == []
+
+
+@pytest.mark.django_db
 def test_finished_and_cancelled_jobs_are_not_claimed(si2024_study):
     for status in ("done", "failed", "cancelled", "lost"):
         job = JobRun.objects.create(study=si2024_study, kind="report", status=status)
