@@ -207,23 +207,36 @@ def mark_parsed(call: LLMCall | None, parsed: Any) -> None:
 
 
 def store_pair_verdict(
-    run: JudgeRun, call: LLMCall, a: int, b: int, first: int, number: int = 0
+    run: JudgeRun,
+    call: LLMCall | None,
+    a: int,
+    b: int,
+    first: int,
+    number: int = 0,
+    *,
+    member: int = 0,
+    rule: Winner | None = None,
 ) -> Winner | None:
     """Parse a pairwise call's answer, mark the call, and store the game (ideas a < b,
-    `first` shown first, in round or batch `number`); the winner shown (None when
-    unparseable)."""
-    parsed = parse_pairwise(call.response_text)
-    mark_parsed(call, parsed)
-    shown = parsed.winner if isinstance(parsed, PairwiseVerdict) else None
+    `first` shown first, in round or batch `number`, by panel seat `member`, 0 the run's own judge); the winner
+    shown (None when unparseable). Without a call (a rule-based baseline) the game
+    stores `rule`, the rule's verdict."""
+    shown, error = rule, ""
+    if call is not None:
+        parsed = parse_pairwise(call.response_text)
+        mark_parsed(call, parsed)
+        shown = parsed.winner if isinstance(parsed, PairwiseVerdict) else None
+        error = parsed.reason if isinstance(parsed, Unparseable) else ""
     PairwiseOutcome.objects.create(
         run=run,
+        member=member,
         idea_a_id=a,
         idea_b_id=b,
         first_shown_id=first,
         verdict=stored_verdict(shown, first == a),
         round=number,
         call=call,
-        parse_error=parsed.reason if isinstance(parsed, Unparseable) else "",
+        parse_error=error,
     )
     return shown
 

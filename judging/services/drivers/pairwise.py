@@ -18,20 +18,15 @@ from ...methods.bradley_terry import (
     fit_bradley_terry,
 )
 from ...methods.pairwise import PairCall, schedule_round_robin, summarise_pairwise
-from ...methods.parsing import (
-    PairwiseVerdict,
-    Unparseable,
-    parse_pairwise,
-)
+from ...methods.parsing import Winner, parse_pairwise
 from ...models import IdeaRating, JudgeRun, PairwiseOutcome
 from ..base import (
     REPEAT,
     Driver,
     Unit,
-    mark_parsed,
     pair_call,
     panel_outcomes,
-    stored_verdict,
+    store_pair_verdict,
 )
 
 Method = JudgeRun.Method
@@ -113,7 +108,7 @@ class PairDriver(Driver):
     def parse_repeat(self, text: str) -> Any:
         return parse_pairwise(text)
 
-    def _rule_verdict(self, first: int, second: int) -> str:
+    def _rule_verdict(self, first: int, second: int) -> Winner:
         if self.rule == "longer":
             la, lb = len(self.text[first]), len(self.text[second])
             return "A" if la > lb else "B" if lb > la else "tie"
@@ -125,24 +120,8 @@ class PairDriver(Driver):
             return self.store_repeat(unit, call)
         a, b, first = unit.key[1:4]
         second = b if first == a else a
-        error = ""
-        if call is None:
-            shown: str | None = self._rule_verdict(first, second)
-        else:
-            parsed = parse_pairwise(call.response_text)
-            mark_parsed(call, parsed)
-            shown = parsed.winner if isinstance(parsed, PairwiseVerdict) else None
-            error = parsed.reason if isinstance(parsed, Unparseable) else ""
-        PairwiseOutcome.objects.create(
-            run=self.run,
-            member=unit.member,
-            idea_a_id=a,
-            idea_b_id=b,
-            first_shown_id=first,
-            verdict=stored_verdict(shown, first == a),
-            call=call,
-            parse_error=error,
-        )
+        rule = self._rule_verdict(first, second) if call is None else None
+        shown = store_pair_verdict(self.run, call, a, b, first, member=unit.member, rule=rule)
         return shown is None
 
     def finish(self) -> dict[str, Any]:
