@@ -156,9 +156,13 @@ def audit(browser, base: str, cookie: dict | None, paths: list[str], axe: str) -
             response = page.goto(path)
             assert response is not None and response.status == 200, (path, response)
             # Evaluated through the browser's devtools channel: the page's own policy
-            # (rightly) refuses an injected inline script.
+            # (rightly) refuses an injected inline script. Only violations are read, so
+            # only they are collected: axe then keeps one node of each passing rule instead
+            # of all of them, a third of the time of a full result.
             page.evaluate(axe)
-            result = page.evaluate("async () => await axe.run(document)")
+            result = page.evaluate(
+                "async () => await axe.run(document, {resultTypes: ['violations']})"
+            )
             for v in result["violations"]:
                 if v["impact"] in BLOCKING:
                     targets = [n["target"] for n in v["nodes"]][:3]
