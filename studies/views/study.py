@@ -107,12 +107,14 @@ def get_study_for_member(request: HttpRequest, slug: str, *, role: str) -> Study
     The member's role is left on the study as `member_role`, and what it allows as
     `may` (`StudyPermissions`), for the templates.
     """
+    # One statement: the membership row that lets the user in also says the role (a
+    # user is a member of a study at most once).
     study = get_object_or_404(
-        Study.objects.select_related("review_form"),
-        slug=slug,
-        members__user_id=_user_id(request),
+        Study.objects.select_related("review_form")
+        .filter(slug=slug, members__user_id=_user_id(request))
+        .annotate(joined_role=F("members__role"))
     )
-    member_role = study.role_of(request.user)
+    member_role = study.joined_role  # type: ignore[attr-defined]
     if not StudyMember.role_at_least(member_role, role):
         raise PermissionDenied(f"This needs the {role} role on the study; you are {member_role}.")
     study.member_role = member_role  # type: ignore[attr-defined]
