@@ -10,7 +10,10 @@ average (an 80 %-accurate judge); "flat": the better idea wins with probability 
 whatever the gap (Bradley–Terry is then the wrong model, as it may be for a real judge).
 
 Both designs send `--batch` pairs at a time and refit after each batch: "random" draws
-the batch uniformly from the pairs not yet judged twice; "active" asks
+the batch uniformly from the pairs not yet judged twice, `--random-draws` times per world
+(its own pairs and verdict draws each time; the first draw is the one earlier versions of
+this bench made alone), so the denominator is random pairing's expected need on each
+world rather than one draw's luck; "active" asks
 `judging.methods.active_pairs.select_pairs` (the pairs expected to shrink the mean
 interval width most) with the prior λ estimated from the outcomes so far
 (`bradley_terry.estimate_ridge`). Every fit, for both, uses that empirical-Bayes prior.
@@ -19,8 +22,8 @@ The precision measure (docs/judge-reliability.md, fixed before the runs): **Kend
 between the fitted and the true strengths reaching `--tau` (0.85)**. A design's "pairs
 needed" is where its τ curve, averaged over the seeds at each batch boundary, first
 reaches the target (linear interpolation between boundaries). Each seed's first crossing
-is printed for both designs side by side (the same world, the same verdict draws, the same
-stopping rule), with their ratio and the median and mean over the seeds. The mean width of the 95 % intervals and their coverage of the
+is printed for both designs side by side (the same world and stopping rule; random
+pairing's crossing is that of its τ curve averaged over its draws), with their ratio and the median and mean over the seeds. The mean width of the 95 % intervals and their coverage of the
 true centred strengths are printed at that point too: a design may not buy τ with
 intervals that stop covering.
 
@@ -96,11 +99,14 @@ def run(
     noise: str,
     spread: float,
     criterion: str = "width",
+    draw: int = 0,
 ) -> list[Point]:
-    """One design on one seeded world: a Point after every batch."""
+    """One design on one seeded world: a Point after every batch. `draw` > 0 gives random
+    pairing other pairs and other verdict draws on the same world."""
     rng = np.random.default_rng(seed)
     theta = rng.standard_normal(ideas) * spread
-    verdicts = np.random.default_rng([seed, 1])
+    verdicts = np.random.default_rng([seed, 1] if draw == 0 else [seed, 1, draw])
+    pair_seed: int | str = seed if draw == 0 else f"{seed}:{draw}"
     names = list(range(ideas))
     games: list[tuple[int, int, float]] = []
     ridge = 1.0
@@ -109,7 +115,7 @@ def run(
         if design == "active":
             pairs = select_pairs(games, names, batch, ridge=ridge, seed=seed, criterion=criterion)
         else:
-            pairs = random_pairs(games, names, batch, seed=seed)
+            pairs = random_pairs(games, names, batch, seed=pair_seed)
         if not pairs:
             break
         for a, b in pairs:
@@ -179,12 +185,20 @@ def _at(runs: Sequence[list[Point]], pairs: float, field: str) -> float:
     return statistics.fmean(values)
 
 
-def summarise(design: str, runs: Sequence[list[Point]], target: float) -> DesignResult:
+def mean_tau_curve(runs: Sequence[list[Point]]) -> tuple[list[int], list[float]]:
+    """Batch boundaries and the mean τ over `runs` at each (up to the shortest run)."""
     length = min(len(points) for points in runs)
     pairs = [runs[0][i].pairs for i in range(length)]
-    mean_tau = [statistics.fmean(points[i].tau for points in runs) for i in range(length)]
-    needed = crossing(pairs, mean_tau, target)
-    per_seed = [crossing([p.pairs for p in pts], [p.tau for p in pts], target) for pts in runs]
+    return pairs, [statistics.fmean(points[i].tau for points in runs) for i in range(length)]
+
+
+def summarise(design: str, by_seed: Sequence[Sequence[list[Point]]], target: float) -> DesignResult:
+    """`by_seed`: each world's runs (one per draw)."""
+    runs = [points for draws in by_seed for points in draws]
+    needed = crossing(*mean_tau_curve(runs), target)
+    per_seed = [crossing(*mean_tau_curve(draws), target) for draws in by_seed]
+    length = min(len(points) for points in runs)
+    pairs = [runs[0][i].pairs for i in range(length)]
     at = needed if math.isfinite(needed) else pairs[-1]
     return DesignResult(
         design=design,
@@ -237,10 +251,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument(
         "--criterion", choices=CRITERIA, default="width", help="what the active design shrinks"
     )
+    ap.add_argument("--random-draws", type=int, default=5, help="random pairing's runs per world")
     ap.add_argument("--smoke", action="store_true", help="20 ideas, 2 seeds: seconds")
     args = ap.parse_args(argv)
     if args.smoke:
         args.ideas, args.seeds, args.batch, args.tau, args.max_pairs = 20, 2, 10, 0.7, 300
+        args.random_draws = 2
     if os.environ.get("OPENBLAS_NUM_THREADS") != "1":
         print("note: OPENBLAS_NUM_THREADS=1 is much faster on a shared machine")
     spread = spread_for_accuracy(args.accuracy)
@@ -249,15 +265,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{args.ideas} ideas, θ ~ N(0, {spread:.3f}²) (the better idea wins "
         f"{args.accuracy:.0%} of random pairs), judge '{args.noise}', batches of {args.batch}, "
         f"seeds {args.seed}..{args.seed + args.seeds - 1}, precision: Kendall τ-b ≥ {args.tau}, "
-        f"active criterion '{args.criterion}'"
+        f"active criterion '{args.criterion}', random pairing drawn {args.random_draws} times "
+        "per world"
     )
     results: dict[str, DesignResult] = {}
     all_runs: dict[str, list[list[Point]]] = {}
+    by_seed: dict[str, list[list[list[Point]]]] = {}
     for design in ("random", "active"):
-        runs = []
+        by_seed[design] = []
         for seed in range(args.seed, args.seed + args.seeds):
-            runs.append(
-                run(
+            draws = []
+            for draw in range(args.random_draws if design == "random" else 1):
+                points = run(
                     design,
                     seed,
                     ideas=args.ideas,
@@ -266,15 +285,18 @@ def main(argv: Sequence[str] | None = None) -> None:
                     noise=args.noise,
                     spread=spread,
                     criterion=args.criterion,
+                    draw=draw,
                 )
-            )
-            print(
-                f"  {design} seed {seed}: τ {runs[-1][-1].tau:.3f} after {runs[-1][-1].pairs} "
-                f"pairs ({time.perf_counter() - started:.0f} s)",
-                flush=True,
-            )
-        all_runs[design] = runs
-        results[design] = summarise(design, runs, args.tau)
+                draws.append(points)
+                print(
+                    f"  {design} seed {seed}{f' draw {draw}' if design == 'random' else ''}: "
+                    f"τ {points[-1].tau:.3f} after {points[-1].pairs} pairs "
+                    f"({time.perf_counter() - started:.0f} s)",
+                    flush=True,
+                )
+            by_seed[design].append(draws)
+        all_runs[design] = [points for draws in by_seed[design] for points in draws]
+        results[design] = summarise(design, by_seed[design], args.tau)
     print(
         f"\n{'design':>7}  {'pairs to τ':>10}  {'per seed (min–max)':>19}  {'width':>6}  {'cover':>6}"
     )
@@ -283,6 +305,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         span = f"{min(finite):.0f}–{max(finite):.0f}" if finite else "—"
         print(f"{r.design:>7}  {r.needed:>10.0f}  {span:>19}  {r.width:>6.3f}  {r.coverage:>6.1%}")
     rnd, act = results["random"], results["active"]
+    if args.random_draws > 1:
+        first = [draws[0] for draws in by_seed["random"]]
+        single = crossing(*mean_tau_curve(first), args.tau)
+        per_draw = [
+            crossing(*mean_tau_curve([draws[d] for draws in by_seed["random"]]), args.tau)
+            for d in range(args.random_draws)
+        ]
+        print(
+            f"random pairing, each draw alone: {', '.join(f'{x:.0f}' for x in per_draw)} "
+            f"pairs (the first draw, as this bench measured before: {single:.0f}, active "
+            f"ratio {act.needed / single:.2f})"
+        )
     print_per_seed(range(args.seed, args.seed + args.seeds), rnd.per_seed, act.per_seed)
     if math.isfinite(rnd.needed):
         print(
