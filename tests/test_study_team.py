@@ -75,3 +75,33 @@ def test_the_study_list_shows_each_member_their_own_role_once(client, study, own
     client.force_login(owner)
     page = client.get(reverse("studies:study_list")).content.decode()
     assert page.count("Team study") == 1 and "<td>Owner</td>" in page
+
+
+@pytest.mark.django_db
+def test_the_study_and_the_members_role_come_in_one_statement(
+    rf, study, owner, django_assert_num_queries
+):
+    from django.core.exceptions import PermissionDenied
+    from django.http import Http404
+
+    from studies.views.study import get_study_for_member
+
+    viewer = get_user_model().objects.create_user("team-viewer", password="x-pass-123")
+    outsider = get_user_model().objects.create_user("team-outsider", password="x-pass-123")
+    StudyMember.objects.create(study=study, user=viewer, role="viewer")
+    # Another study whose only member is the outsider: its row must not lend a role.
+    study_create(owner=outsider, slug="elsewhere", title="Elsewhere")
+    for user, role in ((owner, "owner"), (viewer, "viewer")):
+        request = rf.get("/")
+        request.user = user
+        with django_assert_num_queries(1):
+            found = get_study_for_member(request, "team", role="viewer")
+        assert found.pk == study.pk and found.member_role == role
+        assert found.may.edit == (role == "owner") and found.form_definition()
+    request = rf.get("/")
+    request.user = viewer
+    with pytest.raises(PermissionDenied, match="you are viewer"):
+        get_study_for_member(request, "team", role="editor")
+    request.user = outsider
+    with pytest.raises(Http404):
+        get_study_for_member(request, "team", role="viewer")
