@@ -2,51 +2,18 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from functools import wraps
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from studies.analysis.plots import pyplot
+from studies.analysis.plots import memoised, pyplot
 
 from .methods.svg import figure_svg
 
 COLOR = "#2f5da8"
 MAX_ROWS = 40
-# A finished run's page is opened again and again with the same figures: drawing one costs
-# tens of milliseconds of matplotlib, looking it up nothing. Keyed by the figure's inputs,
-# so a run that changes draws anew; bounded, so a long-running process does not grow.
-MEMO_SIZE = 64
 
 
-def _memoised(draw: Callable[..., str]) -> Callable[..., str]:
-    memo: OrderedDict[str, str] = OrderedDict()
-    lock = threading.Lock()  # a web process serves pages from several threads
-
-    @wraps(draw)
-    def cached(*args: Any, **kwargs: Any) -> str:
-        key = hashlib.sha256(
-            json.dumps([args, kwargs], sort_keys=True, default=str).encode()
-        ).hexdigest()
-        with lock:
-            if key in memo:
-                memo.move_to_end(key)
-                return memo[key]
-        svg = draw(*args, **kwargs)
-        with lock:
-            memo[key] = svg
-            while len(memo) > MEMO_SIZE:
-                memo.popitem(last=False)
-        return svg
-
-    cached.memo = memo  # type: ignore[attr-defined]
-    return cached
-
-
-@_memoised
+@memoised
 def ratings_plot(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str = "score") -> str:
     """One dot per idea with its interval where there is one, best at the top."""
     scored = [r for r in rows if r.get("score") is not None][:MAX_ROWS]
@@ -68,7 +35,7 @@ def ratings_plot(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str =
     return figure_svg(fig, title)
 
 
-@_memoised
+@memoised
 def elo_history_plot(histories: Mapping[str, Sequence[float]], *, title: str) -> str:
     """Each idea's score after each Elo step (step 0 is the initial score)."""
     series = {k: list(v) for k, v in histories.items() if v}

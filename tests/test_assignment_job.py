@@ -184,3 +184,37 @@ def test_preview_bars_keep_their_legend_off_the_bars_and_a_single_level_narrow()
     low, high = ax.get_xlim()
     assert high - low > 1.2  # the two bars (0.8 wide together) do not fill the axis
     plt.close(fig)
+
+
+def test_a_preview_opened_again_reuses_its_figures_and_another_summary_redraws(monkeypatch):
+    from studies.analysis import assignment_plots
+
+    plt = assignment_plots.pyplot()
+    drawn = []
+    subplots = plt.subplots
+
+    def counting(*args, **kwargs):
+        drawn.append(args)
+        return subplots(*args, **kwargs)
+
+    monkeypatch.setattr(plt, "subplots", counting)
+    for draw in ("load_plot", "reviews_per_idea_plot", "conditions_plot", "topic_choice_plot"):
+        getattr(assignment_plots, draw).memo.clear()
+    summary = {  # the shape preview_summary gives, as the job's JSON keeps it
+        "conditions": ["human", "ai"],
+        "reviewers": [
+            {"load_min": 4, "assigned": 4, "conditions": [2, 2]},
+            {"load_min": 3, "assigned": 2, "conditions": [1, 1]},
+        ],
+        "reviews_per_idea": [[2, 3], [3, 1]],
+        "topic_choice": {"first": 5, "second": 1},
+    }
+    first = assignment_plots.assignment_figures(summary)
+    assert len(first) == 4 and len(drawn) == 4
+    again = assignment_plots.assignment_figures(summary)
+    assert again == first and len(drawn) == 4  # the same preview: nothing drawn
+    again[0]["title"] = "changed by a caller"
+    assert assignment_plots.assignment_figures(summary)[0]["title"] != "changed by a caller"
+    other = {**summary, "reviews_per_idea": [[2, 2], [3, 2]]}
+    redrawn = assignment_plots.assignment_figures(other)
+    assert len(drawn) == 8 and redrawn[1]["src"] != first[1]["src"]  # each takes the summary

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from .plots import PALETTE, _svg, pyplot
+from .plots import PALETTE, _svg, memoised, pyplot
 
 
 def _bars(ax: Any, levels: list[int], series: Mapping[str, Counter[int]]) -> None:
@@ -34,6 +34,7 @@ def _bars(ax: Any, levels: list[int], series: Mapping[str, Counter[int]]) -> Non
         )
 
 
+@memoised  # the preview page draws them on every visit
 def load_plot(summary: Mapping[str, Any]) -> str:
     rows = summary["reviewers"]
     asked = Counter(r["load_min"] for r in rows)
@@ -45,6 +46,7 @@ def load_plot(summary: Mapping[str, Any]) -> str:
     return _svg(fig, "Reviewer loads: asked for and assigned")
 
 
+@memoised  # the preview page draws them on every visit
 def reviews_per_idea_plot(summary: Mapping[str, Any]) -> str:
     hist = Counter({k: n for k, n in summary["reviews_per_idea"]})
     fig, ax = pyplot().subplots(figsize=(3.6, 2.4))
@@ -54,6 +56,7 @@ def reviews_per_idea_plot(summary: Mapping[str, Any]) -> str:
     return _svg(fig, "Reviews per idea")
 
 
+@memoised  # the preview page draws them on every visit
 def conditions_plot(summary: Mapping[str, Any]) -> str:
     conds = summary["conditions"]
     series = {
@@ -67,6 +70,7 @@ def conditions_plot(summary: Mapping[str, Any]) -> str:
     return _svg(fig, "Conditions per reviewer")
 
 
+@memoised  # the preview page draws them on every visit
 def topic_choice_plot(summary: Mapping[str, Any]) -> str:
     use = summary["topic_choice"]
     fig, ax = pyplot().subplots(figsize=(3.6, 1.6))

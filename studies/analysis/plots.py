@@ -7,10 +7,14 @@ into the self-contained HTML file, the web page and, later, a PDF.
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
+import json
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -29,6 +33,42 @@ STYLE = {
     "axes.titlesize": 10,
     "figure.dpi": 100,
 }
+
+
+# A page that draws its figures on every request (a finished run's, an assignment
+# preview's) is opened again and again with the same inputs: drawing a figure costs tens
+# to hundreds of milliseconds of matplotlib, looking it up nothing. Bounded, so a
+# long-running process does not grow.
+MEMO_SIZE = 64
+Drawn = TypeVar("Drawn")
+
+
+def memoised(draw: Callable[..., Drawn]) -> Callable[..., Drawn]:
+    """`draw` remembering its last MEMO_SIZE figures, keyed by its arguments (as JSON), so
+    changed inputs draw anew. Thread-safe: a web process serves pages from several
+    threads. Every caller gets the one stored result, so `draw` returns strings or other
+    immutable values. The decorated function's `memo` is the store (tests clear it)."""
+    memo: OrderedDict[str, Drawn] = OrderedDict()
+    lock = threading.Lock()
+
+    @functools.wraps(draw)
+    def cached(*args: Any, **kwargs: Any) -> Drawn:
+        key = hashlib.sha256(
+            json.dumps([args, kwargs], sort_keys=True, default=str).encode()
+        ).hexdigest()
+        with lock:
+            if key in memo:
+                memo.move_to_end(key)
+                return memo[key]
+        drawn = draw(*args, **kwargs)
+        with lock:
+            memo[key] = drawn
+            while len(memo) > MEMO_SIZE:
+                memo.popitem(last=False)
+        return drawn
+
+    cached.memo = memo  # type: ignore[attr-defined]
+    return cached
 
 
 @functools.cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from judging import plots
+from studies.analysis import plots as report_plots
 
 
 @pytest.fixture
@@ -42,7 +43,7 @@ def test_a_page_opened_again_reuses_the_figure_and_a_changed_run_redraws(drawing
 
 
 def test_the_memo_stays_bounded(drawings, monkeypatch):
-    monkeypatch.setattr(plots, "MEMO_SIZE", 3)
+    monkeypatch.setattr(report_plots, "MEMO_SIZE", 3)
     for step in range(6):
         plots.elo_history_plot({"Idea A": [2.0, 2.0 + step / 10]}, title="Elo")
     assert len(plots.elo_history_plot.memo) == 3
