@@ -23,9 +23,10 @@ between the fitted and the true strengths reaching `--tau` (0.85)**. A design's 
 needed" is where its τ curve, averaged over the seeds at each batch boundary, first
 reaches the target (linear interpolation between boundaries). Each seed's first crossing
 is printed for both designs side by side (the same world and stopping rule; random
-pairing's crossing is that of its τ curve averaged over its draws), with their ratio and the median and mean over the seeds. The mean width of the 95 % intervals and their coverage of the
-true centred strengths are printed at that point too: a design may not buy τ with
-intervals that stop covering.
+pairing's crossing is that of its τ curve averaged over its draws), with their ratio and
+the median and mean over the seeds. The mean width of the 95 % intervals and their
+coverage of the true centred strengths are printed at that point too: a design may not
+buy τ with intervals that stop covering.
 
 A secondary measure, printed before the last line and named as such: the pairs each
 design needs for its seed-mean interval width to fall to the width random pairing has
@@ -195,10 +196,9 @@ def mean_tau_curve(runs: Sequence[list[Point]]) -> tuple[list[int], list[float]]
 def summarise(design: str, by_seed: Sequence[Sequence[list[Point]]], target: float) -> DesignResult:
     """`by_seed`: each world's runs (one per draw)."""
     runs = [points for draws in by_seed for points in draws]
-    needed = crossing(*mean_tau_curve(runs), target)
+    pairs, mean_tau = mean_tau_curve(runs)
+    needed = crossing(pairs, mean_tau, target)
     per_seed = [crossing(*mean_tau_curve(draws), target) for draws in by_seed]
-    length = min(len(points) for points in runs)
-    pairs = [runs[0][i].pairs for i in range(length)]
     at = needed if math.isfinite(needed) else pairs[-1]
     return DesignResult(
         design=design,

@@ -36,9 +36,9 @@ STYLE = {
 
 
 # A page that draws its figures on every request (a finished run's, an assignment
-# preview's) is opened again and again with the same inputs: drawing a figure costs tens
-# to hundreds of milliseconds of matplotlib, looking it up nothing. Bounded, so a
-# long-running process does not grow.
+# preview's) is opened again and again with the same inputs: drawing a figure is
+# matplotlib's work, looking it up is a dictionary's. Bounded, so a long-running process
+# does not grow.
 MEMO_SIZE = 64
 Drawn = TypeVar("Drawn")
 

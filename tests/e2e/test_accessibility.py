@@ -158,7 +158,7 @@ def audit(browser, base: str, cookie: dict | None, paths: list[str], axe: str) -
             # Evaluated through the browser's devtools channel: the page's own policy
             # (rightly) refuses an injected inline script. Only violations are read, so
             # only they are collected: axe then keeps one node of each passing rule instead
-            # of all of them, a third of the time of a full result.
+            # of all of them (docs/testing.md has what that saves).
             page.evaluate(axe)
             result = page.evaluate(
                 "async () => await axe.run(document, {resultTypes: ['violations']})"
