@@ -703,9 +703,12 @@ if ANALYSIS_MIXED_ENGINE not in {"auto", "statsmodels", "sparse"}:
 # dense factorisations of the models run several times slower (docs/threads.md).
 ANALYSIS_BLAS_THREADS = env_int("IDEAREVIEW_BLAS_THREADS", 1)
 # The sentence embedder (studies/embeddings.py): a folder holding its weights instead of the
-# bundled package's, and the BLAS threads one embedding batch may use (at least 1).
+# bundled package's, the BLAS threads one embedding batch may use (at least 1), and how
+# many texts' vectors a process keeps so that a text embedded again is not encoded again
+# (0: none; a vector is 1.5 KiB).
 EMBEDDING_MODEL_DIR = os.environ.get("IDEAREVIEW_EMBEDDING_MODEL_DIR", "")
 EMBEDDING_THREADS = env_int("IDEAREVIEW_EMBEDDING_THREADS", 1)
+EMBEDDING_CACHE_SIZE = env_int("IDEAREVIEW_EMBEDDING_CACHE_SIZE", 4096)
 if ANALYSIS_BLAS_THREADS < 0:
     raise ImproperlyConfigured(
         f"IDEAREVIEW_BLAS_THREADS={ANALYSIS_BLAS_THREADS}: use 0 (library default) or more"

@@ -18,8 +18,10 @@ proposals that is the title, problem statement and the start of the motivation.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,7 @@ __all__ = [
     "DUPLICATE_THRESHOLD",
     "NearDuplicate",
     "embed",
+    "forget_embeddings",
     "cosine",
     "near_duplicates",
     "model_path",
@@ -233,18 +236,83 @@ def embed(texts: Iterable[str], *, batch_size: int = 32) -> np.ndarray:
     """Embed texts as L2-normalised float32 rows, shape ``(len(texts), 384)``.
 
     The model is loaded on first use and kept for the process. Texts are batched by
-    length so that short ones are not padded to the longest in the whole input.
+    length so that short ones are not padded to the longest in the whole input. The
+    vectors of the last `EMBEDDING_CACHE_SIZE` texts embedded are kept (below): a text
+    seen again, in this call or an earlier one, is not run through the model twice.
     """
     items = [t if isinstance(t, str) else str(t) for t in texts]
     out = np.zeros((len(items), DIMENSION), dtype=np.float32)
     if not items:
         return out
+    size = _memo_size()
+    if size == 0:
+        _encode_into(out, items, range(len(items)), batch_size)
+        return out
+    keys = [_memo_key(t) for t in items]
+    found = [False] * len(items)
+    with _memo_lock:
+        for i, key in enumerate(keys):
+            vector = _memo.get(key)
+            if vector is not None:
+                _memo.move_to_end(key)
+                out[i] = vector
+                found[i] = True
+    # Each text not kept is encoded once, however often it appears in this call.
+    first: dict[bytes, int] = {}
+    for i, key in enumerate(keys):
+        if not found[i]:
+            first.setdefault(key, i)
+    _encode_into(out, items, list(first.values()), batch_size)
+    with _memo_lock:
+        for key, i in first.items():
+            vector = out[i].copy()
+            vector.setflags(write=False)
+            _memo[key] = vector
+            _memo.move_to_end(key)
+        while len(_memo) > size:
+            _memo.popitem(last=False)
+    for i, key in enumerate(keys):
+        if not found[i] and first[key] != i:
+            out[i] = out[first[key]]
+    return out
+
+
+def _encode_into(
+    out: np.ndarray, items: Sequence[str], indices: Iterable[int], batch_size: int
+) -> None:
+    """Encode `items[i]` for each index into `out[i]`, in batches of similar length."""
+    order = sorted(indices, key=lambda i: len(items[i]))
+    if not order:
+        return
     model = _model()
-    order = sorted(range(len(items)), key=lambda i: len(items[i]))
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
         out[idx] = model.encode([items[i] for i in idx])
-    return out
+
+
+# The vectors of recently embedded texts, keyed by a digest of the text (so the cache
+# holds 16 bytes per text, not the text): re-running a normalization check, a quality
+# summary or a duplicate search over the same ideas embeds only what changed. Bounded by
+# settings.EMBEDDING_CACHE_SIZE (0: no cache); shared by the threads of a process.
+_memo: OrderedDict[bytes, np.ndarray] = OrderedDict()
+_memo_lock = threading.Lock()
+
+
+def _memo_key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _memo_size() -> int:
+    value = int(settings.EMBEDDING_CACHE_SIZE)
+    if value < 0:
+        raise ValueError("IDEAREVIEW_EMBEDDING_CACHE_SIZE must be 0 or more")
+    return value
+
+
+def forget_embeddings() -> None:
+    """Empty the cache of vectors (the next call runs every text through the model)."""
+    with _memo_lock:
+        _memo.clear()
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from django.test import override_settings
 
-from studies.embeddings import DIMENSION, NearDuplicate, cosine, embed, near_duplicates
+import studies.embeddings
+from studies.embeddings import (
+    DIMENSION,
+    NearDuplicate,
+    cosine,
+    embed,
+    forget_embeddings,
+    near_duplicates,
+)
 
 CAT = "A cat sits on the mat."
 FACTS = "Large language models often state false facts with confidence."
@@ -24,10 +33,83 @@ REFERENCE = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _through_the_model(settings):
+    """The model's own tests run every text through it: none is answered from the cache
+    of vectors (its tests below turn it on)."""
+    settings.EMBEDDING_CACHE_SIZE = 0
+
+
 @pytest.fixture(scope="session")
 def vectors() -> dict[str, np.ndarray]:
     texts = [CAT, FACTS, FACTS_PARAPHRASE, RECIPE, LONG]
-    return dict(zip(texts, embed(texts), strict=True))
+    with override_settings(EMBEDDING_CACHE_SIZE=0):
+        return dict(zip(texts, embed(texts), strict=True))
+
+
+@pytest.fixture
+def encoded(monkeypatch, settings) -> list[str]:
+    """The texts the model is asked to encode from here on, with an empty cache of 3."""
+    settings.EMBEDDING_CACHE_SIZE = 3
+    forget_embeddings()
+    model = studies.embeddings._model()
+    seen: list[str] = []
+    real = type(model).encode
+
+    def spy(self, texts):
+        seen.extend(texts)
+        return real(self, texts)
+
+    monkeypatch.setattr(type(model), "encode", spy)
+    yield seen
+    forget_embeddings()
+
+
+def test_a_text_embedded_again_is_not_encoded_again_and_gets_the_same_vector(encoded, vectors):
+    first = embed([CAT, FACTS])
+    assert sorted(encoded) == sorted([CAT, FACTS])
+    again = embed([FACTS, CAT])
+    assert sorted(encoded) == sorted([CAT, FACTS])  # nothing new went through the model
+    assert np.array_equal(again, first[::-1])
+    assert np.allclose(first, [vectors[CAT], vectors[FACTS]], atol=1e-5)
+
+
+def test_a_text_repeated_in_one_call_is_encoded_once(encoded):
+    rows = embed([RECIPE, CAT, RECIPE, RECIPE])
+    assert sorted(encoded) == sorted([RECIPE, CAT])
+    assert np.array_equal(rows[0], rows[2]) and np.array_equal(rows[0], rows[3])
+
+
+def test_an_edited_text_is_encoded_anew(encoded):
+    embed([FACTS])
+    edited = embed([FACTS + " Often."])
+    assert encoded == [FACTS, FACTS + " Often."]
+    assert cosine(edited[0], embed([FACTS])[0]) < 1 - 1e-4
+
+
+def test_the_cache_keeps_the_most_recently_used_texts_up_to_its_size(encoded):
+    embed([CAT, FACTS, RECIPE])  # full: 3 of 3
+    embed([CAT])  # CAT used last, FACTS now the oldest
+    embed([FACTS_PARAPHRASE])  # FACTS leaves
+    del encoded[:]
+    embed([CAT, RECIPE, FACTS_PARAPHRASE])
+    assert encoded == []
+    embed([FACTS])
+    assert encoded == [FACTS]
+
+
+def test_changing_a_returned_matrix_does_not_change_what_the_cache_gives(encoded):
+    rows = embed([CAT])
+    kept = rows.copy()
+    rows[:] = 0
+    assert np.array_equal(embed([CAT]), kept)
+
+
+def test_a_cache_of_size_zero_encodes_every_call(encoded, settings):
+    settings.EMBEDDING_CACHE_SIZE = 0
+    embed([CAT])
+    embed([CAT, CAT])
+    assert encoded == [CAT, CAT, CAT]
 
 
 def test_embeddings_match_the_sentence_transformers_reference(vectors):

@@ -16,7 +16,6 @@ from judging.services import judge_run_create, judge_run_execute
 from studies.judge_ratings import judge_ratings_provider
 from studies.models import PairJudgment, PairTask, Reviewer
 from studies.selectors import idea_labels
-from tests.judging.embedding_cache import remembered_embeddings  # noqa: F401
 
 CORPUS = Path(__file__).parent / "data" / "references.json"
 

@@ -16,7 +16,6 @@ from judging.corpus import (
     reference_corpus_retrieve,
 )
 from judging.models import ReferenceCorpus, ReferencePaper
-from tests.judging.embedding_cache import remembered_embeddings  # noqa: F401
 
 CORPUS = Path(__file__).parent / "data" / "references.json"
 

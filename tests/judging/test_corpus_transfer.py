@@ -18,7 +18,6 @@ from studies.models import Study
 from studies.services.study import study_delete, study_export, study_import
 from studies.services.transfer import TransferError
 from tests.judging.conftest import make_study
-from tests.judging.embedding_cache import remembered_embeddings  # noqa: F401
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -14,7 +14,6 @@ from judging.methods.prompts import LIGBENCH_DIMENSIONS
 from judging.models import Formalisation, IdeaRating, JudgeRun, Judgment, ReferenceComparison
 from judging.services import JudgeRunRefused, judge_run_create, judge_run_execute
 from llm.models import LLMCall
-from tests.judging.embedding_cache import remembered_embeddings  # noqa: F401
 from tests.judging.posterior_reference import density, mutual_information, posterior_mean
 
 CORPUS = Path(__file__).parent / "data" / "references.json"

@@ -32,7 +32,6 @@ from judging.methods.novelty import (
 )
 from judging.methods.registry import method_spec
 from judging.services.drivers.ligbench import novelty_calibration
-from tests.judging.embedding_cache import remembered_embeddings  # noqa: F401
 
 CORPUS = Path(__file__).parent / "data" / "references.json"
 P95, P05 = 0.68 + 1.645 * 0.12, 0.68 - 1.645 * 0.12

@@ -15,7 +15,6 @@ from judging.services import judge_run_create, judge_run_execute
 from llm.models import EndpointKey, JudgeConfig
 from studies.models import AuditEvent, Reviewer
 from tests.judging.conftest import make_study
-from tests.judging.embedding_cache import remembered_embeddings  # noqa: F401
 
 CORPUS = Path(__file__).parent / "data" / "references.json"
 Status = JudgeRun.Status
