@@ -423,7 +423,10 @@ def _fit_design(
     tol: float = 1e-10,
     max_iter: int = 100,
     start: np.ndarray | None = None,
+    summaries: bool = True,
 ) -> StyleFit:
+    """The fit of a style design. Without `summaries` (a bootstrap refit, which reads θ
+    and β only) the log-likelihood and the variance inflation factors are left out."""
     n = len(order)
     # A covariate that never differs within a game (e.g. no markdown left after style
     # normalisation) is not identified: it is left out and reported as NaN.
@@ -440,8 +443,8 @@ def _fit_design(
         theta=full[:n] - full[:n].mean(),
         beta=dict(zip(coefficients, full[n:].tolist(), strict=True)),
         cov=cov,
-        log_likelihood=_loglik(x[:, kept], y, weights, params),
-        vif=_variance_inflation(x, weights, n, coefficients),
+        log_likelihood=_loglik(x[:, kept], y, weights, params) if summaries else math.nan,
+        vif=_variance_inflation(x, weights, n, coefficients) if summaries else {},
     )
 
 
@@ -499,15 +502,23 @@ def _newton(
     def objective(p: np.ndarray) -> float:
         return _loglik(x, y, weights, p) - 0.5 * float(p @ penalty @ p)
 
+    current: float | None = None  # the objective at `params`, when the search computed it
     for _ in range(max_iter):
         prob = _sigmoid(x @ params)
         grad = x.T @ (weights * (y - prob)) - penalty @ params
         info = x.T @ (x * (weights * prob * (1 - prob))[:, None]) + penalty
         step = np.linalg.lstsq(info, grad, rcond=None)[0]
-        current, t = objective(params), 1.0
-        while t > 1e-8 and objective(params + t * step) < current - 1e-12:
+        if current is None:
+            current = objective(params)
+        t, accepted = 1.0, None
+        while t > 1e-8:
+            trial = objective(params + t * step)
+            if not trial < current - 1e-12:
+                accepted = trial
+                break
             t /= 2
         params = params + t * step
+        current = accepted  # the step taken is the point just evaluated, unless t ran out
         if np.max(np.abs(t * step)) < tol:
             break
     prob = _sigmoid(x @ params)
@@ -539,12 +550,14 @@ def style_bt_intervals(
     draws: list[np.ndarray] = []
 
     # The full fit's parameters (before centring θ) start each refit.
-    full = _fit_design(order, list(fit.beta), x, y, np.ones(len(games)), ridge)
+    full = _fit_design(order, list(fit.beta), x, y, np.ones(len(games)), ridge, summaries=False)
     start = np.r_[full.theta, list(full.beta.values())]
 
     def refit(weights: np.ndarray) -> float:
         try:
-            boot = _fit_design(order, list(fit.beta), x, y, weights, ridge, start=start)
+            boot = _fit_design(
+                order, list(fit.beta), x, y, weights, ridge, start=start, summaries=False
+            )
         except (np.linalg.LinAlgError, FloatingPointError, ValueError):
             # A resample that leaves a coefficient unidentified (few ideas, a feature
             # that no longer varies) gives no draw; the interval uses the others.
