@@ -426,10 +426,20 @@ class _BoundTransport(httpx2.HTTPTransport):
         return super().handle_request(request)
 
 
+@functools.cache
+def _tls_context() -> Any:
+    """One TLS context (the system's certificate authorities, hostnames checked) for every
+    client of the process: each new client would otherwise load the authorities again,
+    and a run against a new endpoint or key makes a new client."""
+    return httpx2.create_ssl_context(trust_env=False)
+
+
 def _pinned_http_client(prepared: Prepared) -> httpx2.Client:
     # No proxy from the environment (it would do its own lookup) and no redirects (a
     # redirect could name any address).
-    transport = _BoundTransport(rules.origin(prepared.origin), trust_env=False)
+    transport = _BoundTransport(
+        rules.origin(prepared.origin), trust_env=False, verify=_tls_context()
+    )
     transport._pool._network_backend = _PinnedBackend(prepared)  # type: ignore[union-attr]
     return httpx2.Client(
         transport=transport, trust_env=False, follow_redirects=False, timeout=prepared.timeout

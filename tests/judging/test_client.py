@@ -9,8 +9,9 @@ import pytest
 
 from judging.methods.prompts import pairwise_messages
 from judging.models import JudgeRun
+from judging.testserver import Rules, TestServer
 from llm.client import BudgetExhausted, cache_key, complete, prepare, send
-from llm.models import LLMCall
+from llm.models import JudgeConfig, LLMCall
 
 MESSAGES = pairwise_messages("A short idea.", "A somewhat longer idea than the other one.")
 
@@ -142,3 +143,24 @@ def test_the_send_pool_keeps_its_width_on_the_wire_and_returns_each_call_with_it
                 answered[i] = attempt.text
     assert sorted(answered) == list(range(7)) and all(answered.values())
     assert scripted.requests == 7 and scripted.max_in_flight == 3
+
+
+def test_clients_of_different_endpoints_share_one_tls_context_that_checks_certificates(
+    judge, scripted
+):
+    import ssl
+
+    from llm import client as llm_client
+
+    with TestServer(Rules()) as other:
+        second = JudgeConfig.objects.create(
+            name="other", base_url=other.base_url, model="m", api_key_env="IDEAREVIEW_TEST_KEY"
+        )
+        clients = [
+            llm_client._client(prepare(config, pairwise_messages("a", "b")))
+            for config in (judge, second)
+        ]
+    assert clients[0] is not clients[1]
+    contexts = [c._client._transport._pool._ssl_context for c in clients]
+    assert contexts[0] is contexts[1]
+    assert contexts[0].verify_mode == ssl.CERT_REQUIRED and contexts[0].check_hostname
