@@ -27,7 +27,15 @@ from tests import jobtasks
 from tests.conftest import ROOT, TEST_VAR_DIR
 from tests.factories import make_judged_study
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.embedded]
+# One xdist worker runs these tests one after another: they spend most of their time
+# waiting (for a heartbeat to go stale, a message to come back, a sleeping job), and when
+# all the workers waited on them at once, cores stood idle that other tests could use.
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.embedded,
+    pytest.mark.xdist_group("killed-workers"),
+]
 
 HEARTBEAT = 1
 LOST_AFTER = 4
