@@ -421,6 +421,10 @@ def django_db_setup(request, django_db_setup, django_db_keepdb, django_db_blocke
         finally:
             store.unlock()
     yield
+    # A thread that has ended (a live server's, a job's) leaves its connection to the
+    # collector, which runs seldom here (GC_THRESHOLDS): free such connections before the
+    # test database is dropped, since PostgreSQL refuses to drop one with a session open.
+    gc.collect()
 
 
 # ------------------------------------------------------- emptying the database after a test
