@@ -323,8 +323,11 @@ def judge_config_panels(study: Study, options: ReportOptions) -> list[dict[str, 
 # The PDF is Debian's chromium printing the self-contained report.html: the same text,
 # tables, footnotes and vector plots, with no second layout to keep in step. chromium is
 # already the browser of the e2e tests; without it the report says why there is no PDF.
+# Its headless shell (Debian's chromium-headless-shell) comes first when installed: the
+# same engine and the same pages, printed without starting the desktop browser's
+# processes (docs/measurements.md).
 
-CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
+CHROMIUM_CANDIDATES = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
 
 
 def _chromium() -> str | None:

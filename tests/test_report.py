@@ -291,6 +291,26 @@ def test_report_pdf_is_written_beside_the_html_and_has_pages(si2024_report):
     assert pdf_page_count(pdf) >= 3
 
 
+def test_the_pdf_printer_is_chromiums_headless_shell_when_installed(settings, monkeypatch):
+    from studies import report_files
+
+    settings.IDEAREVIEW_CHROMIUM = ""
+    installed = {
+        "chromium": "/usr/bin/chromium",
+        "chromium-headless-shell": "/usr/bin/chromium-headless-shell",
+    }
+    monkeypatch.setattr(report_files.shutil, "which", installed.get)
+    assert report_files._chromium() == "/usr/bin/chromium-headless-shell"
+    del installed["chromium-headless-shell"]
+    assert report_files._chromium() == "/usr/bin/chromium"
+    installed.clear()
+    assert report_files._chromium() is None and not report_files.pdf_available()
+    # A configured printer is used as given, and only when it is there.
+    settings.IDEAREVIEW_CHROMIUM = "/usr/bin/chromium"
+    installed["/usr/bin/chromium"] = "/usr/bin/chromium"
+    assert report_files._chromium() == "/usr/bin/chromium"
+
+
 # R's ordinal::clmm (2022.11.16, gradTol 1e-8) on the released data, idea within condition:
 # condition[AI], condition[AI_Rerank], idea SD, log-likelihood.
 ORDINAL = {

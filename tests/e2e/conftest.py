@@ -1,5 +1,11 @@
 """Browser fixtures: Debian's chromium driven by Playwright (never `playwright install`).
 
+The browser is Debian's chromium headless shell when it is installed (`make test`
+installs it): the same engine, version and pages as the desktop chromium, without the
+desktop browser's processes, and the build Playwright itself runs for headless tests;
+the browser walks cost much less CPU on it (docs/testing.md has the figures). IDEAREVIEW_CHROMIUM names another executable (the desktop
+`/usr/bin/chromium` works too).
+
 Without chromium or the playwright package the e2e tests skip, saying why, unless
 IDEAREVIEW_REQUIRE_BROWSER=1 (as CI sets), where they fail instead.
 """
@@ -12,7 +18,14 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = os.environ.get("IDEAREVIEW_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM = os.environ.get("IDEAREVIEW_CHROMIUM") or next(
+    (
+        found
+        for found in map(shutil.which, ("chromium-headless-shell", "chromium"))
+        if found is not None
+    ),
+    "/usr/bin/chromium",
+)
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM_ARGS = [
     "--headless",
