@@ -124,10 +124,11 @@ def shown_order(
     return (b, a) if flip else (a, b)
 
 
-CRITERIA = ("width", "discordant")
+CRITERIA = ("width", "discordant", "density")
 """What a batch is chosen to shrink: "width", the summed interval half-widths (the
-default); "discordant", the expected number of pairs of ideas the fit orders wrongly
-(docs/judge-reliability.md compares them)."""
+default); "discordant", the expected number of pairs of ideas the fit orders wrongly;
+"density", the variances of the gaps between ideas, each weighted by how much of its
+posterior lies near zero (docs/judge-reliability.md compares them)."""
 
 
 def _discordance_weights(theta: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -153,6 +154,22 @@ def _discordance_weights(theta: np.ndarray, v: np.ndarray) -> np.ndarray:
     return a
 
 
+def _density_weights(theta: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """a_ml = φ(z)/v with z = |μ|/√v, μ = θ_m − θ_l the fitted gap and v its posterior
+    variance: the weight is the density of the fitted gap's posterior N(μ, v) at zero,
+    φ(z)/√v, per unit of its standard deviation √v. A unit fall of v lowers √v by
+    1/(2√v), so a_ml times the fall of var(θ_m − θ_l) is, to first order, twice that
+    density times the fall of the gap's standard deviation: the games go where the gaps
+    the fit is least sure of the sign of narrow most. Unlike the derivative of
+    P(misordered) at the fitted gap (φ(z)·z / 2v), it is largest, not 0, for ideas the
+    fit cannot yet tell apart."""
+    sd = np.sqrt(np.clip(v, 1e-12, None))
+    z = np.abs(theta[:, None] - theta[None, :]) / sd
+    a = np.exp(-(z**2) / 2.0) / math.sqrt(2.0 * math.pi) / sd**2
+    np.fill_diagonal(a, 0.0)
+    return a
+
+
 def _quadratic(cov: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """uᵀ C W C u for every u = e_i − e_j, with W = diag(weights) as a matrix."""
     b = cov @ weights @ cov
@@ -163,7 +180,8 @@ def _quadratic(cov: np.ndarray, weights: np.ndarray) -> np.ndarray:
 def _gain_quadratic(cov: np.ndarray, theta: np.ndarray, criterion: str) -> np.ndarray:
     """For each pair (i, j): the criterion's first-order fall per unit of
     c = w / (1 + w·uᵀCu), i.e. Σ_m a_m·((HCu)_m)² ("width", a_m = 1 / (2·sd_m) of the
-    centred strengths) or Σ_{m<l} a_ml·((Cu)_m − (Cu)_l)² ("discordant")."""
+    centred strengths) or Σ_{m<l} a_ml·((Cu)_m − (Cu)_l)² ("discordant" and "density",
+    a_ml from `_discordance_weights` and `_density_weights`)."""
     n = len(theta)
     if criterion == "width":
         h = np.eye(n) - 1.0 / n
@@ -174,7 +192,8 @@ def _gain_quadratic(cov: np.ndarray, theta: np.ndarray, criterion: str) -> np.nd
         return d[:, None] + d[None, :] - 2.0 * b
     diag = np.diag(cov)
     v = diag[:, None] + diag[None, :] - 2.0 * cov
-    a = _discordance_weights(theta, v)
+    weights = _density_weights if criterion == "density" else _discordance_weights
+    a = weights(theta, v)
     laplacian = np.diag(a.sum(axis=1)) - a  # Σ_{m<l} a_ml (x_m − x_l)² = xᵀ L x
     return _quadratic(cov, laplacian)
 

@@ -2,9 +2,10 @@
 
 The selector's choice is checked against brute forces written here: for every candidate
 pair, the information matrix with that game added is inverted directly (no
-Sherman–Morrison), and the first-order fall of the summed interval half-widths ("width")
-or of the expected number of misordered pairs ("discordant", its weights integrated
-numerically) computed from it. The prior's λ is checked against a Laplace evidence computed here with scipy's
+Sherman–Morrison), and the first-order fall of the summed interval half-widths ("width"),
+of the expected number of misordered pairs ("discordant", its weights integrated
+numerically) or of the gaps' variances weighted by their posterior density at zero
+("density") computed from it. The prior's λ is checked against a Laplace evidence computed here with scipy's
 optimiser and a finite-difference Hessian.
 """
 
@@ -63,10 +64,10 @@ def _brute_force_gains(games, ideas, ridge, extra=()):
     return gains
 
 
-def _brute_force_discordance(games, ideas, ridge, extra=()):
-    """Gain of each pair for the "discordant" criterion: the fall of var(θ_m − θ_l) for
-    every pair of ideas, each weighted by E[φ(X)·|X|] / (2·var) with X ~ N(Δθ/sd, 1),
-    the expectation taken by numerical integration."""
+def _brute_force_pair_weights(games, ideas, ridge, extra, weight):
+    """Σ over pairs of ideas (m, l) of weight(z, v) × the fall of var(θ_m − θ_l) that a
+    game of each candidate pair brings, every covariance by inverting the information
+    matrix (z = abs(θ̂_m − θ̂_l)/√v, v = var(θ_m − θ_l) given `extra`)."""
     fit = fit_bradley_terry(games, ideas, ridge=ridge)
     n = len(fit.ideas)
     theta = fit.theta
@@ -81,14 +82,11 @@ def _brute_force_discordance(games, ideas, ridge, extra=()):
     def var_diff(c, m, k):
         return c[m, m] + c[k, k] - 2 * c[m, k]
 
-    grid = np.linspace(-15, 15, 6001)  # the trapezoidal rule on a fine grid
-    weight = {}
+    weights = {}
     for m in range(n):
         for k in range(m + 1, n):
             v = var_diff(cov, m, k)
-            z = abs(theta[m] - theta[k]) / math.sqrt(v)
-            expect = trapezoid(norm.pdf(grid) * np.abs(grid) * norm.pdf(grid - z), grid)
-            weight[(m, k)] = expect / (2 * v)
+            weights[(m, k)] = weight(abs(theta[m] - theta[k]) / math.sqrt(v), v)
     gains = {}
     for i in range(n):
         for j in range(i + 1, n):
@@ -96,14 +94,41 @@ def _brute_force_discordance(games, ideas, ridge, extra=()):
             u[i], u[j] = 1, -1
             after = np.linalg.inv(info + w(i, j) * np.outer(u, u))
             gains[(i, j)] = sum(
-                a * (var_diff(cov, m, k) - var_diff(after, m, k)) for (m, k), a in weight.items()
+                a * (var_diff(cov, m, k) - var_diff(after, m, k)) for (m, k), a in weights.items()
             )
     return gains
 
 
+def _brute_force_discordance(games, ideas, ridge, extra=()):
+    """Gain of each pair for the "discordant" criterion: the fall of var(θ_m − θ_l) for
+    every pair of ideas, each weighted by E[φ(X)·|X|] / (2·var) with X ~ N(Δθ/sd, 1),
+    the expectation taken by numerical integration."""
+    grid = np.linspace(-15, 15, 6001)  # the trapezoidal rule on a fine grid
+
+    def weight(z, v):
+        return trapezoid(norm.pdf(grid) * np.abs(grid) * norm.pdf(grid - z), grid) / (2 * v)
+
+    return _brute_force_pair_weights(games, ideas, ridge, extra, weight)
+
+
+def _brute_force_density(games, ideas, ridge, extra=()):
+    """Gain of each pair for the "density" criterion: the fall of var(θ_m − θ_l) for every
+    pair of ideas, each weighted by the density of N(Δθ, var) at 0 divided by its sd."""
+
+    def weight(z, v):
+        sd = math.sqrt(v)
+        return norm.pdf(0.0, loc=z * sd, scale=sd) / sd
+
+    return _brute_force_pair_weights(games, ideas, ridge, extra, weight)
+
+
 @pytest.mark.parametrize(
     ("criterion", "brute_force"),
-    [("width", _brute_force_gains), ("discordant", _brute_force_discordance)],
+    [
+        ("width", _brute_force_gains),
+        ("discordant", _brute_force_discordance),
+        ("density", _brute_force_density),
+    ],
 )
 def test_the_first_pair_is_the_one_whose_game_shrinks_the_criterion_most(criterion, brute_force):
     games, _ = _games(0)
@@ -115,7 +140,11 @@ def test_the_first_pair_is_the_one_whose_game_shrinks_the_criterion_most(criteri
 
 @pytest.mark.parametrize(
     ("criterion", "brute_force"),
-    [("width", _brute_force_gains), ("discordant", _brute_force_discordance)],
+    [
+        ("width", _brute_force_gains),
+        ("discordant", _brute_force_discordance),
+        ("density", _brute_force_density),
+    ],
 )
 def test_a_batch_is_chosen_greedily_as_if_the_earlier_pairs_were_judged(criterion, brute_force):
     games, _ = _games(1)
@@ -123,6 +152,18 @@ def test_a_batch_is_chosen_greedily_as_if_the_earlier_pairs_were_judged(criterio
     batch = select_pairs(games, ideas, 3, ridge=0.3, criterion=criterion)
     for k in range(1, 3):
         gains = brute_force(games, ideas, 0.3, extra=batch[:k])
+        assert batch[k] == max(gains, key=gains.get)
+
+
+def test_the_density_criterion_weighs_each_gap_by_its_posterior_density_at_zero_per_sd():
+    # A world on which the other weights screened beside φ(z)/v (φ(z)/√v, φ(z)/v^1.5,
+    # φ(z)·z/2v, Φ(−z)/v, φ(z/2)/v, 1/v and the posterior-averaged "discordant" ones)
+    # each choose a different batch of four.
+    games, _ = _games(6)
+    ideas = list(range(8))
+    batch = select_pairs(games, ideas, 4, ridge=0.3, criterion="density")
+    for k in range(4):
+        gains = _brute_force_density(games, ideas, 0.3, extra=batch[:k])
         assert batch[k] == max(gains, key=gains.get)
 
 
@@ -186,7 +227,7 @@ def test_the_active_schedule_reaches_the_precision_target_with_fewer_pairs_than_
 
 
 def test_an_unknown_criterion_is_refused():
-    with pytest.raises(ValueError, match="criterion must be one of width, discordant"):
+    with pytest.raises(ValueError, match="criterion must be one of width, discordant, density"):
         select_pairs([], [1, 2], 1, criterion="entropy")
 
 
@@ -202,7 +243,7 @@ def _connected(n: int, edges) -> bool:
     return len(seen) == n
 
 
-@pytest.mark.parametrize("criterion", ["width", "discordant"])
+@pytest.mark.parametrize("criterion", ["width", "discordant", "density"])
 def test_before_any_game_the_first_batch_connects_or_pairs_off_the_ideas_by_the_prior(criterion):
     ideas = list(range(10))
     # Near-flat prior: the ideas' levels are unknown until they are linked, so the first
