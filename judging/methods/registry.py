@@ -186,8 +186,9 @@ METHODS: dict[str, MethodSpec] = {
                 "pairs": AUTO,
                 # Pairs chosen (and sent concurrently) before the next refit.
                 "batch_size": BATCH_SIZE,
-                # What a batch shrinks: "width" (the summed interval half-widths) or
-                # "discordant" (the expected number of misordered pairs).
+                # What a batch shrinks: "width" (the summed interval half-widths),
+                # "discordant" (the expected number of misordered pairs) or "density"
+                # (each gap's variance weighted by its posterior density at zero).
                 "selection": "width",
                 "seed": 0,
                 "criterion": "overall quality",
