@@ -425,6 +425,28 @@ def django_db_setup(request, django_db_setup, django_db_keepdb, django_db_blocke
     # collector, which runs seldom here (GC_THRESHOLDS): free such connections before the
     # test database is dropped, since PostgreSQL refuses to drop one with a session open.
     gc.collect()
+    # A session can outlive that too (a thread still running, a process a test started and
+    # left behind); this process's test database is its own, so end any other session on
+    # it, or the drop fails and leaves the database behind.
+    with django_db_blocker.unblock():
+        _end_other_sessions_on_the_test_database()
+
+
+def _end_other_sessions_on_the_test_database() -> None:
+    from django.db import connections
+    from django.db.utils import DatabaseError
+
+    for conn in connections.all(initialized_only=True):
+        if conn.vendor != "postgresql":
+            continue
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+        except DatabaseError:  # the drop then says why, as before
+            pass
 
 
 # ------------------------------------------------------- emptying the database after a test
