@@ -244,7 +244,7 @@ def embed(texts: Iterable[str], *, batch_size: int = 32) -> np.ndarray:
     out = np.zeros((len(items), DIMENSION), dtype=np.float32)
     if not items:
         return out
-    size = _memo_size()
+    size = settings.EMBEDDING_CACHE_SIZE
     if size == 0:
         _encode_into(out, items, range(len(items)), batch_size)
         return out
@@ -300,13 +300,6 @@ _memo_lock = threading.Lock()
 
 def _memo_key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-def _memo_size() -> int:
-    value = int(settings.EMBEDDING_CACHE_SIZE)
-    if value < 0:
-        raise ValueError("IDEAREVIEW_EMBEDDING_CACHE_SIZE must be 0 or more")
-    return value
 
 
 def forget_embeddings() -> None:

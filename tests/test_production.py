@@ -83,6 +83,12 @@ def test_a_malformed_base_url_stops_start_up_naming_the_variable(tmp_path):
     assert "IDEAREVIEW_BASE_URL='review.example.org' is not a URL" in result.stderr
 
 
+def test_a_negative_embedding_cache_size_stops_start_up_naming_the_variable(tmp_path):
+    result = _manage("check", env={"IDEAREVIEW_EMBEDDING_CACHE_SIZE": "-1"}, var_dir=tmp_path)
+    assert result.returncode != 0
+    assert "IDEAREVIEW_EMBEDDING_CACHE_SIZE=-1: use 0 (no cache) or more" in result.stderr
+
+
 def test_the_proxy_header_without_trusted_proxies_stops_start_up(tmp_path):
     # Believed from no one, X-Forwarded-Proto would leave every request plain HTTP behind
     # the proxy, and the SSL redirect would send the browser round in circles.

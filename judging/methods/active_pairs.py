@@ -131,7 +131,7 @@ default); "discordant", the expected number of pairs of ideas the fit orders wro
 posterior lies near zero (docs/judge-reliability.md compares them)."""
 
 
-def _discordance_weights(theta: np.ndarray, v: np.ndarray) -> np.ndarray:
+def _discordance_weights(z: np.ndarray, sd: np.ndarray) -> np.ndarray:
     """a_ml: how much a unit fall of var(θ_m − θ_l) lowers the chance that the fit orders
     m and l wrongly, averaged over the posterior of their true difference.
 
@@ -140,21 +140,18 @@ def _discordance_weights(theta: np.ndarray, v: np.ndarray) -> np.ndarray:
     x = Δ/s. Evaluated at the fitted gap alone it is 0 for ideas the fit cannot yet tell
     apart (μ = 0), which would leave the first games to chance; averaged over the
     posterior, X ~ N(z, 1) with z = μ/s, it is E[φ(X)|X|] / (2v) =
-    e^(−z²/4)·[e^(−z²/4)/√π + (z/2)(1 − 2Φ(−z/√2))] / (2√π · 2v)."""
+    e^(−z²/4)·[e^(−z²/4)/√π + (z/2)(1 − 2Φ(−z/√2))] / (2√π · 2v). Elementwise in
+    z = |μ|/s and s."""
     from scipy.stats import norm
 
-    sd = np.sqrt(np.clip(v, 1e-12, None))
-    z = np.abs(theta[:, None] - theta[None, :]) / sd
     half = z / 2.0
     mean_abs = np.exp(-(z**2) / 4.0) / math.sqrt(math.pi) + half * (
         1.0 - 2.0 * norm.cdf(-z / math.sqrt(2.0))
     )
-    a = np.exp(-(z**2) / 4.0) * mean_abs / (2.0 * math.sqrt(math.pi)) / (2.0 * sd**2)
-    np.fill_diagonal(a, 0.0)
-    return a
+    return np.exp(-(z**2) / 4.0) * mean_abs / (2.0 * math.sqrt(math.pi)) / (2.0 * sd**2)
 
 
-def _density_weights(theta: np.ndarray, v: np.ndarray) -> np.ndarray:
+def _density_weights(z: np.ndarray, sd: np.ndarray) -> np.ndarray:
     """a_ml = φ(z)/v with z = |μ|/√v, μ = θ_m − θ_l the fitted gap and v its posterior
     variance: the weight is the density of the fitted gap's posterior N(μ, v) at zero,
     φ(z)/√v, per unit of its standard deviation √v. A unit fall of v lowers √v by
@@ -162,12 +159,8 @@ def _density_weights(theta: np.ndarray, v: np.ndarray) -> np.ndarray:
     density times the fall of the gap's standard deviation: the games go where the gaps
     the fit is least sure of the sign of narrow most. Unlike the derivative of
     P(misordered) at the fitted gap (φ(z)·z / 2v), it is largest, not 0, for ideas the
-    fit cannot yet tell apart."""
-    sd = np.sqrt(np.clip(v, 1e-12, None))
-    z = np.abs(theta[:, None] - theta[None, :]) / sd
-    a = np.exp(-(z**2) / 2.0) / math.sqrt(2.0 * math.pi) / sd**2
-    np.fill_diagonal(a, 0.0)
-    return a
+    fit cannot yet tell apart. Elementwise in z and √v."""
+    return np.exp(-(z**2) / 2.0) / math.sqrt(2.0 * math.pi) / sd**2
 
 
 def _quadratic(cov: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -192,8 +185,11 @@ def _gain_quadratic(cov: np.ndarray, theta: np.ndarray, criterion: str) -> np.nd
         return d[:, None] + d[None, :] - 2.0 * b
     diag = np.diag(cov)
     v = diag[:, None] + diag[None, :] - 2.0 * cov
+    sd = np.sqrt(np.clip(v, 1e-12, None))
+    z = np.abs(theta[:, None] - theta[None, :]) / sd
     weights = _density_weights if criterion == "density" else _discordance_weights
-    a = weights(theta, v)
+    a = weights(z, sd)
+    np.fill_diagonal(a, 0.0)
     laplacian = np.diag(a.sum(axis=1)) - a  # Σ_{m<l} a_ml (x_m − x_l)² = xᵀ L x
     return _quadratic(cov, laplacian)
 

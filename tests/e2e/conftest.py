@@ -18,13 +18,11 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = os.environ.get("IDEAREVIEW_CHROMIUM") or next(
-    (
-        found
-        for found in map(shutil.which, ("chromium-headless-shell", "chromium"))
-        if found is not None
-    ),
-    "/usr/bin/chromium",
+CHROMIUM = (
+    os.environ.get("IDEAREVIEW_CHROMIUM")
+    or shutil.which("chromium-headless-shell")
+    or shutil.which("chromium")
+    or "/usr/bin/chromium"
 )
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM_ARGS = [
