@@ -161,6 +161,14 @@ def _report_build(
             shutil.copytree(out, out_dir, dirs_exist_ok=True)
     # Only now, with every file saved, does a row (and so a page) name the version.
     snapshot = StudyReport.objects.create(study=study, job=job, data=report, directory=version)
+    if job is not None:
+        # The done line shows the job's message: what was built, not the last step's name.
+        counts = report["data"]
+        job.message = (
+            f"report built from {counts['unique_reviews']} review(s) of {counts['ideas']} "
+            f"idea(s) in {time.perf_counter() - started:.0f} s"
+        )
+        job.save(update_fields=["message"])
     audit(
         study=study,
         actor=job.created_by if job else None,

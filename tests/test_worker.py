@@ -64,6 +64,11 @@ def test_worker_builds_the_report_while_the_page_polls_its_progress(
     )
     assert status["HX-Refresh"] == "true"
     assert "hx-trigger" not in status.content.decode()
+    # the done line says what was built, not the name of the build's last step
+    done = status.content.decode()
+    unique = report.data["data"]["unique_reviews"]
+    assert f"report built from {unique} review(s) of" in done
+    assert "drawing plots" not in done
     # the owner's page then shows the finished report with its plots
     page = client.get(reverse("studies:study_report", args=["si2024"])).content.decode()
     assert "<svg" in page and "Test 1" in page

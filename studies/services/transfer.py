@@ -458,7 +458,13 @@ def reviews_import_job(*, job: JobRun) -> dict[str, Any]:
             params={**p, "problems": [str(x) for x in exc.problems]}
         )
         raise
-    JobRun.objects.filter(pk=job.pk).update(params={**p, "summary": summary})
+    created = summary["created"]
+    # The done line shows the job's message: the outcome, not the last step's name.
+    message = (
+        f"{created['reviews']} review(s) and {created['ideas']} idea(s) added, "
+        f"{summary['unchanged_reviews']} review(s) already here"
+    )
+    JobRun.objects.filter(pk=job.pk).update(params={**p, "summary": summary}, message=message)
     for key in ("reviews_path", "titles_path"):
         if p.get(key):
             default_storage.delete(p[key])
