@@ -188,6 +188,12 @@ def test_infeasible_preview_explains_the_rule(client, owner, django_capture_on_c
     preview_assignment(JobRun.objects.get(study=s.study, kind="assignment").pk)
     page = client.get(r["Location"]).content.decode()
     assert "No assignment satisfies every rule" in page and "Commit this assignment" not in page
+    # and it says what the owner can change, with links to the pages where they change it
+    remedies = page.split('id="problem-remedies"', 1)[1].split("</ul>", 1)[0]
+    slug = s.study.slug
+    for name in ("studies:study_invitations", "studies:study_reviewers", "studies:study_settings"):
+        assert f'href="{reverse(name, args=[slug])}"' in remedies, name
+    assert "Largest reviewer load" in remedies and "Fewest reviews per idea" in remedies
 
 
 @pytest.mark.django_db

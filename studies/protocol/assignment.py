@@ -608,17 +608,20 @@ def _topic_capacity_checks(prep: _Prepared) -> list[Problem]:
         name = _topic_list(subset) if len(subset) < len(topics) else "all topics"
         if offer < need and not any(f <= s for f in flagged_low):
             flagged_low.append(s)
-            what = f"topic {name}" if len(s) == 1 else f"topics {name} together"
-            chose = "chose " + name if len(s) == 1 else "chose any of them"
             if len(s) == len(topics):
-                chose = "were approved"
+                what, who = "the study's ideas need", "the approved reviewers"
+            elif len(s) == 1:
+                what, who = f"topic {name} needs", f"the approved reviewers who chose {name}"
+            else:
+                what = f"topics {name} together need"
+                who = "the approved reviewers who chose any of them"
             problems.append(
                 Problem(
                     "topic_capacity",
                     name,
-                    f"{what} need{'s' if len(s) == 1 else ''} ≥ {need} review slots "
-                    f"({n_ideas} ideas × {params.min_reviews} reviews), approved reviewers "
-                    f"who {chose} offer at most {offer}",
+                    f"{what} ≥ {need} review slots "
+                    f"({n_ideas} ideas × {params.min_reviews} reviews), but {who} offer at "
+                    f"most {offer} (the sum of their largest loads)",
                     need - offer,
                 )
             )

@@ -112,8 +112,22 @@ def test_topic_without_enough_review_slots_is_explained():
     assert not result.feasible
     text = result.explanation()
     assert "topic Math needs ≥ 8 review slots (4 ideas × 2 reviews)" in text
-    assert "offer at most 6" in text
+    assert "the approved reviewers who chose Math offer at most 6 (the sum of" in text
     assert any(p.rule == "topic_capacity" and p.shortfall == 2 for p in result.problems)
+
+
+def test_a_study_short_of_review_slots_overall_is_explained_in_plain_words():
+    # Each topic alone has room (12 slots offered, 6 needed), both together do not.
+    ideas = _ideas("Factuality", 1) + _ideas("Math", 1)
+    reviewers = [ReviewerInput(f"R{k}", ("Factuality", "Math"), 2) for k in range(5)]
+    result = solve_assignment(AssignmentInputs(ideas, CONDITIONS, reviewers))
+    assert not result.feasible
+    text = result.explanation()
+    assert (
+        "the study's ideas need ≥ 12 review slots (6 ideas × 2 reviews), but the approved "
+        "reviewers offer at most 10 (the sum of their largest loads)"
+    ) in text
+    assert "topics all topics" not in text and "who were approved" not in text
 
 
 def test_reviewer_whose_topic_holds_only_their_own_institutions_ideas_is_explained():
