@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 
 from .models import PlatformLink, Study, StudyMember
 from .protocol.forms import FormDefinition, FormFileError, builtin_form_names
@@ -85,6 +86,15 @@ def _check_ranges(cleaned: dict[str, Any], form: forms.BaseForm) -> None:
     for name in ("min_load", "min_reviews_per_idea", "invitation_days"):
         if cleaned.get(name) == 0:
             form.add_error(name, "This must be at least 1.")
+    # A link's signature expires after the server's limit whatever the study says, so a
+    # longer validity would promise reviewers a link that stops working early.
+    days, most = cleaned.get("invitation_days"), settings.IDEAREVIEW_INVITATION_MAX_DAYS
+    if days is not None and days > most:
+        form.add_error(
+            "invitation_days",
+            f"Invitation links on this server stop working after {most} days "
+            f"(IDEAREVIEW_INVITATION_MAX_DAYS); choose {most} or fewer.",
+        )
     for name in ("payment_per_review", "payment_per_idea", "payment_bonus"):
         value = cleaned.get(name)
         if value is not None and value < 0:

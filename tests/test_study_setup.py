@@ -336,6 +336,8 @@ def test_an_editor_changes_every_kind_of_parameter(client, study, researcher):
         ({"payment_per_review": "-1"}, "cannot be negative"),
         ({"min_load": 0}, "must be at least 1"),
         ({"baseline_condition": "Robots"}, "must be one of the conditions"),
+        # the server's signature limit (90 days by default) caps what a study may promise
+        ({"invitation_days": 91}, "stop working after 90 days"),
     ],
 )
 def test_inconsistent_settings_are_refused_with_a_message(
