@@ -619,6 +619,8 @@ def record(
         "study_id": prepared.study_id,
         "run": run,
         "base_url": prepared.base_url,
+        # Whose endpoint it was: a researcher may bring one at a provider's very URL.
+        "provider": prepared.provider,
         "model": prepared.model,
         "request": attempt.request(prepared),
         "response_text": attempt.text,

@@ -229,6 +229,15 @@ class LLMCall(models.Model):
         "judging.JudgeRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="calls"
     )
     base_url = models.CharField(max_length=500)
+    # Null says "not recorded", which "" (a brought endpoint) cannot.
+    provider = models.CharField(  # noqa: DJ001
+        max_length=100,
+        null=True,
+        blank=True,
+        help_text="The administrator's provider the call went to, by name; empty: an "
+        "endpoint the judge's creator brought, even at a provider's URL. Null: recorded "
+        "before calls named it (the spend then goes by the judge, else the URL).",
+    )
     model = models.CharField(max_length=200)
     request = models.JSONField(help_text="model, messages and parameters as sent.")
     response_text = models.TextField(blank=True, help_text="The answer exactly as returned.")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.db.models import Count, Q, QuerySet, Sum
@@ -30,21 +31,42 @@ class SpendRow:
     cost: Decimal
 
 
-def endpoint_label(base_url: str) -> str:
-    """The provider's name for a provider's URL (researchers never see its URL), else the
-    host of the researcher's own endpoint."""
+def endpoint_label(base_url: str, provider: str) -> str:
+    """The provider's name for a call made through a provider (researchers never see its
+    URL), else the host of the endpoint the judge's creator brought: one brought at a
+    provider's very URL is still theirs, so it is not named after the provider."""
+    if provider:
+        return f"provider {provider}"
     url = base_url.rstrip("/")
-    for provider in providers():
-        if provider.base_url == url:
-            return f"provider {provider.name}"
     return f"own endpoint {urlsplit(url).hostname or url}"
+
+
+def _provider_recorded_before(row: dict[str, Any]) -> str:
+    """Whose endpoint a call recorded before calls named their provider went to: its
+    judge's, as the judge is now, or (the judge gone) the provider at its URL, since a
+    provider's address must not be shown as an own endpoint's host."""
+    if row["config"] is not None:
+        if row["config__provider"]:
+            return str(row["config__provider"])
+        brought = row["config__base_url"] or row["config__is_baseline"]
+        return "" if brought else "default"
+    url = row["base_url"].rstrip("/")
+    return next((p.name for p in providers() if p.base_url == url), "")
 
 
 def study_spend(*, study_id: int) -> list[SpendRow]:
     """The study's calls per endpoint and model, the dearest first."""
     rows = (
         LLMCall.objects.filter(study_id=study_id)
-        .values("base_url", "model")
+        .values(
+            "base_url",
+            "model",
+            "provider",
+            "config",
+            "config__provider",
+            "config__base_url",
+            "config__is_baseline",
+        )
         .annotate(
             calls=Count("id"),
             failed=Count("id", filter=~Q(error="")),
@@ -52,10 +74,14 @@ def study_spend(*, study_id: int) -> list[SpendRow]:
             output_tokens=Sum("output_tokens"),
             cost=Sum("cost"),
         )
+        .order_by()
     )
     merged: dict[tuple[str, str], SpendRow] = {}
     for row in rows:
-        key = (endpoint_label(row["base_url"]), row["model"])
+        provider = row["provider"]
+        if provider is None:
+            provider = _provider_recorded_before(row)
+        key = (endpoint_label(row["base_url"], provider), row["model"])
         before = merged.get(key)
         merged[key] = SpendRow(
             endpoint=key[0],

@@ -16,7 +16,9 @@ from django.urls import reverse
 
 from judging.models import JudgeRun
 from judging.services import judge_run_create, judge_run_execute
+from llm.client import complete
 from llm.models import JudgeConfig, LLMCall
+from llm.spend import study_spend
 from studies.models import Study
 from studies.services import study_create
 from studies.services.study import member_add, researcher_grant
@@ -213,6 +215,66 @@ def test_the_judging_page_shows_the_studys_spend_per_provider(team, settings):
     assert "own endpoint mine.example.org" in spend and "0.1250" in spend
     assert "llm.campus.example" not in spend  # a provider's address is not shown
     assert "9.0000" not in spend
+
+
+def test_the_spend_names_an_endpoint_brought_at_a_providers_url_as_its_owners(
+    team, scripted, settings
+):
+    ada, _, cy, study, theirs = team
+    # As under `make run`: the scripted server is also the preset "local-test-server".
+    settings.LLM_PROVIDERS = [
+        {"name": "local-test-server", "base_url": scripted.base_url, "key_env": "UNSET_KEY"}
+    ]
+    fields = {"model": "scripted", "price_input_per_million": "1000"}
+    own = JudgeConfig.objects.create(
+        name="ada-own", study=study, base_url=scripted.base_url, created_by=ada, **fields
+    )
+    preset = JudgeConfig.objects.create(
+        name="ada-preset", study=study, provider="local-test-server", created_by=ada, **fields
+    )
+    hidden = JudgeConfig.objects.create(
+        name="cy-hidden", study=theirs, base_url=scripted.base_url, created_by=cy, **fields
+    )
+    messages = [{"role": "user", "content": "Which idea is better?"}]
+    for config, on in ((own, study), (own, study), (preset, study), (hidden, theirs)):
+        complete(config, messages, study_id=on.pk)
+        # Each call asks something new, so none is answered from another's cache entry.
+        messages = [*messages, {"role": "user", "content": "Once more."}]
+
+    rows = {(r.endpoint, r.model): r.calls for r in study_spend(study_id=study.pk)}
+    assert rows == {
+        ("own endpoint 127.0.0.1", "scripted"): 2,
+        ("provider local-test-server", "scripted"): 1,
+    }
+    client = Client()
+    for user, on, preset_shown, other_teams in (
+        (ada, study, True, ["cy-hidden"]),
+        (cy, theirs, False, ["ada-own", "ada-preset"]),
+    ):
+        client.force_login(user)
+        page = client.get(reverse("judging:home", args=[on.slug])).content.decode()
+        spend = page[page.index('id="spend"') :]
+        assert "own endpoint 127.0.0.1" in spend
+        assert ("provider local-test-server" in spend) is preset_shown
+        assert not [name for name in other_teams if name in page]
+
+
+def test_calls_recorded_before_they_named_their_provider_go_by_their_judge(team, settings):
+    ada, _, _, study, _ = team
+    settings.LLM_PROVIDERS = [
+        {"name": "campus", "base_url": "https://llm.campus.example/v1", "key_env": "X"}
+    ]
+    url = "https://llm.campus.example/v1"
+    brought = JudgeConfig.objects.create(name="b", study=study, base_url=url, model="m1")
+    preset = JudgeConfig.objects.create(name="p", study=study, provider="campus", model="m1")
+    for key, config in (("a", brought), ("b", preset), ("c", None)):
+        LLMCall.objects.create(
+            study=study, config=config, cache_key=key, base_url=url, model="m1", request={}
+        )
+    assert LLMCall.objects.filter(provider__isnull=True).count() == 3
+    rows = {(r.endpoint, r.model): r.calls for r in study_spend(study_id=study.pk)}
+    # The judge says whose endpoint it was; a call whose judge is gone, its URL.
+    assert rows == {("own endpoint llm.campus.example", "m1"): 1, ("provider campus", "m1"): 2}
 
 
 def test_existing_judges_move_to_the_studies_that_used_them(db):
