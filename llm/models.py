@@ -169,6 +169,13 @@ class JudgeConfig(models.Model):
             return found["base_url"].rstrip("/") if found else ""
         return self.base_url.rstrip("/")
 
+    def endpoint_shown(self) -> str:
+        """The endpoint as pages show it: a provider by name (its URL is the
+        administrator's and never shown), a brought endpoint by its URL."""
+        if self.provider_name():
+            return f"provider {self.provider_name()}"
+        return self.base_url.rstrip("/")
+
     def resolved_model(self) -> str:
         if self.model:
             return self.model

@@ -312,3 +312,24 @@ def test_existing_judges_move_to_the_studies_that_used_them(db):
     }
     assert JudgeConfig.objects.get(pk=admins.pk).study is None
     assert unused.pk in JudgeConfig.objects.filter(name="unused").values_list("pk", flat=True)
+
+
+def test_pages_name_a_providers_judge_by_the_provider_never_by_its_address(team, settings):
+    ada, _, _, study, _ = team
+    settings.LLM_PROVIDERS = [
+        {"name": "campus", "base_url": "https://llm.campus.example/v1", "key_env": "X"}
+    ]
+    judge = JudgeConfig.objects.create(
+        name="campus-judge", study=study, provider="campus", model="m1", created_by=ada
+    )
+    run = JudgeRun.objects.create(study=study, config=judge, method="direct", budget_calls=1)
+    Study.objects.filter(pk=study.pk).update(normalization_config=judge)
+    client = Client()
+    client.force_login(ada)
+    for url in (
+        reverse("judging:run_detail", args=[study.slug, run.pk]),
+        reverse("studies:normalization", args=[study.slug]),
+    ):
+        page = client.get(url).content.decode()
+        assert "provider campus" in page, url
+        assert "llm.campus.example" not in page, url
