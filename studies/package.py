@@ -17,6 +17,7 @@ The judge runs are judging's rows: judging contributes the `judges/` folder as a
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import hmac
 import io
@@ -42,6 +43,7 @@ from .models import (
     PairJudgment,
     PairTask,
     Review,
+    Reviewer,
     ReviewScore,
     Study,
     StudyReport,
@@ -54,6 +56,29 @@ from .services.plans import plan_registration, study_plan, study_registered_plan
 from .storage import reports_storage
 
 PACKAGE_SCHEMA = "ideareview.package/1"
+
+#: What assignment.json keeps of the committed preview's params as they are: the
+#: solver's aggregate facts. The rest (pairs, fingerprint, the preview's tables, notes,
+#: problems) names reviewers and ideas by the study's own ids.
+SOLVER_FACTS = (
+    "seed",
+    "mode",
+    "extra_load",
+    "status",
+    "objective",
+    "solve_seconds",
+    "committed_at",
+)
+#: The preview tables' aggregates (`preview_summary`), kept as they are.
+SOLVER_SUMMARY_FACTS = (
+    "conditions",
+    "topics",
+    "reviews_per_idea",
+    "conditions_seen",
+    "topic_choice",
+    "conflicts_avoided",
+    "reviewers_with_conflicts",
+)
 
 
 @dataclass
@@ -152,14 +177,104 @@ def _replace_every_id(value: Any, ids: dict[str, str], text: Any) -> Any:
     return value
 
 
+def _id_pattern(ids: Iterable[str]) -> re.Pattern[str] | None:
+    """The ids as whole words of a text (longest first), or None for no ids."""
+    ordered = sorted(ids, key=len, reverse=True)
+    if not ordered:
+        return None
+    return re.compile(r"(?<![\w-])(" + "|".join(re.escape(k) for k in ordered) + r")(?![\w-])")
+
+
 def _text_replacer(ids: dict[str, str]) -> Callable[[str], str]:
     """A function that swaps the ids inside a text for their pseudonyms. Lettered ids
     only: a bare number could be part of any figure in the text."""
-    lettered = sorted((k for k in ids if re.search(r"[A-Za-z]", k)), key=len, reverse=True)
-    if not lettered:
+    pattern = _id_pattern(k for k in ids if re.search(r"[A-Za-z]", k))
+    if pattern is None:
         return lambda text: text
-    pattern = re.compile(r"(?<![\w-])(" + "|".join(re.escape(k) for k in lettered) + r")(?![\w-])")
     return lambda text: pattern.sub(lambda m: ids[m.group(1)], text)
+
+
+#: Report fields (JSON keys, CSV columns) that name a reviewer by their code in the study
+#: (`Reviewer.pseudonym`, e.g. R001), and those that name a review by its row id.
+REVIEWER_FIELDS = frozenset({"reviewer_id", "reviewer"})
+REVIEW_FIELDS = frozenset({"review_id", "review_ids"})
+
+# How a duplicate flag's detail names the other review (studies/analysis/quality.py).
+_OTHER_REVIEW = re.compile(r"~ review (\d+)'s ")
+
+
+@dataclass
+class _People:
+    """The report's reviewer codes and review ids → the pseudonyms data/reviews.csv gives
+    the same reviewers and reviews, so the report's tables join the data. A value that
+    is no code or review of this study (a judge's row, a count) stays as it is."""
+
+    reviewers: dict[str, str]
+    reviews: dict[str, str]
+
+    def swap(self, value: Any, key: str | None = None) -> Any:
+        """Every value under a reviewer or review field, anywhere in a JSON document."""
+        if isinstance(value, dict):
+            return {k: self.swap(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.swap(v, key) for v in value]
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            return value
+        if key in REVIEWER_FIELDS:
+            return self.reviewers.get(str(value), value)
+        if key in REVIEW_FIELDS:
+            return self.reviews.get(str(value), value)
+        return value
+
+    def detail(self, kind: str, detail: str) -> str:
+        """A flag's detail: a duplicate names the other review by its id, in a fixed
+        phrase, so that one number can be swapped (a bare number elsewhere cannot)."""
+        if not kind.startswith("duplicate"):
+            return detail
+        return _OTHER_REVIEW.sub(
+            lambda m: f"~ review {self.reviews.get(m.group(1), m.group(1))}'s ", detail
+        )
+
+    def report_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        """report.json: the fields above, and the quality section's removed reviews and
+        the flags' details."""
+        data = self.swap(data)
+        quality = data.get("quality")
+        if isinstance(quality, dict):
+            excl = quality.get("exclusion") or {}
+            if isinstance(excl.get("removed"), list):
+                excl["removed"] = self.swap(excl["removed"], "review_ids")
+            for flag in quality.get("flags") or []:
+                if isinstance(flag.get("detail"), str):
+                    flag["detail"] = self.detail(str(flag.get("kind", "")), flag["detail"])
+        return data
+
+    def table(self, body: str, in_text: Callable[[str], str]) -> str:
+        """A report CSV, read with the csv module: reviewer and review columns swapped by
+        value, every other cell through `in_text`. A table with no such column passes
+        `in_text` whole, byte for byte as before."""
+        rows = list(csv.reader(io.StringIO(body)))
+        header = rows[0] if rows else []
+        if not set(header) & (REVIEWER_FIELDS | REVIEW_FIELDS):
+            return in_text(body)
+        kind = header.index("kind") if "kind" in header else None
+        buf = io.StringIO()
+        w = csvsafe.writer(buf, lineterminator="\n")
+        w.writerow(header)
+        for row in rows[1:]:
+            cells = []
+            for k, cell in enumerate(row):
+                name = header[k] if k < len(header) else ""
+                if name in REVIEWER_FIELDS:
+                    cells.append(self.reviewers.get(cell, cell))
+                elif name in REVIEW_FIELDS:
+                    cells.append(self.reviews.get(cell, cell))
+                elif name == "detail" and kind is not None and kind < len(row):
+                    cells.append(in_text(self.detail(row[kind], cell)))
+                else:
+                    cells.append(in_text(cell))
+            w.writerow(cells)
+        return buf.getvalue()
 
 
 class _Collector:
@@ -169,6 +284,7 @@ class _Collector:
         self.files: dict[str, str | bytes] = {}
         self.idea_name: dict[int, str] = {}  # idea pk -> condition-free pseudonym
         self.external: dict[str, str] = {}  # external (per-condition) id -> pseudonym
+        self._codes: dict[str, str] | None = None  # reviewer code (R001) -> pseudonym
 
     def data(self) -> None:
         study, p = self.study, self.p
@@ -299,12 +415,7 @@ class _Collector:
             .order_by("-created_at")
             .first()
         )
-        solver: dict[str, Any] | None = None
-        if job is not None:
-            params = dict(job.params)
-            n_pairs = len(params.pop("pairs", []) or [])
-            params.pop("fingerprint", None)
-            solver = {**params, "n_assignments": n_pairs, "message": job.message}
+        solver = None if job is None else self.solver_log(job)
         self.files["assignment.json"] = _json(
             {
                 "seed": study.assignment_seed,
@@ -320,6 +431,74 @@ class _Collector:
                 else "no committed assignment in this study (e.g. imported reviews)",
             }
         )
+
+    def reviewer_codes(self) -> dict[str, str]:
+        """Each reviewer's code in the study (`Reviewer.pseudonym`, e.g. R001: what the
+        solver and the report name reviewers by) → their pseudonym in data/."""
+        if self._codes is None:
+            self._codes = {
+                code: self.p.reviewer(pk)
+                for code, pk in Reviewer.objects.filter(study=self.study).values_list(
+                    "pseudonym", "pk"
+                )
+            }
+        return self._codes
+
+    def solver_log(self, job: JobRun) -> dict[str, Any]:
+        """The committed preview's log, de-identified. Its params are the owner's working
+        copy: the pairs and the preview's tables name reviewers by their codes and ideas
+        by their external ids (anything a researcher typed, a name even). Only the
+        solver's aggregate facts are copied as they are, so a key added to the params
+        later stays out until it is listed; the tables' rows carry the pseudonyms data/
+        uses (a row whose id cannot be mapped is left out), and the notes and problems
+        have their lettered ids swapped. A line that still names a numeric id as a word
+        is withheld and counted: a bare number cannot be told from a figure."""
+        params, codes = job.params, self.reviewer_codes()
+        log: dict[str, Any] = {k: params[k] for k in SOLVER_FACTS if k in params}
+        log["n_assignments"] = len(params.get("pairs") or [])
+        log["message"] = job.message
+        ids = {**codes, **self.external}
+        in_text = _text_replacer(ids)
+        numbers = _id_pattern(k for k in ids if not re.search(r"[A-Za-z]", k))
+        for key in ("notes", "problems"):
+            lines = [in_text(str(line)) for line in params.get(key) or []]
+            log[key] = [line for line in lines if numbers is None or not numbers.search(line)]
+            if len(log[key]) < len(lines):
+                log[f"{key}_withheld"] = len(lines) - len(log[key])
+        summary = params.get("summary")
+        if summary:
+            log["summary"] = self.solver_summary(summary, codes)
+        return log
+
+    def solver_summary(self, summary: dict[str, Any], codes: dict[str, str]) -> dict[str, Any]:
+        """The preview's tables (`preview_summary`): the aggregates as they are, reviewer
+        rows under `p.reviewer`, idea rows under the per-condition pseudonym of the id
+        the solver used, each sorted by pseudonym (the solver's order follows creation
+        and external ids)."""
+        out = {k: summary[k] for k in SOLVER_SUMMARY_FACTS if k in summary}
+        reviewers = [
+            {**row, "reviewer": codes[row["reviewer"]]}
+            for row in summary.get("reviewers") or []
+            if row.get("reviewer") in codes
+        ]
+        ideas = [
+            {**row, "idea": self.external[row["idea"]]}
+            for row in summary.get("ideas") or []
+            if row.get("idea") in self.external
+        ]
+        out["reviewers"] = sorted(reviewers, key=lambda r: r["reviewer"])
+        out["ideas"] = sorted(ideas, key=lambda r: (str(r.get("topic", "")), r["idea"]))
+        left_out = len(summary.get("reviewers") or []) + len(summary.get("ideas") or [])
+        left_out -= len(reviewers) + len(ideas)
+        if left_out:
+            out["rows_left_out"] = left_out
+        return out
+
+    def people(self) -> _People:
+        """The report's reviewer codes and review ids → the package's pseudonyms (every
+        review of the study, gold ones too: a flag can name one)."""
+        reviews = Review.objects.filter(study=self.study).values_list("pk", flat=True)
+        return _People(self.reviewer_codes(), {str(pk): self.p.review(pk) for pk in reviews})
 
     def sections(self) -> None:
         """The folders other apps contribute (judging's `judges/`)."""
@@ -340,20 +519,28 @@ class _Collector:
         return {**self.earlier_ids(), **self.external}
 
     def report(self, files: dict[str, bytes]) -> list[str]:
-        """The report's files (name → content), ids swapped for pseudonyms."""
+        """The report's files (name → content), ids swapped for pseudonyms: idea ids, and
+        reviewer codes and review ids as data/reviews.csv names them, so the report's
+        tables (leniency, quality flags) join the data. Reviewer codes are lettered, so
+        texts (the HTML) get them swapped too; review ids are bare numbers, swapped only
+        where a field holds one (the HTML shows none)."""
         ids = self.id_map()
-        in_text = _text_replacer(ids)
+        people = self.people()
+        # The idea ids win should a reviewer code equal one.
+        in_text = _text_replacer({**people.reviewers, **ids})
         names = []
         for name, body in sorted(files.items()):
             if name == "package.zip":
                 continue
             arc, suffix = f"report/{name}", Path(name).suffix
             if suffix == ".json":
-                data = _replace_ids(json.loads(body), ids)
+                data = people.report_json(_replace_ids(json.loads(body), ids))
                 data.get("study", {}).pop("slug", None)
                 if "phases" in data:
                     data["phases"] = _replace_every_id(data["phases"], ids, in_text)
                 self.files[arc] = _json(data)
+            elif name.endswith(TABLE_SUFFIX):
+                self.files[arc] = people.table(body.decode(), in_text)
             elif _swapped(name):
                 self.files[arc] = in_text(body.decode())
             else:
@@ -497,7 +684,7 @@ author institution is included. The conditions are published as the analysed fac
 - `form.json`: the review form with every anchor; `review_form.json`: the same form as a
   form file (`docs/forms.md`), for `--form` below.
 - `assignment.json`: the assignment seed, its rules and the solver's log (if the study was
-  assigned in ideareview).
+  assigned in ideareview), its tables under the same pseudonyms as `data/`.
 - `judges/runs.json`: each judge run: method, parameters, model, judge parameters and
   prices, cost, summary. `judges/prompts.json`: the prompt templates with their hashes.
   `judges/calls.jsonl`: every cached LLM call (request as sent, prompt hash, raw response,

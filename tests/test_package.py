@@ -7,6 +7,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import zipfile
 
 import pytest
@@ -302,3 +303,161 @@ def test_a_new_export_format_is_written_offered_and_de_identified(
     (tmp_path / "bin" / "ideas.bin").write_bytes(b"x")
     with pytest.raises(ValueError, match="not declared free of idea ids"):
         package_build(study=seeded.study, out=tmp_path / "p.zip", report_dir=tmp_path / "bin")
+
+
+# A study whose reviewer codes and external ids are distinctive words, so that one left
+# anywhere in the package is found by a plain search.
+PASTED = (  # 41 words: the one rationale long enough for the plan's duplicate check
+    "This proposal hinges on a retrieval step whose recall is never measured, so the claimed "
+    "gains may come from the benchmark overlap rather than the method, and the plan should "
+    "add an ablation without retrieval and report variance over several seeds"
+)
+
+
+def _rows(body: bytes) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(body.decode())))
+
+
+@pytest.fixture
+def named_study(db, owner, settings, tmp_path, no_pdf):
+    """A committed assignment over reviewers coded `Rzephyr0`… and ideas with external
+    ids `lovelace-…` (one numeric: `4711`), every assignment reviewed: reviewer 1
+    straight-lines, reviewer 2 is fast, reviewers 0 and 3 paste one rationale. Then a
+    note and a problem naming an idea and a reviewer, as the solver's can, and the
+    report with its package."""
+    from studies.models import Assignment, IdeaCondition, JobRun
+    from studies.reviewer_forms import ReviewAnswersForm
+    from studies.services.assignment import assignment_commit, assignment_preview
+    from studies.services.reviews import review_submit
+    from studies.services.study import study_open_for_review, study_plan_set
+    from tests.factories import make_review_study
+
+    settings.REPORTS_ROOT = tmp_path
+    seeded = make_review_study(owner, slug="named", commit=False)
+    study = seeded.study
+    codes = []
+    for j, reviewer in enumerate(seeded.reviewers):
+        reviewer.pseudonym = f"Rzephyr{j}"
+        reviewer.save(update_fields=["pseudonym"])
+        codes.append(reviewer.pseudonym)
+    externals = []
+    for k, member in enumerate(IdeaCondition.objects.filter(study=study).order_by("pk")):
+        member.external_id = "4711" if k == 0 else f"lovelace-{k}"
+        member.save(update_fields=["external_id"])
+        externals.append(member.external_id)
+    job, result, _ = assignment_preview(study=study, seed=7)
+    assert result.feasible, result.explanation()
+    assignment_commit(study=study, job=job)
+    job = JobRun.objects.get(pk=job.pk)
+    job.params = {
+        **job.params,
+        "notes": [
+            *job.params["notes"],
+            f"{codes[0]} asked for fewer ideas than {externals[1]} needs",
+            "idea 4711 kept its fixed reviews",
+        ],
+        "problems": [f"reviewer id {codes[1]} appears twice"],
+    }
+    job.save(update_fields=["params"])
+    study_open_for_review(study=study)
+    study_plan_set(
+        study=study,
+        source={
+            "primary_metrics": ["overall"],
+            "quality": {"min_minutes": 2, "duplicate_min_words": 40, "exclude": ["fast"]},
+        },
+        actor=owner,
+    )
+    definition = study.form_definition()
+    metrics = definition.metric_keys
+    pasted = {seeded.reviewers[0].pk: False, seeded.reviewers[3].pk: False}
+    for a in Assignment.objects.filter(study=study).select_related("reviewer").order_by("pk"):
+        j = codes.index(a.reviewer.pseudonym)
+        base = 4 + (a.idea_id % 3) + j % 3
+        scores = [6] * len(metrics) if j == 1 else [base + k % 3 for k in range(len(metrics))]
+        data = {m: str(s) for m, s in zip(metrics, scores, strict=True)}
+        for k, m in enumerate(metrics):
+            data[f"{m}_rationale"] = " ".join(f"point{a.pk}x{k}x{w}" for w in range(26))
+        if pasted.get(a.reviewer_id) is False:
+            data[f"{metrics[0]}_rationale"] = PASTED
+            pasted[a.reviewer_id] = True
+        data.update(familiarity="3", confidence="4", minutes="20")
+        form = ReviewAnswersForm(data, definition=definition)
+        assert form.is_valid(), form.errors
+        Assignment.objects.filter(pk=a.pk).update(active_seconds=30.0 if j == 2 else 900.0)
+        a.refresh_from_db()
+        review_submit(assignment=a, cleaned=form.cleaned_data)
+    snap = report_build(study=study, out_dir=tmp_path / "rep", options=FAST)
+    return snap, codes, externals, tmp_path
+
+
+def test_the_solver_log_and_the_report_name_reviewers_and_reviews_as_the_data_does(named_study):
+    """The committed preview's tables, notes and problems name reviewers by their codes
+    and ideas by their external ids, and the report's leniency and flags name reviewers
+    by their codes and reviews by their row ids: in the package, all of them carry the
+    pseudonyms of data/, or are left out."""
+    snap, codes, externals, tmp = named_study
+    files = _members(tmp / "rep" / "package.zip")
+    lettered = [*codes, *(e for e in externals if not e.isdigit())]
+    for name, body in files.items():
+        text = body.decode()
+        for word in lettered:
+            assert word not in text, (name, word)
+        assert "zephyr" not in text and "lovelace" not in text, name
+
+    reviews = _rows(files["data/reviews.csv"])
+    reviewers = {r["reviewer_id"] for r in reviews}
+    review_ids = {r["review_id"] for r in reviews}
+    ideas = {r["idea_id"] for r in reviews}
+
+    log = json.loads(files["assignment.json"])["solver_log"]
+    assert "pairs" not in log and "fingerprint" not in log
+    assert log["seed"] == snap.study.assignment_seed and log["status"] in ("optimal", "time_limit")
+    assert log["n_assignments"] > 0 and log["committed_at"] and "value" in log["objective"]
+    summary = log["summary"]
+    assert summary["reviews_per_idea"] and summary["topics"]
+    assert reviewers <= {r["reviewer"] for r in summary["reviewers"]}
+    assert {r["idea"] for r in summary["ideas"]} <= ideas
+    assert len(summary["ideas"]) == len({r["idea"] for r in summary["ideas"]}) > 1
+    assert [r["reviewer"] for r in summary["reviewers"]] == sorted(reviewers)
+    # The lettered ids in the notes and problems carry their pseudonyms; a line naming
+    # a numeric id (which no text swap can tell from a figure) is withheld.
+    assert any(n.startswith(tuple(reviewers)) for n in log["notes"])
+    assert any(i in n for n in log["notes"] for i in ideas)
+    assert log["notes_withheld"] == 1 and not any("4711" in n for n in log["notes"])
+    assert log["problems"] and all("appears twice" in p for p in log["problems"])
+
+    leniency = _rows(files["report/leniency.csv"])
+    assert leniency and {r["reviewer_id"] for r in leniency} <= reviewers
+    flags = _rows(files["report/quality_flags.csv"])
+    assert {r["kind"] for r in flags} >= {"straight_line", "fast", "duplicate_other"}
+    assert {r["reviewer_id"] for r in flags} <= reviewers
+    assert {r["review_id"] for r in flags} <= review_ids
+    for flag in flags:
+        if flag["kind"] == "duplicate_other":
+            other = flag["detail"].split("~ review ")[1].split("'s ")[0]
+            assert other in review_ids and other != flag["review_id"]
+
+    report = json.loads(files["report/report.json"])
+    q = report["quality"]
+    assert {f["review_id"] for f in q["flags"]} <= review_ids
+    assert {f["reviewer_id"] for f in q["flags"]} <= reviewers
+    removed = set(q["exclusion"]["removed"])
+    assert removed and removed <= review_ids
+    assert removed == {i for rule in q["exclusion"]["rules"] for i in rule["review_ids"]}
+    assert {r["reviewer_id"] for b in q["leniency"].values() for r in b["rows"]} <= reviewers
+    html = files["report/report.html"].decode()
+    assert any(r in html for r in reviewers)
+
+
+def test_the_packaged_report_joins_the_data_on_reviewer(no_pdf, built):
+    """The judged study's reviewers are R001…R008 in the report: the package's
+    leniency table names them as data/reviews.csv does, and no code is left anywhere."""
+    seeded, snap, tmp = built
+    files = _members(tmp / "rep" / "package.zip")
+    reviewers = {r["reviewer_id"] for r in _rows(files["data/reviews.csv"])}
+    leniency = _rows(files["report/leniency.csv"])
+    assert leniency and {r["reviewer_id"] for r in leniency} <= reviewers
+    for name, body in files.items():
+        if not name.endswith(".pdf"):
+            assert not re.search(r"\bR00\d\b", body.decode()), name
