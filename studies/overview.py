@@ -4,7 +4,12 @@
 pure function, so the rules are tested on plain numbers as well as on real studies.
 A study built from an imported review dataset (si2024) never went through preparation,
 recruitment or assignment here: those steps say "imported dataset" instead of asking
-for work that can no longer be done.
+for work that can no longer be done. Its status says the same ("Imported reviews", not
+"Draft"), and it is never offered "Open for review": its reviewing happened elsewhere
+and is over (`study_status`, shared by the study page, the owner pages' header and the
+open page). Its ideas often came with the reviews and no text of their own; they are
+"reviews imported without idea texts" (`ideas_without_text`), not ideas missing their
+template sections.
 
 The judge runs are judging's rows: the "Judges run" step asks the registered counter
 (`judge_run_counter_register`, filled in `JudgingConfig.ready()`; docs/architecture.md,
@@ -21,6 +26,8 @@ from .services.ideas import REVIEWABLE
 
 DONE, CURRENT, TODO, BLOCKED = "done", "current", "todo", "blocked"
 IMPORTED = "imported dataset"
+IMPORTED_STATUS = "Imported reviews"
+WITHOUT_TEXT = "reviews imported without idea texts"
 
 
 # What each step needs before it can be worked on; steps not listed can start at once.
@@ -109,6 +116,7 @@ class StudyCounts:
     reports: int = 0
     payments_set: bool = False
     undecided_reviews: int = 0
+    textless_ideas: int = 0
 
     @property
     def imported(self) -> bool:
@@ -116,15 +124,90 @@ class StudyCounts:
         return self.imported_reviews > 0 and self.assignments == 0
 
 
+def _review_file_imported(study: Study) -> bool:
+    """A review file (not an idea file) was imported into the study."""
+    return ImportBatch.objects.filter(study=study).exclude(kind="ideas").exists()
+
+
+def _imported_review_count(study: Study) -> int:
+    """Submitted reviews that came from a review file rather than an assignment."""
+    if not _review_file_imported(study):
+        return 0
+    return Review.objects.filter(
+        study=study, status=Review.Status.SUBMITTED, assignment__isnull=True
+    ).count()
+
+
+@dataclass(frozen=True)
+class StudyStatus:
+    """What the header says the study is, and whether "Open for review" can be offered."""
+
+    label: str
+    imported: bool
+    can_open: bool
+
+
+def study_status(study: Study) -> StudyStatus:
+    """The status a person reads. A study of imported reviews with no assignment of its
+    own is an analysis of reviewing done elsewhere: "Draft" would ask for preparation
+    that can never happen, and opening it could never succeed (its ideas have no
+    signed-off text), so it reads "Imported reviews" and is not offered the opening.
+    A study its owner closed still reads "Closed"."""
+    status = Study.Status(study.status)
+    if status not in (Study.Status.DRAFT, Study.Status.PREPARING):
+        return StudyStatus(status.label, False, False)
+    imported = (
+        not Assignment.objects.filter(study=study)
+        .exclude(status=Assignment.Status.WITHDRAWN)
+        .exists()
+        and _imported_review_count(study) > 0
+    )
+    if imported:
+        return StudyStatus(IMPORTED_STATUS, True, False)
+    return StudyStatus(status.label, False, True)
+
+
+def _has_text(idea: Idea) -> bool:
+    sections = idea.sections or {}
+    return bool(
+        idea.raw_text.strip()
+        or idea.normalized_text.strip()
+        or any(str(v or "").strip() for v in sections.values())
+    )
+
+
+def ideas_without_text(study: Study) -> set[int]:
+    """Ids of the ideas that came with imported reviews and have no text at all (no
+    raw text, no section, no rewrite): a review file names its ideas but does not carry
+    them. The ideas page and the "Sections complete" step say so instead of counting
+    them as ideas with missing sections, which no one could fill in from the file."""
+    if not _review_file_imported(study):
+        return set()
+    candidates = (
+        Idea.objects.filter(
+            study=study,
+            raw_text="",
+            normalized_text="",
+            reviews__status=Review.Status.SUBMITTED,
+            reviews__assignment__isnull=True,
+        )
+        .distinct()
+        .only("raw_text", "normalized_text", "sections")
+    )
+    return {idea.pk for idea in candidates if not _has_text(idea)}
+
+
 def study_counts(study: Study) -> StudyCounts:
     from .services.ideas import study_ideas, topic_matching_table
 
     ideas = list(study_ideas(study).only("sections", "normalization_status"))
+    textless = ideas_without_text(study)
     incomplete = 0
     for idea in ideas:
         # Once a person signed off an idea's text, that text is what reviewers read; the
-        # imported sections no longer matter.
-        if idea.normalization_status in REVIEWABLE:
+        # imported sections no longer matter. An idea that came with imported reviews and
+        # no text has no sections to miss.
+        if idea.normalization_status in REVIEWABLE or idea.pk in textless:
             continue
         sections = idea.section_status()
         incomplete += bool(sections["missing"] or sections["empty"])
@@ -152,14 +235,13 @@ def study_counts(study: Study) -> StudyCounts:
         assignments=assignments.count(),
         open_assignments=sum(1 for a in assignments if a.is_open),
         submitted_reviews=submitted.count(),
-        imported_reviews=submitted.filter(assignment__isnull=True).count()
-        if ImportBatch.objects.filter(study=study).exclude(kind="ideas").exists()
-        else 0,
+        imported_reviews=_imported_review_count(study),
         judge_runs_done=runs.done,
         judge_runs_active=runs.active,
         reports=StudyReport.objects.filter(study=study).count(),
         payments_set=any((study.payment_per_review, study.payment_per_idea, study.payment_bonus)),
         undecided_reviews=submitted.filter(acceptance__isnull=True).count(),
+        textless_ideas=sum(1 for i in ideas if i.pk in textless),
     )
 
 
@@ -168,21 +250,37 @@ Raw = tuple[str, bool, str, str]  # name, done, detail, URL name
 
 def _imported_steps(c: StudyCounts) -> list[Raw]:
     """A review dataset imported as is: the steps that made it happened elsewhere."""
+    elsewhere = f"{IMPORTED}: not done in this app"
+    if c.textless_ideas:
+        sections = f"{IMPORTED}: {c.textless_ideas} idea(s) with {WITHOUT_TEXT}"
+        if c.incomplete_ideas:
+            sections += f", {c.incomplete_ideas} with missing or empty sections"
+    else:
+        sections = elsewhere
     raw: list[Raw] = [
-        (name, True, f"{IMPORTED}: not done in this app", url)
+        ("Review form chosen", True, elsewhere, "studies:study_form"),
+        ("Ideas imported", True, f"{IMPORTED}: {c.ideas} idea(s)", "studies:ideas_list"),
+        ("Sections complete", True, sections, "studies:ideas_list"),
+    ]
+    raw += [
+        (name, True, elsewhere, url)
         for name, url in [
-            ("Review form chosen", "studies:study_form"),
-            ("Ideas imported", "studies:ideas_list"),
-            ("Sections complete", "studies:ideas_list"),
             ("Topics matched", "studies:topic_matching"),
             ("Ideas normalised", "studies:normalization"),
             ("Rewrites signed off", "studies:normalization"),
             ("Reviewers invited", "studies:study_invitations"),
             ("Reviewers screened", "studies:study_reviewers"),
             ("Assignment committed", "studies:assignment_preview"),
-            ("Opened for review", "studies:study_open"),
         ]
     ]
+    raw.append(
+        (
+            "Opened for review",
+            True,
+            f"{IMPORTED}: reviewed elsewhere, so it does not open for review here",
+            "studies:study_open",
+        )
+    )
     raw.append(
         (
             "Reviews in",
@@ -191,12 +289,27 @@ def _imported_steps(c: StudyCounts) -> list[Raw]:
             "studies:reviews_import_page",
         )
     )
-    raw.append(("Closed", True, f"{IMPORTED}: no reviewing in this app", "studies:study_progress"))
+    raw.append(
+        (
+            "Closed",
+            True,
+            f"{IMPORTED}: the reviews are final, no reviewing in this app",
+            "studies:study_progress",
+        )
+    )
     return raw
 
 
 def _preparation_steps(c: StudyCounts) -> list[Raw]:
     """From the review form to signed-off text."""
+    if c.incomplete_ideas:
+        sections = f"{c.incomplete_ideas} idea(s) miss template sections: fill them in"
+    elif c.textless_ideas:
+        sections = "every idea with a text has the seven sections"
+    else:
+        sections = "every idea has the seven sections"
+    if c.textless_ideas:
+        sections += f"; {c.textless_ideas} idea(s) with {WITHOUT_TEXT}"
     matched = c.ideas > 0 and (c.unbalanced_topics == 0 or c.topic_reason)
     if c.unbalanced_topics and not c.topic_reason:
         topics = (
@@ -220,9 +333,7 @@ def _preparation_steps(c: StudyCounts) -> list[Raw]:
         (
             "Sections complete",
             c.ideas > 0 and c.incomplete_ideas == 0,
-            f"{c.incomplete_ideas} idea(s) miss template sections: fill them in"
-            if c.incomplete_ideas
-            else "every idea has the seven sections",
+            sections,
             "studies:ideas_list",
         ),
         ("Topics matched", matched, topics, "studies:topic_matching"),

@@ -12,15 +12,24 @@ from studies.overview import (
     CURRENT,
     DONE,
     IMPORTED,
+    IMPORTED_STATUS,
     TODO,
+    WITHOUT_TEXT,
     StudyCounts,
+    ideas_without_text,
     next_step,
     steps_from,
+    study_status,
     study_steps,
 )
 from studies.protocol.template import parse_sections
 from studies.services.assignment import assignment_commit, assignment_preview
-from studies.services.study import study_close, study_create, study_open_for_review
+from studies.services.study import (
+    study_close,
+    study_create,
+    study_open_for_review,
+    study_readiness,
+)
 from tests.factories import make_review_study
 
 NAMES = [
@@ -241,3 +250,101 @@ def test_the_judges_step_counts_the_runs_judging_reports(owner, monkeypatch):
     monkeypatch.setattr(overview, "_counters", [])
     step = {s.name: s for s in study_steps(study)}["Judges run"]
     assert step.detail == "0 run(s) done" and step.state != DONE
+
+
+# --------------------------------------------------------------------------- imported reviews
+
+
+def _page(client, name, study, **kwargs):
+    return client.get(reverse(name, args=[study.slug]), **kwargs).content.decode()
+
+
+def test_a_study_of_imported_reviews_reads_imported_and_is_never_offered_the_opening(
+    si2024_study, owner
+):
+    """Its checklist says every step up to "Closed" happened elsewhere: the header must
+    not say "Draft" nor offer an opening that its textless ideas could never pass."""
+    state = study_status(si2024_study)
+    assert state.label == IMPORTED_STATUS and state.imported and not state.can_open
+    client = Client()
+    client.force_login(owner)
+    detail = _page(client, "studies:study_detail", si2024_study)
+    assert f'id="study-status">{IMPORTED_STATUS}<' in detail
+    assert "Draft" not in detail and 'id="imported-study"' in detail
+    for name in ("studies:study_progress", "studies:ideas_list", "studies:study_open"):
+        page = _page(client, name, si2024_study)
+        assert f"status: {IMPORTED_STATUS}" in page, name
+        assert 'id="nav-open"' not in page, name
+    opening = _page(client, "studies:study_open", si2024_study)
+    assert 'id="open-form"' not in opening and "Before the study can open" not in opening
+    assert "nothing to open for review" in opening
+    progress = _page(client, "studies:study_progress", si2024_study)
+    assert 'id="imported-reviews"' in progress and 'id="not-open"' not in progress
+    # The study list says the same as the study's own page.
+    assert (
+        f"<td>{IMPORTED_STATUS}</td>" in client.get(reverse("studies:study_list")).content.decode()
+    )
+    # Opening by hand (a stale page, the command line) is refused with the one reason.
+    reasons = study_readiness(study=si2024_study)
+    assert len(reasons) == 1 and "imported from a file" in reasons[0]
+    response = client.post(reverse("studies:study_open", args=[si2024_study.slug]), follow=True)
+    assert "nothing to open for review" in response.content.decode()
+    si2024_study.refresh_from_db()
+    assert si2024_study.status == Study.Status.DRAFT
+    steps = {s.name: s for s in study_steps(si2024_study)}
+    assert steps["Opened for review"].is_done and steps["Closed"].is_done
+    # Its owner may still close it, and then it reads closed like any other.
+    study_close(study=si2024_study)
+    si2024_study.refresh_from_db()
+    assert study_status(si2024_study).label == "Closed"
+
+
+def test_a_study_reviewed_here_still_reads_its_status_and_is_offered_the_opening(owner):
+    study = _mid_way(owner, commit=False)
+    state = study_status(study)
+    assert state.label == "Draft" and state.can_open and not state.imported
+    client = Client()
+    client.force_login(owner)
+    assert 'id="nav-open"' in _page(client, "studies:study_progress", study)
+    assert 'id="study-status">Draft<' in _page(client, "studies:study_detail", study)
+
+
+def test_ideas_that_came_with_imported_reviews_read_as_such_on_the_list_and_the_step(
+    si2024_study, owner
+):
+    """A review file names its ideas without their texts: the ideas page says so instead
+    of reporting every section missing, and the study page's step agrees with it."""
+    n = si2024_study.ideas.count()
+    assert ideas_without_text(si2024_study) == set(si2024_study.ideas.values_list("pk", flat=True))
+    client = Client()
+    client.force_login(owner)
+    page = _page(client, "studies:ideas_list", si2024_study)
+    assert f'<span id="without-text">{n} with {WITHOUT_TEXT}</span>' in page
+    assert "missing or empty sections" not in page and "0/7 found" not in page
+    assert "missing: " not in page
+    step = {s.name: s for s in study_steps(si2024_study)}["Sections complete"]
+    assert step.is_done and f"{n} idea(s) with {WITHOUT_TEXT}" in step.detail
+    # An imported idea given part of a text by hand is an idea with sections again, on
+    # both pages.
+    first = si2024_study.ideas.order_by("pk").first()
+    Idea.objects.filter(pk=first.pk).update(sections={"title": "Only a title"})
+    page = _page(client, "studies:ideas_list", si2024_study)
+    assert f"{n - 1} with {WITHOUT_TEXT}" in page
+    assert "1 with missing or empty sections" in page and "1/7 found" in page
+    step = {s.name: s for s in study_steps(si2024_study)}["Sections complete"]
+    assert f"{n - 1} idea(s) with {WITHOUT_TEXT}, 1 with missing or empty sections" in step.detail
+    # The row an edit swaps in says the same as the list.
+    second = si2024_study.ideas.order_by("pk")[1]
+    row = client.get(
+        reverse("studies:idea_row", args=[si2024_study.slug, second.pk]), HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "no text: reviews imported without it" in row and "/7 found" not in row
+
+
+def test_the_sections_step_of_a_study_reviewed_here_names_ideas_without_text():
+    counts = StudyCounts(status=Study.Status.DRAFT, ideas=5, incomplete_ideas=0, textless_ideas=2)
+    step = {s.name: s for s in steps_from(counts)}["Sections complete"]
+    assert step.is_done
+    assert step.detail == (
+        f"every idea with a text has the seven sections; 2 idea(s) with {WITHOUT_TEXT}"
+    )

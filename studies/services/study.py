@@ -205,7 +205,16 @@ def study_topic_reason_set(*, study: Study, reason: str, actor: Any = None) -> N
 
 
 def study_readiness(*, study: Study) -> list[str]:
-    """Why the study cannot open for review yet; empty when it can."""
+    """Why the study cannot open for review yet; empty when it can. A study of imported
+    reviews gets that one reason: the preparation the others ask for was never meant to
+    happen here."""
+    from ..overview import IMPORTED_STATUS, study_status
+
+    if study_status(study).imported:
+        return [
+            f"its reviews were imported from a file ({IMPORTED_STATUS.lower()}): the "
+            "reviewing happened elsewhere, so there is nothing to open for review"
+        ]
     reasons: list[str] = []
     if study.status not in (Study.Status.DRAFT, Study.Status.PREPARING):
         reasons.append(f"the study is {study.get_status_display().lower()}, not in preparation")
@@ -271,9 +280,12 @@ def study_open_status(study: Study) -> dict[str, Any]:
         status__in=[Assignment.Status.PENDING, Assignment.Status.DRAFT],
         reviewer__dropped_at__isnull=True,
     )
+    from ..overview import study_status
+
     is_open = study.is_open_to_reviewers()
     return {
         "is_open": is_open,
+        "imported": study_status(study).imported,
         "readiness": [] if is_open else study_readiness(study=study),
         "assignments": waiting.count(),
         "reviewers": waiting.values("reviewer_id").distinct().count(),

@@ -37,6 +37,7 @@ from ..idea_forms import (
 )
 from ..import_samples import IDEA_FILE_COLUMNS
 from ..models import DuplicatePair, Idea, IdeaUpload, JobRun, LeakageExport, Study
+from ..overview import WITHOUT_TEXT, ideas_without_text
 from ..protocol import jsonsafe
 from ..protocol.ideafiles import IdeaBatch
 from ..protocol.normalization import (
@@ -64,13 +65,18 @@ def get_idea_for_member(
     return study, idea
 
 
-def _row(idea: Idea, number: int) -> dict[str, Any]:
+def _row(idea: Idea, number: int, textless: set[int]) -> dict[str, Any]:
     """One line of the ideas list; `number` is its row (ideas are named to owners by
-    their external id and counted by row, never by database id)."""
+    their external id and counted by row, never by database id). An idea in `textless`
+    came with imported reviews and no text: it has no sections to report missing."""
     status = idea.section_status()
+    without_text = idea.pk in textless
+    if without_text:
+        status = {"found": [], "missing": [], "empty": []}
     return {
         "idea": idea,
         "number": number,
+        "without_text": without_text,
         "found": [HEADINGS[k] for k in status["found"]],
         "missing": [HEADINGS[k] for k in status["missing"]],
         "empty": [HEADINGS[k] for k in status["empty"]],
@@ -83,7 +89,9 @@ def _row(idea: Idea, number: int) -> dict[str, Any]:
 def _row_alone(study: Study, idea: Idea) -> dict[str, Any]:
     """The row of one idea, numbered as the whole list numbers it."""
     ideas = _ideas_qs(study)
-    return _row(ideas.get(pk=idea.pk), ideas.filter(pk__lt=idea.pk).count() + 1)
+    return _row(
+        ideas.get(pk=idea.pk), ideas.filter(pk__lt=idea.pk).count() + 1, ideas_without_text(study)
+    )
 
 
 def _ideas_qs(study: Study):  # type: ignore[no-untyped-def]
@@ -101,7 +109,8 @@ def _ideas_qs(study: Study):  # type: ignore[no-untyped-def]
 @require_GET
 def ideas_list(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
-    rows = [_row(i, n) for n, i in enumerate(_ideas_qs(study), start=1)]
+    textless = ideas_without_text(study)
+    rows = [_row(i, n, textless) for n, i in enumerate(_ideas_qs(study), start=1)]
     return render(
         request,
         "studies/ideas/list.html",
@@ -109,6 +118,8 @@ def ideas_list(request: HttpRequest, slug: str) -> HttpResponse:
             "study": study,
             "rows": rows,
             "incomplete": sum(1 for r in rows if r["missing"] or r["empty"]),
+            "without_text": sum(1 for r in rows if r["without_text"]),
+            "without_text_words": WITHOUT_TEXT,
         },
     )
 

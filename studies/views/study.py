@@ -29,7 +29,7 @@ from ..jobs import (
     job_retry,
 )
 from ..models import ImportBatch, JobRun, Study, StudyMember, StudyReport
-from ..overview import next_step, study_steps
+from ..overview import next_step, study_status, study_steps
 from ..report_formats import REPORT_FORMATS, document_names, report_format
 from ..services.audit import audit
 from ..services.study import (
@@ -192,6 +192,7 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
     batch = ImportBatch.objects.filter(study=study).first()
     steps = study_steps(study)
+    study_state = study_status(study)
     # Ideas left out by topic matching are not part of the study: count them apart, so
     # the figures match the topic-matching page and the assignment.
     conditions = [
@@ -220,6 +221,7 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "report": StudyReport.objects.filter(study=study).first(),
             "steps": steps,
             "next_step": next_step(steps),
+            "study_state": study_state,
         },
     )
 
