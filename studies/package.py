@@ -541,23 +541,28 @@ class _Collector:
                 self.files[arc] = _json(data)
             elif name.endswith(TABLE_SUFFIX):
                 self.files[arc] = people.table(body.decode(), in_text)
-            elif _swapped(name):
-                self.files[arc] = in_text(body.decode())
             else:
-                self.files[arc] = body
+                entry = _package_entry(name)
+                if entry == "omit":
+                    continue
+                self.files[arc] = in_text(body.decode()) if entry == "swap" else body
             names.append(name)
         return names
 
 
-def _swapped(name: str) -> bool:
-    """Whether a report file passes the pseudonym swap on its way into the package: the
-    tables and every text format do; a binary format must be declared free of ids (the
-    built-in PDF, rendered from the report, is the one exception)."""
+def _package_entry(name: str) -> str:
+    """How a report file enters the package: "swap" (the tables and every text format
+    pass the pseudonym swap), "copy" (a binary format declared free of ids) or "omit"
+    (the built-in PDF: printed from the report's HTML before any swap, it names the
+    study's own idea ids and reviewer codes and cannot be swapped; the package's
+    report.html is the same document, swapped)."""
     fmt = report_format(name)
     if name.endswith(TABLE_SUFFIX) or fmt is None or fmt.text:
-        return True
-    if fmt.ids_free or fmt.write is None:
-        return False
+        return "swap"
+    if fmt.ids_free:
+        return "copy"
+    if fmt.write is None:
+        return "omit"
     raise ValueError(f"report format {fmt.name}: binary, and not declared free of idea ids")
 
 
@@ -658,7 +663,10 @@ def readme(*, study: Study, human: list[str], report_files: list[str]) -> str:
     baseline = study.baseline()
     metrics = ", ".join(study.form_definition().metric_keys)
     report_line = (
-        "`report/` holds the report as built by ideareview: " + ", ".join(report_files) + "."
+        "`report/` holds the report as built by ideareview: "
+        + ", ".join(report_files)
+        + ". The report's PDF is not here: it was printed before the pseudonyms went in, "
+        "so it names the study's own ids; print `report/report.html` instead."
         if report_files
         else "No report had been built when this package was made."
     )
