@@ -105,6 +105,7 @@ class StudyCounts:
     signed_off: int = 0
     invitations: int = 0
     reviewers: int = 0
+    dropped_reviewers: int = 0
     approved_reviewers: int = 0
     pending_reviewers: int = 0
     assignments: int = 0
@@ -228,6 +229,7 @@ def study_counts(study: Study) -> StudyCounts:
         signed_off=sum(1 for i in ideas if i.normalization_status in REVIEWABLE),
         invitations=study.invitations.count(),
         reviewers=reviewers.count(),
+        dropped_reviewers=Reviewer.objects.filter(study=study, dropped_at__isnull=False).count(),
         approved_reviewers=reviewers.filter(screening=Reviewer.Screening.APPROVED).count(),
         pending_reviewers=reviewers.filter(
             screening=Reviewer.Screening.PENDING, profile_completed_at__isnull=False
@@ -357,9 +359,11 @@ def _recruitment_steps(c: StudyCounts, closed: bool) -> list[Raw]:
     return [
         (
             "Reviewers invited",
-            c.invitations > 0 or c.reviewers > 0,
-            f"{c.invitations} invitation(s), {c.reviewers} reviewer(s) signed up"
-            if c.invitations or c.reviewers
+            c.invitations > 0 or c.reviewers + c.dropped_reviewers > 0,
+            f"{c.invitations} invitation(s), {c.reviewers + c.dropped_reviewers} reviewer(s) "
+            "signed up"
+            + (f", {c.dropped_reviewers} of them dropped" if c.dropped_reviewers else "")
+            if c.invitations or c.reviewers or c.dropped_reviewers
             else "Invite reviewers: one address or a CSV.",
             "studies:study_invitations",
         ),

@@ -207,6 +207,16 @@ def test_invitations_come_before_screening():
     assert got["Reviewers invited"] == CURRENT and got["Reviewers screened"] == BLOCKED
 
 
+def test_the_invitation_step_counts_dropped_reviewers_among_those_who_signed_up():
+    base = {"status": Study.Status.PREPARING, "ideas": 2, "invitations": 5}
+    step = {s.name: s for s in steps_from(StudyCounts(**base, reviewers=4, dropped_reviewers=1))}
+    assert step["Reviewers invited"].detail == (
+        "5 invitation(s), 5 reviewer(s) signed up, 1 of them dropped"
+    )
+    step = {s.name: s for s in steps_from(StudyCounts(**base, reviewers=5))}
+    assert step["Reviewers invited"].detail == "5 invitation(s), 5 reviewer(s) signed up"
+
+
 def test_the_study_page_shows_the_steps_and_what_to_do_next(owner, other_researcher):
     study = study_create(owner=owner, slug="paged", title="Paged")
     client = Client()
