@@ -7,6 +7,7 @@ cache answered was paid once, by the run that made it, and is counted once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -41,7 +42,7 @@ def endpoint_label(base_url: str, provider: str) -> str:
     return f"own endpoint {urlsplit(url).hostname or url}"
 
 
-def _provider_recorded_before(row: dict[str, Any]) -> str:
+def _provider_recorded_before(row: Mapping[str, Any]) -> str:
     """Whose endpoint a call recorded before calls named their provider went to: its
     judge's, as the judge is now, or (the judge gone) the provider at its URL, since a
     provider's address must not be shown as an own endpoint's host."""
