@@ -197,6 +197,32 @@ def test_infeasible_preview_explains_the_rule(client, owner, django_capture_on_c
 
 
 @pytest.mark.django_db
+def test_an_infeasible_preview_says_which_ideas_it_left_out_and_how_to_bring_them_in(
+    client, owner, django_capture_on_commit_callbacks
+):
+    """With no approved text the solver sees no ideas and reports missing conditions; the
+    page must also say why the ideas are missing, or the owner chases the wrong cause."""
+    from studies.models import Idea
+
+    s = make_review_study(owner, commit=False)
+    Idea.objects.filter(study=s.study).update(
+        normalization_status=Idea.NormalizationStatus.PROPOSED
+    )
+    client.force_login(owner)
+    with django_capture_on_commit_callbacks(execute=False):
+        r = client.post(
+            reverse("studies:assignment_preview", args=[s.study.slug]), {"mode": "keep"}
+        )
+    preview_assignment(JobRun.objects.get(study=s.study, kind="assignment").pk)
+    page = client.get(r["Location"]).content.decode()
+    n = Idea.objects.filter(study=s.study).count()
+    assert "No assignment satisfies every rule" in page
+    assert f"{n} idea(s) have no approved text yet and are left out" in page
+    remedies = page.split('id="problem-remedies"', 1)[1].split("</ul>", 1)[0]
+    assert f'href="{reverse("studies:normalization", args=[s.study.slug])}"' in remedies
+
+
+@pytest.mark.django_db
 def test_dropping_a_reviewer_withdraws_their_open_work(client, seeded):
     client.force_login(seeded.owner)
     rev = seeded.reviewers[0]
