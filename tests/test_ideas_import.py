@@ -206,6 +206,23 @@ def test_the_list_shows_missing_sections_and_the_owner_fixes_them_in_place(study
     assert AuditEvent.objects.filter(verb="idea_sections_edited").exists()
 
 
+def test_the_sections_form_of_an_idea_with_a_title_and_no_sections_starts_from_its_title(
+    study, owner_client
+):
+    """Ideas imported with their reviews have a title and no text; fixing their sections
+    must not lose the title the list shows."""
+    topic = study.topics.get(name="Coding")
+    idea = Idea.objects.create(study=study, topic=topic, title="Diachronic navigation")
+    url = reverse("studies:idea_sections", args=["prep", idea.pk])
+    form = owner_client.get(url).content.decode()
+    assert 'name="title"' in form and "Diachronic navigation" in form.split('name="title"')[1][:200]
+    data = {k: "" for k in FULL_KEYS} | {"title": "Diachronic navigation", "motivation": "Why."}
+    owner_client.post(url, data)
+    idea.refresh_from_db()
+    assert idea.title == "Diachronic navigation"
+    assert idea.raw_text.startswith("## 1. Title\n\nDiachronic navigation")
+
+
 FULL_KEYS = [
     "title",
     "problem_statement",

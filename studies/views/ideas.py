@@ -140,6 +140,10 @@ def idea_row(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
 def idea_sections_page(request: HttpRequest, slug: str, idea_id: int) -> HttpResponse:
     study, idea = get_idea_for_member(request, slug, idea_id, role=role_by_method(request))
     initial = {k: v for k, v in (idea.sections or {}).items() if k in HEADINGS}
+    # An idea imported with its reviews has a title but no sections: the form starts from
+    # it, or saving would leave the title section empty.
+    if not str(initial.get("title") or "").strip() and idea.title:
+        initial["title"] = idea.title
     form = SectionsForm(request.POST or None, initial=initial)
     error = ""
     if request.method == "POST" and form.is_valid():
