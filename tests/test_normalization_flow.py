@@ -153,6 +153,22 @@ def test_failures_are_recorded_per_idea_and_a_resumed_job_finishes_the_rest(
     assert proposed_before.isdisjoint(set(job3.params["idea_ids"]))
 
 
+def test_an_idea_without_text_is_not_sent_to_the_model(
+    prep, owner, server, django_capture_on_commit_callbacks
+):
+    """An idea that came with imported reviews has a title and no text: a call for it
+    could only come back empty and count as a failure."""
+    study, ideas = prep
+    any_idea = next(iter(ideas.values()))
+    empty = Idea.objects.create(study=study, topic=any_idea.topic, title="No text here")
+    job = run_job(study, owner, django_capture_on_commit_callbacks)
+    assert job.status == "done"
+    assert empty.pk not in job.params["idea_ids"]
+    assert server.answered == len(ideas)
+    assert fresh(empty).normalization_status == Idea.NormalizationStatus.NONE
+    assert "failed" not in job.message or ", 0 failed" in job.message
+
+
 def test_an_approved_idea_is_never_normalised_again(
     prep, owner, server, django_capture_on_commit_callbacks
 ):

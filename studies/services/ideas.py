@@ -603,13 +603,15 @@ def normalization_problem(study: Study) -> str:
 
 def _pending(study: Study, idea_ids: Sequence[int] | None, rerun: bool) -> list[Idea]:
     """Ideas a job still has to normalise. Approved text is never normalised again; a
-    proposed rewrite is redone only when the owner asked for a re-run of that idea."""
+    proposed rewrite is redone only when the owner asked for a re-run of that idea. An
+    idea with no text (one that came with imported reviews) has nothing to rewrite: a call
+    for it could only fail, so it waits until someone enters its text."""
     qs = study_ideas(study).order_by("pk").exclude(normalization_status__in=REVIEWABLE)
     if idea_ids is not None:
         qs = qs.filter(pk__in=idea_ids)
     if not rerun:
         qs = qs.filter(normalization_status=Idea.NormalizationStatus.NONE)
-    return list(qs)
+    return [idea for idea in qs if idea.raw_text.strip()]
 
 
 def normalization_enqueue(
@@ -628,7 +630,10 @@ def normalization_enqueue(
         return active
     pending = _pending(study, idea_ids, rerun)
     if not pending:
-        raise PreparationError("every selected idea already has a rewrite or approved text")
+        raise PreparationError(
+            "every selected idea already has a rewrite or approved text, or has no text to "
+            "rewrite (enter it with Fix sections on the ideas page)"
+        )
     job = job_start(
         study=study,
         kind=NORMALIZATION_JOB,
