@@ -121,8 +121,11 @@ def idea_sample_rows(*, conditions: Sequence[str], topics: Sequence[str]) -> lis
                 "topic": topic,
                 "condition": cond,
                 "text": render_sections(sections),
-                "institution": "Example University",
-                "author_contact": "author@example.org" if c == 0 else "",
+                # Not example.org's institution: the sample invitations are at
+                # example.org, and the assignment keeps reviewers off their own
+                # institution's ideas, so the two samples together must be assignable.
+                "institution": "Sample University",
+                "author_contact": "author@sample.example" if c == 0 else "",
             }
         )
     return rows

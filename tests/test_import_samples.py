@@ -11,8 +11,10 @@ from django.core import mail
 from django.urls import reverse
 
 from studies import services
+from studies.import_samples import idea_sample_rows, invitation_sample_rows
 from studies.models import Condition, IdeaUpload, Topic
 from studies.protocol.forms import EXECUTION_FORM
+from studies.protocol.institutions import institution_keys
 from studies.services.invitations import invitations_create_from_csv, invitations_read
 from studies.services.study import study_create
 from studies.services.transfer import reviews_import, reviews_parse
@@ -152,3 +154,15 @@ def test_a_jsonl_invitation_file_with_a_bad_line_names_it(owner, study):
     data = json.dumps({"email": "x@example.org"}).encode()
     rows, _ = invitations_read(study=study, data=data, name="people.jsonl")
     assert rows[0].email == "x@example.org" and rows[0].name == ""
+
+
+def test_reviewers_invited_from_the_sample_can_review_the_sample_ideas():
+    """The two samples are tried together: an author institution shared with the
+    invitations' addresses would keep every sample reviewer off every sample idea."""
+    ideas = idea_sample_rows(conditions=["Human", "AI"], topics=["Math"])
+    authors = institution_keys(
+        [row["institution"] for row in ideas], [row["author_contact"] for row in ideas]
+    )
+    assert authors  # the sample does name its authors' institution
+    for person in invitation_sample_rows():
+        assert not institution_keys(emails=[person["email"]]) & authors, person

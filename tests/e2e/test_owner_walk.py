@@ -243,8 +243,8 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
         # Invitations: three reviewers, each reading their link from their email.
         reviewers = []
         for n, name in enumerate(["Nia Expert", "Omar Expert", "Pia Expert"]):
-            # Not @example.org: the sample ideas' authors are at "Example University", and
-            # the assignment counts an address at example.org as the same institution.
+            # Each at their own domain: the assignment reads an address's domain as the
+            # reviewer's institution, and three labs make three institutions.
             email = f"reviewer{n}@lab{n}.org"
             page.goto(f"/studies/{slug}/invitations/")
             page.fill("input[name=name]", name)
