@@ -175,9 +175,17 @@ def _check_texts(method: str, ideas: Sequence[Idea], source: str) -> None:
         what = "approved normalized text" if source == "normalized" else "raw text"
         names = ", ".join(str(i.pk) for i in missing[:5]) + ("…" if len(missing) > 5 else "")
         rule = spec.refusal_name
+        # Ideas that came with imported reviews have no text at all: nothing to approve yet.
+        enter = "Enter their text (Fix sections on the ideas page)"
+        if source != "normalized":
+            remedy = enter
+        elif all(i.raw_text.strip() for i in missing):
+            remedy = "Approve their normalization"
+        else:
+            remedy = f"{enter} and approve its normalization"
         raise JudgeRunRefused(
             f"{rule} cannot run: {len(missing)} of {len(ideas)} ideas have no {what} "
-            f"(ideas {names}). Approve their normalization or leave them out (idea_ids)."
+            f"(ideas {names}). {remedy} or leave them out (idea_ids)."
         )
 
 

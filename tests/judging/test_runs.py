@@ -145,9 +145,17 @@ def test_baselines_make_no_calls_and_are_labelled(study, scripted):
 
 def test_longer_text_says_it_cannot_run_without_idea_texts(study):
     Idea.objects.filter(pk=study.ideas.first().pk).update(normalized_text="")
-    with pytest.raises(JudgeRunRefused, match="cannot run: 1 of 6 ideas have no"):
+    with pytest.raises(JudgeRunRefused, match="cannot run: 1 of 6 ideas have no") as refused:
         judge_run_create(study=study, method="baseline_longer")
+    assert "Approve their normalization" in str(refused.value)
     assert judge_run_plan(study=study, method="baseline_random")["total"] == 12
+    # An idea that came with imported reviews has no text at all: nothing to approve yet.
+    Idea.objects.filter(pk=study.ideas.first().pk).update(raw_text="", sections={})
+    with pytest.raises(JudgeRunRefused, match="Enter their text") as refused:
+        judge_run_create(study=study, method="baseline_longer")
+    assert "Approve their normalization" not in str(refused.value)
+    with pytest.raises(JudgeRunRefused, match=r"Enter their text \(Fix sections"):
+        judge_run_create(study=study, method="baseline_longer", params={"text": "raw"})
 
 
 def test_llm_methods_need_a_configured_judge(study):
