@@ -174,22 +174,28 @@ def test_owner_previews_then_commits_the_assignment(
     )
 
 
+def _preview_page(client, owner, study, capture) -> tuple[str, str]:
+    """Preview the assignment as the owner's form does, run the job as the worker would,
+    and return the preview page and its list of remedies (empty when it has none)."""
+    client.force_login(owner)
+    with capture(execute=False):
+        r = client.post(reverse("studies:assignment_preview", args=[study.slug]), {"mode": "keep"})
+    preview_assignment(JobRun.objects.get(study=study, kind="assignment").pk)
+    page = client.get(r["Location"]).content.decode()
+    if 'id="problem-remedies"' not in page:
+        return page, ""
+    return page, page.split('id="problem-remedies"', 1)[1].split("</ul>", 1)[0]
+
+
 @pytest.mark.django_db
 def test_infeasible_preview_explains_the_rule(client, owner, django_capture_on_commit_callbacks):
     s = make_review_study(owner, commit=False)
     Reviewer.objects.filter(study=s.study).exclude(pk=s.reviewers[0].pk).update(
         screening="rejected"
     )
-    client.force_login(owner)
-    with django_capture_on_commit_callbacks(execute=False):
-        r = client.post(
-            reverse("studies:assignment_preview", args=[s.study.slug]), {"mode": "keep"}
-        )
-    preview_assignment(JobRun.objects.get(study=s.study, kind="assignment").pk)
-    page = client.get(r["Location"]).content.decode()
+    page, remedies = _preview_page(client, owner, s.study, django_capture_on_commit_callbacks)
     assert "No assignment satisfies every rule" in page and "Commit this assignment" not in page
     # and it says what the owner can change, with links to the pages where they change it
-    remedies = page.split('id="problem-remedies"', 1)[1].split("</ul>", 1)[0]
     slug = s.study.slug
     for name in ("studies:study_invitations", "studies:study_reviewers", "studies:study_settings"):
         assert f'href="{reverse(name, args=[slug])}"' in remedies, name
@@ -208,17 +214,10 @@ def test_an_infeasible_preview_says_which_ideas_it_left_out_and_how_to_bring_the
     Idea.objects.filter(study=s.study).update(
         normalization_status=Idea.NormalizationStatus.PROPOSED
     )
-    client.force_login(owner)
-    with django_capture_on_commit_callbacks(execute=False):
-        r = client.post(
-            reverse("studies:assignment_preview", args=[s.study.slug]), {"mode": "keep"}
-        )
-    preview_assignment(JobRun.objects.get(study=s.study, kind="assignment").pk)
-    page = client.get(r["Location"]).content.decode()
+    page, remedies = _preview_page(client, owner, s.study, django_capture_on_commit_callbacks)
     n = Idea.objects.filter(study=s.study).count()
     assert "No assignment satisfies every rule" in page
     assert f"{n} idea(s) have no approved text yet and are left out" in page
-    remedies = page.split('id="problem-remedies"', 1)[1].split("</ul>", 1)[0]
     assert f'href="{reverse("studies:normalization", args=[s.study.slug])}"' in remedies
 
 
