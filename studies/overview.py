@@ -6,8 +6,8 @@ A study built from an imported review dataset (si2024) never went through prepar
 recruitment or assignment here: those steps say "imported dataset" instead of asking
 for work that can no longer be done. Its status says the same ("Imported reviews", not
 "Draft"), and it is never offered "Open for review": its reviewing happened elsewhere
-and is over (`services.study.study_status`, shared by the study page, the owner pages'
-header and the open page). Its ideas often came with the reviews and no text of their own; they are
+and is over (`study_status`, shared by the study page, the owner pages' header and the
+open page). Its ideas often came with the reviews and no text of their own; they are
 "reviews imported without idea texts" (`ideas_without_text`), not ideas missing their
 template sections.
 
@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from .models import Assignment, Idea, Review, Reviewer, Study, StudyReport
+from .models import Assignment, Idea, ImportBatch, Review, Reviewer, Study, StudyReport
 from .services.ideas import REVIEWABLE
-from .services.study import imported_review_count, review_file_imported
 
 DONE, CURRENT, TODO, BLOCKED = "done", "current", "todo", "blocked"
 IMPORTED = "imported dataset"
+IMPORTED_STATUS = "Imported reviews"
 WITHOUT_TEXT = "reviews imported without idea texts"
 
 
@@ -125,6 +125,49 @@ class StudyCounts:
         return self.imported_reviews > 0 and self.assignments == 0
 
 
+def _review_file_imported(study: Study) -> bool:
+    """A review file (not an idea file) was imported into the study."""
+    return ImportBatch.objects.filter(study=study).exclude(kind="ideas").exists()
+
+
+def _imported_review_count(study: Study) -> int:
+    """Submitted reviews that came from a review file rather than an assignment."""
+    if not _review_file_imported(study):
+        return 0
+    return Review.objects.filter(
+        study=study, status=Review.Status.SUBMITTED, assignment__isnull=True
+    ).count()
+
+
+@dataclass(frozen=True)
+class StudyStatus:
+    """What the header says the study is, and whether "Open for review" can be offered."""
+
+    label: str
+    imported: bool
+    can_open: bool
+
+
+def study_status(study: Study) -> StudyStatus:
+    """The status a person reads. A study of imported reviews with no assignment of its
+    own is an analysis of reviewing done elsewhere: "Draft" would ask for preparation
+    that can never happen, and opening it could never succeed (its ideas have no
+    signed-off text), so it reads "Imported reviews" and is not offered the opening.
+    A study its owner closed still reads "Closed"."""
+    status = Study.Status(study.status)
+    if status not in (Study.Status.DRAFT, Study.Status.PREPARING):
+        return StudyStatus(status.label, False, False)
+    imported = (
+        not Assignment.objects.filter(study=study)
+        .exclude(status=Assignment.Status.WITHDRAWN)
+        .exists()
+        and _imported_review_count(study) > 0
+    )
+    if imported:
+        return StudyStatus(IMPORTED_STATUS, True, False)
+    return StudyStatus(status.label, False, True)
+
+
 def _has_text(idea: Idea) -> bool:
     sections = idea.sections or {}
     return bool(
@@ -139,7 +182,7 @@ def ideas_without_text(study: Study) -> set[int]:
     raw text, no section, no rewrite): a review file names its ideas but does not carry
     them. The ideas page and the "Sections complete" step say so instead of counting
     them as ideas with missing sections, which no one could fill in from the file."""
-    if not review_file_imported(study):
+    if not _review_file_imported(study):
         return set()
     candidates = (
         Idea.objects.filter(
@@ -194,7 +237,7 @@ def study_counts(study: Study) -> StudyCounts:
         assignments=assignments.count(),
         open_assignments=sum(1 for a in assignments if a.is_open),
         submitted_reviews=submitted.count(),
-        imported_reviews=imported_review_count(study),
+        imported_reviews=_imported_review_count(study),
         judge_runs_done=runs.done,
         judge_runs_active=runs.active,
         reports=StudyReport.objects.filter(study=study).count(),

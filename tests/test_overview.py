@@ -12,23 +12,23 @@ from studies.overview import (
     CURRENT,
     DONE,
     IMPORTED,
+    IMPORTED_STATUS,
     TODO,
     WITHOUT_TEXT,
     StudyCounts,
     ideas_without_text,
     next_step,
     steps_from,
+    study_status,
     study_steps,
 )
 from studies.protocol.template import parse_sections
 from studies.services.assignment import assignment_commit, assignment_preview
 from studies.services.study import (
-    IMPORTED_STATUS,
     study_close,
     study_create,
     study_open_for_review,
     study_readiness,
-    study_status,
 )
 from tests.factories import make_review_study
 

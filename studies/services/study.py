@@ -204,58 +204,12 @@ def study_topic_reason_set(*, study: Study, reason: str, actor: Any = None) -> N
     audit(study=study, actor=actor, verb="topic_mismatch_reason_set", reason=reason.strip())
 
 
-# ------------------------------------------------------------- the status a person reads
-
-IMPORTED_STATUS = "Imported reviews"
-
-
-def review_file_imported(study: Study) -> bool:
-    """A review file (not an idea file) was imported into the study."""
-    return m.ImportBatch.objects.filter(study=study).exclude(kind="ideas").exists()
-
-
-def imported_review_count(study: Study) -> int:
-    """Submitted reviews that came from a review file rather than an assignment."""
-    if not review_file_imported(study):
-        return 0
-    return m.Review.objects.filter(
-        study=study, status=m.Review.Status.SUBMITTED, assignment__isnull=True
-    ).count()
-
-
-@dataclass(frozen=True)
-class StudyStatus:
-    """What the header says the study is, and whether "Open for review" can be offered."""
-
-    label: str
-    imported: bool
-    can_open: bool
-
-
-def study_status(study: Study) -> StudyStatus:
-    """The status a person reads. A study of imported reviews with no assignment of its
-    own is an analysis of reviewing done elsewhere: "Draft" would ask for preparation
-    that can never happen, and opening it could never succeed (its ideas have no
-    signed-off text), so it reads "Imported reviews" and is not offered the opening.
-    A study its owner closed still reads "Closed"."""
-    status = Study.Status(study.status)
-    if status not in (Study.Status.DRAFT, Study.Status.PREPARING):
-        return StudyStatus(status.label, False, False)
-    imported = (
-        not Assignment.objects.filter(study=study)
-        .exclude(status=Assignment.Status.WITHDRAWN)
-        .exists()
-        and imported_review_count(study) > 0
-    )
-    if imported:
-        return StudyStatus(IMPORTED_STATUS, True, False)
-    return StudyStatus(status.label, False, True)
-
-
 def study_readiness(*, study: Study) -> list[str]:
     """Why the study cannot open for review yet; empty when it can. A study of imported
     reviews gets that one reason: the preparation the others ask for was never meant to
     happen here."""
+    from ..overview import IMPORTED_STATUS, study_status
+
     if study_status(study).imported:
         return [
             f"its reviews were imported from a file ({IMPORTED_STATUS.lower()}): the "
@@ -326,6 +280,8 @@ def study_open_status(study: Study) -> dict[str, Any]:
         status__in=[Assignment.Status.PENDING, Assignment.Status.DRAFT],
         reviewer__dropped_at__isnull=True,
     )
+    from ..overview import study_status
+
     is_open = study.is_open_to_reviewers()
     return {
         "is_open": is_open,

@@ -29,7 +29,7 @@ from ..jobs import (
     job_retry,
 )
 from ..models import ImportBatch, JobRun, Study, StudyMember, StudyReport
-from ..overview import next_step, study_steps
+from ..overview import next_step, study_status, study_steps
 from ..report_formats import REPORT_FORMATS, document_names, report_format
 from ..services.audit import audit
 from ..services.study import (
@@ -41,7 +41,6 @@ from ..services.study import (
     study_delete_plan,
     study_slug_new,
     study_source_mentions,
-    study_status,
 )
 from ..services.transfer import (
     import_row_estimate,
