@@ -6,8 +6,8 @@ A study built from an imported review dataset (si2024) never went through prepar
 recruitment or assignment here: those steps say "imported dataset" instead of asking
 for work that can no longer be done. Its status says the same ("Imported reviews", not
 "Draft"), and it is never offered "Open for review": its reviewing happened elsewhere
-and is over (`study_status`, shared by the study page, the owner pages' header and the
-open page). Its ideas often came with the reviews and no text of their own; they are
+and is over (`status.study_status`, shared by the study page, the owner pages' header,
+the open page and the opening service). Its ideas often came with the reviews and no text of their own; they are
 "reviews imported without idea texts" (`ideas_without_text`), not ideas missing their
 template sections.
 
@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from .models import Assignment, Idea, ImportBatch, Review, Reviewer, Study, StudyReport
+from .models import Assignment, Idea, Review, Reviewer, Study, StudyReport
 from .services.ideas import REVIEWABLE
+from .status import ideas_without_text, imported_review_count
 
 DONE, CURRENT, TODO, BLOCKED = "done", "current", "todo", "blocked"
 IMPORTED = "imported dataset"
-IMPORTED_STATUS = "Imported reviews"
 WITHOUT_TEXT = "reviews imported without idea texts"
 
 
@@ -125,79 +125,6 @@ class StudyCounts:
         return self.imported_reviews > 0 and self.assignments == 0
 
 
-def _review_file_imported(study: Study) -> bool:
-    """A review file (not an idea file) was imported into the study."""
-    return ImportBatch.objects.filter(study=study).exclude(kind="ideas").exists()
-
-
-def _imported_review_count(study: Study) -> int:
-    """Submitted reviews that came from a review file rather than an assignment."""
-    if not _review_file_imported(study):
-        return 0
-    return Review.objects.filter(
-        study=study, status=Review.Status.SUBMITTED, assignment__isnull=True
-    ).count()
-
-
-@dataclass(frozen=True)
-class StudyStatus:
-    """What the header says the study is, and whether "Open for review" can be offered."""
-
-    label: str
-    imported: bool
-    can_open: bool
-
-
-def study_status(study: Study) -> StudyStatus:
-    """The status a person reads. A study of imported reviews with no assignment of its
-    own is an analysis of reviewing done elsewhere: "Draft" would ask for preparation
-    that can never happen, and opening it could never succeed (its ideas have no
-    signed-off text), so it reads "Imported reviews" and is not offered the opening.
-    A study its owner closed still reads "Closed"."""
-    status = Study.Status(study.status)
-    if status not in (Study.Status.DRAFT, Study.Status.PREPARING):
-        return StudyStatus(status.label, False, False)
-    imported = (
-        not Assignment.objects.filter(study=study)
-        .exclude(status=Assignment.Status.WITHDRAWN)
-        .exists()
-        and _imported_review_count(study) > 0
-    )
-    if imported:
-        return StudyStatus(IMPORTED_STATUS, True, False)
-    return StudyStatus(status.label, False, True)
-
-
-def _has_text(idea: Idea) -> bool:
-    sections = idea.sections or {}
-    return bool(
-        idea.raw_text.strip()
-        or idea.normalized_text.strip()
-        or any(str(v or "").strip() for v in sections.values())
-    )
-
-
-def ideas_without_text(study: Study) -> set[int]:
-    """Ids of the ideas that came with imported reviews and have no text at all (no
-    raw text, no section, no rewrite): a review file names its ideas but does not carry
-    them. The ideas page and the "Sections complete" step say so instead of counting
-    them as ideas with missing sections, which no one could fill in from the file."""
-    if not _review_file_imported(study):
-        return set()
-    candidates = (
-        Idea.objects.filter(
-            study=study,
-            raw_text="",
-            normalized_text="",
-            reviews__status=Review.Status.SUBMITTED,
-            reviews__assignment__isnull=True,
-        )
-        .distinct()
-        .only("raw_text", "normalized_text", "sections")
-    )
-    return {idea.pk for idea in candidates if not _has_text(idea)}
-
-
 def study_counts(study: Study) -> StudyCounts:
     from .services.ideas import study_ideas, topic_matching_table
 
@@ -237,7 +164,7 @@ def study_counts(study: Study) -> StudyCounts:
         assignments=assignments.count(),
         open_assignments=sum(1 for a in assignments if a.is_open),
         submitted_reviews=submitted.count(),
-        imported_reviews=_imported_review_count(study),
+        imported_reviews=imported_review_count(study),
         judge_runs_done=runs.done,
         judge_runs_active=runs.active,
         reports=StudyReport.objects.filter(study=study).count(),
@@ -430,6 +357,19 @@ def _closing_steps(c: StudyCounts) -> list[Raw]:
             else "every submitted review accepted or rejected",
             "studies:study_payments",
         )
+    judges = f"{c.judge_runs_done} run(s) done" + (
+        f", {c.judge_runs_active} running" if c.judge_runs_active else ""
+    )
+    if _no_text_to_judge(c):
+        judges += (
+            f"; no idea has a text a judge could read (all {c.ideas} are {WITHOUT_TEXT}): "
+            "enter texts with Fix sections on the ideas page"
+        )
+    elif c.textless_ideas and not c.judge_runs_done:
+        judges += (
+            f"; {c.textless_ideas} of {c.ideas} idea(s) have no text: a run leaves them out "
+            "or their texts are entered first"
+        )
     return [
         (
             "Report built",
@@ -440,12 +380,17 @@ def _closing_steps(c: StudyCounts) -> list[Raw]:
         (
             "Judges run",
             c.judge_runs_done > 0 and c.judge_runs_active == 0,
-            f"{c.judge_runs_done} run(s) done"
-            + (f", {c.judge_runs_active} running" if c.judge_runs_active else ""),
+            judges,
             "judging:home",
         ),
         payments,
     ]
+
+
+def _no_text_to_judge(c: StudyCounts) -> bool:
+    """Every idea came with imported reviews and no text: a judge has nothing to read, so
+    the step is blocked rather than offered as what to do next."""
+    return c.ideas > 0 and c.textless_ideas >= c.ideas and c.judge_runs_done == 0
 
 
 def steps_from(c: StudyCounts) -> list[Step]:
@@ -465,6 +410,8 @@ def steps_from(c: StudyCounts) -> list[Step]:
             steps.append(Step(name, DONE if done else TODO, detail, url))
             continue
         ready = all(n in done_names for n in NEEDS.get(name, ()))
+        if name == "Judges run" and _no_text_to_judge(c):
+            ready = False
         if name == "Report built" and c.submitted_reviews > 0:
             ready = True  # an interim report needs only some reviews
         if ready and not current_given:

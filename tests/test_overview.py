@@ -12,14 +12,11 @@ from studies.overview import (
     CURRENT,
     DONE,
     IMPORTED,
-    IMPORTED_STATUS,
     TODO,
     WITHOUT_TEXT,
     StudyCounts,
-    ideas_without_text,
     next_step,
     steps_from,
-    study_status,
     study_steps,
 )
 from studies.protocol.template import parse_sections
@@ -30,6 +27,7 @@ from studies.services.study import (
     study_open_for_review,
     study_readiness,
 )
+from studies.status import IMPORTED_STATUS, ideas_without_text, study_status
 from tests.factories import make_review_study
 
 NAMES = [
@@ -154,7 +152,11 @@ def test_si2024_marks_preparation_as_imported_dataset_and_asks_for_the_report(si
         assert IMPORTED in step.detail, step.name
     assert "review(s) imported" in steps[10].detail
     assert got["Report built"] == CURRENT
-    assert got["Judges run"] == TODO
+    # Its ideas came without texts: a judge has nothing to read until texts are entered.
+    assert got["Judges run"] == BLOCKED
+    assert (
+        "no idea has a text a judge could read" in {s.name: s for s in steps}["Judges run"].detail
+    )
     assert got["Payments settled"] == DONE
 
 
@@ -309,13 +311,45 @@ def test_a_study_of_imported_reviews_reads_imported_and_is_never_offered_the_ope
     assert study_status(si2024_study).label == "Closed"
 
 
+def test_a_study_of_imported_reviews_offers_no_invitations_reminders_or_due_date(
+    si2024_study, owner
+):
+    """Its reviewing happened elsewhere: the pages do not offer work for reviewers who
+    will never come, and a request sent anyway (a stale page) is refused with the reason."""
+    from studies.models import Invitation
+
+    client = Client()
+    client.force_login(owner)
+    invitations = _page(client, "studies:study_invitations", si2024_study)
+    assert 'id="imported-reviews"' in invitations and "invites no reviewers" in invitations
+    assert "Invite one reviewer" not in invitations and "Invite from a CSV" not in invitations
+    progress = _page(client, "studies:study_progress", si2024_study)
+    assert "Send reminders" not in progress and "reviews_due_at" not in progress
+    assert "Close the study" in progress  # its owner may still freeze it
+    posts = [
+        ("studies:study_invitations", {"email": "x@example.org", "name": "X"}, "invites no"),
+        ("studies:invitations_upload", {}, "invites no"),
+        ("studies:study_reminders", {}, "sends no reminders"),
+        ("studies:study_due", {"reviews_due_at": "2030-01-01T10:00"}, "has no due date"),
+    ]
+    for name, data, said in posts:
+        response = client.post(reverse(name, args=[si2024_study.slug]), data, follow=True)
+        assert response.status_code == 200 and said in response.content.decode(), name
+    si2024_study.refresh_from_db()
+    assert not Invitation.objects.filter(study=si2024_study).exists()
+    assert si2024_study.reviews_due_at is None
+
+
 def test_a_study_reviewed_here_still_reads_its_status_and_is_offered_the_opening(owner):
     study = _mid_way(owner, commit=False)
     state = study_status(study)
     assert state.label == "Draft" and state.can_open and not state.imported
     client = Client()
     client.force_login(owner)
-    assert 'id="nav-open"' in _page(client, "studies:study_progress", study)
+    progress = _page(client, "studies:study_progress", study)
+    assert 'id="nav-open"' in progress and "Send reminders" in progress
+    assert "reviews_due_at" in progress
+    assert "Invite one reviewer" in _page(client, "studies:study_invitations", study)
     assert 'id="study-status">Draft<' in _page(client, "studies:study_detail", study)
 
 
@@ -358,3 +392,17 @@ def test_the_sections_step_of_a_study_reviewed_here_names_ideas_without_text():
     assert step.detail == (
         f"every idea with a text has the seven sections; 2 idea(s) with {WITHOUT_TEXT}"
     )
+
+
+def test_the_judges_step_is_blocked_only_while_no_idea_has_a_text_a_judge_could_read():
+    base = {"status": Study.Status.DRAFT, "ideas": 4, "imported_reviews": 8, "reports": 1}
+    step = {s.name: s for s in steps_from(StudyCounts(**base, textless_ideas=4))}
+    assert step["Judges run"].state == BLOCKED
+    assert "Fix sections" in step["Judges run"].detail
+    # One idea given its text: a run can judge it (and leave the others out).
+    step = {s.name: s for s in steps_from(StudyCounts(**base, textless_ideas=3))}
+    assert step["Judges run"].state == CURRENT
+    assert "3 of 4 idea(s) have no text: a run leaves them out" in step["Judges run"].detail
+    # Once a run is done the step says what ran, without the remedy.
+    step = {s.name: s for s in steps_from(StudyCounts(**base, textless_ideas=4, judge_runs_done=1))}
+    assert step["Judges run"].state == DONE and step["Judges run"].detail == "1 run(s) done"

@@ -56,6 +56,7 @@ from ..models import (
 from ..protocol import jsonsafe
 from ..protocol.forms import DEFAULT_FORM, FormDefinition
 from ..protocol.source_words import SourceMention, source_mentions
+from ..status import IMPORTED_STATUS, study_status
 from ..storage import reports_storage, storage_folder_remove
 from .assignment import reviewers_notify_new_work
 from .audit import audit
@@ -208,8 +209,6 @@ def study_readiness(*, study: Study) -> list[str]:
     """Why the study cannot open for review yet; empty when it can. A study of imported
     reviews gets that one reason: the preparation the others ask for was never meant to
     happen here."""
-    from ..overview import IMPORTED_STATUS, study_status
-
     if study_status(study).imported:
         return [
             f"its reviews were imported from a file ({IMPORTED_STATUS.lower()}): the "
@@ -280,8 +279,6 @@ def study_open_status(study: Study) -> dict[str, Any]:
         status__in=[Assignment.Status.PENDING, Assignment.Status.DRAFT],
         reviewer__dropped_at__isnull=True,
     )
-    from ..overview import study_status
-
     is_open = study.is_open_to_reviewers()
     return {
         "is_open": is_open,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django import template
 
 from ..models import Study
-from ..overview import StudyStatus, study_status
+from ..status import StudyStatus, study_status
 
 register = template.Library()
 

@@ -37,7 +37,7 @@ from ..idea_forms import (
 )
 from ..import_samples import IDEA_FILE_COLUMNS
 from ..models import DuplicatePair, Idea, IdeaUpload, JobRun, LeakageExport, Study
-from ..overview import WITHOUT_TEXT, ideas_without_text
+from ..overview import WITHOUT_TEXT
 from ..protocol import jsonsafe
 from ..protocol.ideafiles import IdeaBatch
 from ..protocol.normalization import (
@@ -51,6 +51,7 @@ from ..selectors import idea_labels
 from ..services import job_latest
 from ..services.ideas import idea_conditions_by_id, idea_label
 from ..services.quality import GoldRefused, idea_gold_set
+from ..status import ideas_without_text
 from ..uploads import UploadGone
 from .study import EDITOR, OWNER, VIEWER, get_study_for_member, role_by_method
 

@@ -50,6 +50,7 @@ from ..services.reviews import (
     reminders_send,
 )
 from ..services.study import study_close, study_set_due
+from ..status import study_status
 from ..uploads import UploadGone, upload_from_form
 from .study import EDITOR, OWNER, VIEWER, get_study_for_member, role_by_method
 
@@ -81,6 +82,8 @@ def study_progress(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def study_reminders(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
+    if _refused_as_imported(request, study, "sends no reminders"):
+        return redirect("studies:study_progress", study.slug)
     sent = reminders_send(study=study, link_for=_link_for(request), actor=request.user)
     messages.success(
         request,
@@ -88,6 +91,19 @@ def study_reminders(request: HttpRequest, slug: str) -> HttpResponse:
         "open invitation(s).",
     )
     return redirect("studies:study_progress", study.slug)
+
+
+def _refused_as_imported(request: HttpRequest, study: Study, what: str) -> bool:
+    """A study of imported reviews was reviewed elsewhere: it `what` (invitations,
+    reminders, a due date). Says so and returns True when the request is refused."""
+    if not study_status(study).imported:
+        return False
+    messages.error(
+        request,
+        f"This study holds reviews imported from a file: the reviewing happened elsewhere "
+        f"and is over, so it {what}.",
+    )
+    return True
 
 
 @login_required
@@ -106,6 +122,8 @@ def study_close_view(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def study_due(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
+    if _refused_as_imported(request, study, "has no due date for reviews"):
+        return redirect("studies:study_progress", study.slug)
     form = DueDateForm(request.POST)
     if form.is_valid():
         study_set_due(study=study, due=form.cleaned_data["reviews_due_at"], actor=request.user)
@@ -207,6 +225,8 @@ def reviewer_drop_view(request: HttpRequest, slug: str, reviewer_id: int) -> Htt
 @require_http_methods(["GET", "POST"])
 def study_invitations(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=role_by_method(request))
+    if request.method == "POST" and _refused_as_imported(request, study, "invites no reviewers"):
+        return redirect("studies:study_invitations", study.slug)
     form = InvitationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         invitation_create(
@@ -246,6 +266,7 @@ def _invitations_page(
             "rows": rows,
             "problems": problems,
             "staged": staged,
+            "study_state": study_status(study),
         },
         status=400 if problems or form.errors else 200,
     )
@@ -255,6 +276,8 @@ def _invitations_page(
 @require_POST
 def invitations_upload(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
+    if _refused_as_imported(request, study, "invites no reviewers"):
+        return redirect("studies:study_invitations", study.slug)
     upload = InvitationUploadForm(request.POST, request.FILES)
     if not upload.is_valid():
         problems = [str(e) for e in upload.non_field_errors()] or ["choose a CSV or JSONL file"]

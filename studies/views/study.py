@@ -29,7 +29,7 @@ from ..jobs import (
     job_retry,
 )
 from ..models import ImportBatch, JobRun, Study, StudyMember, StudyReport
-from ..overview import next_step, study_status, study_steps
+from ..overview import next_step, study_steps
 from ..report_formats import REPORT_FORMATS, document_names, report_format
 from ..services.audit import audit
 from ..services.study import (
@@ -48,6 +48,7 @@ from ..services.transfer import (
     reviews_import_enqueue,
     reviews_parse,
 )
+from ..status import study_status
 from ..storage import report_file_open
 from ..study_forms import StudyCreateForm
 from ..tasks import report_enqueue
