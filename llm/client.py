@@ -76,6 +76,7 @@ from .endpoints import (
     provider_named,
 )
 from .models import JudgeConfig, LLMCall
+from .spend import provider_calls
 from .wire import METHOD_HEADER, prompt_hash
 
 __all__ = [
@@ -688,7 +689,8 @@ _spent: dict[str, tuple[float, Decimal]] = {}
 
 def provider_cap_problem(prepared: Prepared) -> str | None:
     """Why one more call would exceed its provider's spending cap (all judges' calls to
-    the provider count; the sum is re-read at most every CAP_CHECK_SECONDS)."""
+    the provider count, a researcher's own endpoint at its URL does not: `provider_calls`;
+    the sum is re-read at most every CAP_CHECK_SECONDS)."""
     provider = provider_named(prepared.provider) if prepared.provider else None
     if provider is None or provider.spend_cap is None:
         return None
@@ -696,7 +698,8 @@ def provider_cap_problem(prepared: Prepared) -> str | None:
     with _lock:
         hit = _spent.get(provider.name)
     if hit is None or hit[0] < now:
-        total = LLMCall.objects.filter(base_url=prepared.base_url).aggregate(s=Sum("cost"))["s"]
+        calls = provider_calls(provider.name, prepared.base_url)
+        total = calls.aggregate(s=Sum("cost"))["s"]
         hit = (now + CAP_CHECK_SECONDS, Decimal(total or 0))
         with _lock:
             _spent[provider.name] = hit

@@ -55,6 +55,26 @@ def _provider_recorded_before(row: Mapping[str, Any]) -> str:
     return next((p.name for p in providers() if p.base_url == url), "")
 
 
+def provider_calls(name: str, base_url: str) -> QuerySet[LLMCall]:
+    """Every call that counts against provider `name` (at `base_url`), across studies and
+    researchers: the calls recorded as going to it, and of those recorded before calls
+    named their provider, the ones `_provider_recorded_before` credits to it. A
+    researcher's own endpoint at the provider's very URL is theirs, and not counted."""
+    named_by_judge = Q(config__provider=name)
+    if name == "default":
+        # A judge that names no endpoint at all used the default provider.
+        named_by_judge |= Q(
+            config__isnull=False,
+            config__provider="",
+            config__base_url="",
+            config__is_baseline=False,
+        )
+    judge_gone = Q(config__isnull=True, base_url=base_url.rstrip("/"))
+    return LLMCall.objects.filter(
+        Q(provider=name) | Q(provider__isnull=True) & (named_by_judge | judge_gone)
+    )
+
+
 def study_spend(*, study_id: int) -> list[SpendRow]:
     """The study's calls per endpoint and model, the dearest first."""
     rows = (

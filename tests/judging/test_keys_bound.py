@@ -171,6 +171,52 @@ def test_a_providers_spending_cap_stops_calls(servers, db, settings):
     assert len(provider.headers) == 1
 
 
+def test_a_providers_cap_counts_its_own_calls_not_an_own_endpoint_at_its_url(
+    servers, db, owner, settings
+):
+    """The cap is the administrator's money: calls a researcher made with their own key at
+    the provider's very URL are not the provider's spend, and calls recorded before calls
+    named their provider still count when their judge (or, the judge gone, the URL) says
+    they went to it."""
+    from decimal import Decimal
+
+    from llm import client as llm_client
+    from llm.client import BudgetExhausted
+    from llm.models import LLMCall
+    from llm.spend import provider_calls
+
+    provider, _ = servers
+    settings.LLM_PROVIDERS = [{**settings.LLM_PROVIDERS[0], "spend_cap": "1.0"}]
+    via = JudgeConfig.objects.create(name="via", provider="default", model="m")
+    bare = JudgeConfig.objects.create(name="bare", model="m")  # no endpoint: the default
+    own = JudgeConfig.objects.create(name="own", base_url=provider.url, model="m", created_by=owner)
+
+    def call(config, cost, provider_name):
+        return LLMCall.objects.create(
+            cache_key=f"ledger-{LLMCall.objects.count()}",
+            config=config,
+            base_url=provider.url,
+            provider=provider_name,
+            model="m",
+            request={},
+            cost=Decimal(cost),
+        )
+
+    call(own, "5", "")  # a researcher's own spend at the provider's URL
+    call(own, "5", None)  # the same, recorded before calls named their provider
+    llm_client._spent.clear()
+    assert llm_client.provider_cap_problem(prepare(via, MESSAGES)) is None
+    assert not complete(via, MESSAGES).error
+    assert provider_calls("default", provider.url).count() == 1
+    call(via, "0.4", None)  # recorded before, its judge names the provider
+    call(bare, "0.4", None)  # recorded before, its judge named no endpoint
+    call(None, "0.3", None)  # recorded before, the judge since deleted: its URL says
+    assert provider_calls("default", provider.url).count() == 4
+    llm_client._spent.clear()
+    with pytest.raises(BudgetExhausted, match=r"spending cap \(1\.1"):
+        complete(via, pairwise_messages("another", "pair"))
+
+
 def test_a_researchers_key_is_encrypted_used_by_their_judges_only_and_sent(servers, db, owner):
     from django.contrib.auth import get_user_model
 
