@@ -329,6 +329,28 @@ def test_the_check_says_why_it_cannot_run_on_a_small_study(db, owner):
     assert not JobRun.objects.filter(study=study, kind=services.LEAKAGE_JOB).exists()
 
 
+def test_ideas_without_a_text_are_left_out_of_the_check_and_counted_in_its_notes(
+    styled_study, owner
+):
+    """Ideas that came with imported reviews have no text: an empty string has no style,
+    and counting it as a human or AI sample would teach the classifier nothing true."""
+    topic = styled_study.topics.get()
+    human = styled_study.conditions.get(key="Human")
+    for n in range(3):
+        idea = Idea.objects.create(study=styled_study, topic=topic, title=f"bare {n}")
+        IdeaCondition.objects.create(
+            idea=idea, condition=human, study=styled_study, external_id=f"bare{n}"
+        )
+    samples, notes = services.leakage_samples(styled_study)
+    assert len(samples["before"].texts) == 60 and all(t.strip() for t in samples["before"].texts)
+    assert "3 idea(s) without a raw text are left out of “before”" in notes
+    c = Client()
+    c.force_login(owner)
+    page = c.get(reverse("studies:leakage", args=[styled_study.slug])).content.decode()
+    assert "30 human, 30 AI" in page and "33 human" not in page
+    assert "3 idea(s) without a raw text are left out" in page
+
+
 def test_another_researcher_cannot_run_or_see_the_check(styled_study, other_researcher):
     c = Client()
     c.force_login(other_researcher)

@@ -1230,6 +1230,7 @@ def leakage_samples(study: Study) -> tuple[dict[str, LeakageSample], list[str]]:
     notes: list[str] = []
     mixed: list[int] = []
     unlabelled: list[int] = []
+    textless: list[int] = []
     ideas = study_ideas(study).prefetch_related("memberships__condition").order_by("pk")
     for idea in ideas:
         kinds = {m.condition.kind for m in idea.memberships.all()}
@@ -1237,7 +1238,12 @@ def leakage_samples(study: Study) -> tuple[dict[str, LeakageSample], list[str]]:
             (mixed if kinds else unlabelled).append(idea.pk)
             continue
         label = "ai" if kinds == {Condition.Kind.AI} else "human"
-        texts = {"before": idea.raw_text}
+        texts = {}
+        if idea.raw_text.strip():
+            texts["before"] = idea.raw_text
+        else:
+            # An idea that came with imported reviews and no text has no style to read.
+            textless.append(idea.pk)
         if idea.normalization_status in REVIEWABLE and idea.normalized_text.strip():
             texts["after"] = idea.normalized_text
         for side, text in texts.items():
@@ -1248,11 +1254,13 @@ def leakage_samples(study: Study) -> tuple[dict[str, LeakageSample], list[str]]:
         notes.append(f"{len(mixed)} idea(s) in both a human and an AI condition are left out")
     if unlabelled:
         notes.append(f"{len(unlabelled)} idea(s) in no condition are left out")
+    if textless:
+        notes.append(f"{len(textless)} idea(s) without a raw text are left out of “before”")
     before, after = len(samples["before"].texts), len(samples["after"].texts)
     if after < before:
         notes.append(
             f"only {after} of {before} idea(s) have approved text: “after” covers those, "
-            "“before” all of them"
+            + ("“before” all of them" if not textless else "“before” those with a raw text")
         )
     return samples, notes
 
