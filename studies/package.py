@@ -247,6 +247,9 @@ class _People:
             for flag in quality.get("flags") or []:
                 if isinstance(flag.get("detail"), str):
                     flag["detail"] = self.detail(str(flag.get("kind", "")), flag["detail"])
+            if isinstance(quality.get("flags"), list):
+                # Submission order, like the tables' rows: sorted by pseudonym instead.
+                quality["flags"].sort(key=lambda f: (str(f.get("review_id")), str(f.get("kind"))))
         return data
 
     def table(self, body: str, in_text: Callable[[str], str]) -> str:
@@ -258,9 +261,7 @@ class _People:
         if not set(header) & (REVIEWER_FIELDS | REVIEW_FIELDS):
             return in_text(body)
         kind = header.index("kind") if "kind" in header else None
-        buf = io.StringIO()
-        w = csvsafe.writer(buf, lineterminator="\n")
-        w.writerow(header)
+        swapped = []
         for row in rows[1:]:
             cells = []
             for k, cell in enumerate(row):
@@ -273,7 +274,15 @@ class _People:
                     cells.append(in_text(self.detail(row[kind], cell)))
                 else:
                     cells.append(in_text(cell))
-            w.writerow(cells)
+            swapped.append(cells)
+        # Rows in the study, reviewer codes and review ids alike, follow sign-up and
+        # submission order; sorted by their cells (the pseudonyms among them) the order
+        # says nothing about time, as in data/.
+        swapped.sort()
+        buf = io.StringIO()
+        w = csvsafe.writer(buf, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(swapped)
         return buf.getvalue()
 
 

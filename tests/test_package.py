@@ -432,6 +432,9 @@ def test_the_solver_log_and_the_report_name_reviewers_and_reviews_as_the_data_do
     assert {r["kind"] for r in flags} >= {"straight_line", "fast", "duplicate_other"}
     assert {r["reviewer_id"] for r in flags} <= reviewers
     assert {r["review_id"] for r in flags} <= review_ids
+    # Rows follow no sign-up or submission order: sorted by their (pseudonymous) cells.
+    assert [list(r.values()) for r in flags] == sorted(list(r.values()) for r in flags)
+    assert [list(r.values()) for r in leniency] == sorted(list(r.values()) for r in leniency)
     for flag in flags:
         if flag["kind"] == "duplicate_other":
             other = flag["detail"].split("~ review ")[1].split("'s ")[0]
@@ -440,6 +443,7 @@ def test_the_solver_log_and_the_report_name_reviewers_and_reviews_as_the_data_do
     report = json.loads(files["report/report.json"])
     q = report["quality"]
     assert {f["review_id"] for f in q["flags"]} <= review_ids
+    assert [f["review_id"] for f in q["flags"]] == sorted(f["review_id"] for f in q["flags"])
     assert {f["reviewer_id"] for f in q["flags"]} <= reviewers
     removed = set(q["exclusion"]["removed"])
     assert removed and removed <= review_ids
