@@ -418,8 +418,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("IDEAREVIEW_MAX_FORM_KB", 2560) * 2**10
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2621440
 
 # Where links in mails point (invitations, reminders): the address reviewers open.
+# `make run` sets it to the address it serves (IDEAREVIEW_HOST and IDEAREVIEW_PORT).
 IDEAREVIEW_BASE_URL = env_url(
-    "IDEAREVIEW_BASE_URL", "http://localhost:8000", {"http", "https"}
+    "IDEAREVIEW_BASE_URL", "http://127.0.0.1:8000", {"http", "https"}
 ).rstrip("/")
 
 # --- HTTPS and headers. Behind a TLS proxy set DJANGO_SECURE_PROXY_SSL_HEADER=1 (the proxy
