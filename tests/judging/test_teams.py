@@ -333,3 +333,30 @@ def test_pages_name_a_providers_judge_by_the_provider_never_by_its_address(team,
         page = client.get(url).content.decode()
         assert "provider campus" in page, url
         assert "llm.campus.example" not in page, url
+
+
+@pytest.mark.parametrize("role", ["editor", "viewer"])
+def test_no_link_a_member_is_shown_on_the_judging_pages_is_refused_for_their_role(team, role):
+    """An editor runs the team's judges and a viewer reads them; adding a judge (and the
+    keys it uses) is an owner's, so neither is offered a link the server refuses."""
+    ada, bo, cy, study, theirs = team
+    member = User.objects.create(username=f"the-{role}")
+    researcher_grant(user=member)
+    member_add(study=study, identifier=member.username, role=role, actor=ada)
+    client = Client()
+    client.force_login(member)
+    start = reverse("judging:home", args=[study.slug])
+    home = client.get(start).content.decode()
+    refused = []
+    for href in sorted(set(HREF.findall(home))):
+        url = urljoin(start, href)
+        if urlsplit(url).path.startswith(f"/judging/{study.slug}/"):
+            status = client.get(url).status_code
+            if status == 403:
+                refused.append(url)
+    assert not refused
+    assert reverse("judging:config_create", args=[study.slug]) not in home
+    # The owner is offered it, and it opens.
+    client.force_login(ada)
+    home = client.get(start).content.decode()
+    assert reverse("judging:config_create", args=[study.slug]) in home
