@@ -232,6 +232,11 @@ def test_the_study_page_shows_the_steps_and_what_to_do_next(owner, other_researc
     assert reverse("studies:ideas_import", args=[study.slug]) in button
     report = reverse("studies:study_report", args=[study.slug])
     assert f'class="button secondary" href="{report}"' in page
+    # Two kinds of flag, never one number under one name: the import's consent and
+    # pledge flags are counted here, the quality flags on the progress page.
+    assert "Flagged reviews" not in page and "Flagged at import" in page
+    progress = reverse("studies:study_progress", args=[study.slug])
+    assert f'<a href="{progress}#quality">' in page
     client.force_login(other_researcher)
     assert client.get(reverse("studies:study_detail", args=[study.slug])).status_code == 404
 
