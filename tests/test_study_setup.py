@@ -439,6 +439,39 @@ def test_a_study_always_keeps_an_owner(client, study, researcher):
 
 
 @pytest.mark.django_db
+def test_the_only_owner_is_offered_no_change_that_would_be_refused(client, study, researcher):
+    me = StudyMember.objects.get(study=study, user=researcher)
+    client.force_login(researcher)
+    url = reverse("studies:study_members", args=[study.slug])
+    page = client.get(url).content.decode()
+    assert reverse("studies:member_role", args=[study.slug, me.pk]) not in page
+    assert reverse("studies:member_remove", args=[study.slug, me.pk]) not in page
+    assert "make someone else owner first" in page
+    # A second owner: either may now step down, so both are offered the controls.
+    bo = User.objects.create_user("bo", email="bo@example.org", password="bo-pass-12345")
+    researcher_grant(user=bo)
+    client.post(url, {"identifier": "bo", "role": "owner"})
+    page = client.get(url).content.decode()
+    assert reverse("studies:member_remove", args=[study.slug, me.pk]) in page
+    assert "make someone else owner first" not in page
+
+
+@pytest.mark.django_db
+def test_adding_a_colleague_without_an_account_says_how_they_get_one(
+    client, study, researcher, settings
+):
+    settings.IDEAREVIEW_OWNER_INVITES = False
+    client.force_login(researcher)
+    url = reverse("studies:study_members", args=[study.slug])
+    page = client.post(url, {"identifier": "new@lab.example", "role": "editor"})
+    body = page.content.decode()
+    assert page.status_code == 400
+    assert "no single account" in body and "ask an administrator to invite them" in body
+    body = client.post(url, {"identifier": "nobody", "role": "editor"}).content.decode()
+    assert "or the username of an account they already have" in body
+
+
+@pytest.mark.django_db
 def test_only_researchers_who_do_not_review_in_the_study_join_its_team(study, researcher):
     plain = User.objects.create_user("plain", password="plain-pass-123")
     with pytest.raises(SetupError, match="not a researcher"):

@@ -36,9 +36,9 @@ def study_members(request: HttpRequest, slug: str) -> HttpResponse:
                 member = member_add(
                     study=study, identifier=identifier, role=role, actor=request.user
                 )
-            except NoAccountError:
+            except NoAccountError as exc:
                 if "@" not in identifier or not settings.IDEAREVIEW_OWNER_INVITES:
-                    raise
+                    raise SetupError(f"{exc}. {_without_account(identifier)}") from exc
                 # An address without an account: invited, joins on accepting.
                 link = member_invite(study=study, email=identifier, role=role, actor=request.user)
                 messages.success(
@@ -51,6 +51,7 @@ def study_members(request: HttpRequest, slug: str) -> HttpResponse:
         except SetupError as exc:
             form.add_error("identifier", str(exc))
     members = study.members.select_related("user").order_by("user__username")  # type: ignore[attr-defined]
+    owners = sum(1 for m in members if m.role == StudyMember.Role.OWNER)
     return render(
         request,
         "studies/study_members.html",
@@ -61,9 +62,20 @@ def study_members(request: HttpRequest, slug: str) -> HttpResponse:
             "roles": StudyMember.Role.choices,
             "link": link,
             "may_invite": settings.IDEAREVIEW_OWNER_INVITES,
+            "sole_owner": owners == 1,
         },
         status=400 if form.errors else 200,
     )
+
+
+def _without_account(identifier: str) -> str:
+    """What to do about a colleague who has no account here yet."""
+    if "@" in identifier and not settings.IDEAREVIEW_OWNER_INVITES:
+        return (
+            "This server does not let study owners invite new researchers: ask an "
+            "administrator to invite them (the Researchers page), then add them here"
+        )
+    return "Give their email address, or the username of an account they already have"
 
 
 def _member(request: HttpRequest, slug: str, member_id: int) -> StudyMember:
