@@ -6,6 +6,7 @@ out of every export."""
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from datetime import timedelta
 from decimal import Decimal
@@ -273,6 +274,28 @@ def test_arrival_page_logs_in_sets_the_cookie_and_the_same_browser_resumes(owner
     assert stranger.status_code == 403
     assert "already has a place" in stranger.content.decode()
     assert PID not in stranger.content.decode()
+
+
+def test_a_study_without_a_platform_link_answers_its_join_address_as_an_unknown_study(
+    owner, client
+):
+    """A guessed join address must not confirm that a study exists: a study that takes
+    no one through a platform link answers as one that does not exist."""
+    study = make_platform_study(owner).study
+    link = platform_link_for(study)
+    link.enabled = False
+    link.save()
+    closed = client.get(f"/studies/r/join/{study.slug}/", q())
+    unknown = client.get("/studies/r/join/no-such-study-x1/", q())
+    assert closed.status_code == unknown.status_code == 404
+
+    def page(response):  # the same page, but for each response's nonce and CSRF token
+        body = re.sub(r'nonce="[^"]*"', "", response.content.decode())
+        return re.sub(r'"X-CSRFToken": "[^"]*"', "", body)
+
+    assert page(closed) == page(unknown)
+    assert study.title not in closed.content.decode()
+    assert not Reviewer.objects.filter(study=study).exists()
 
 
 def test_participants_page_and_bulk_files_are_the_owners_only(

@@ -64,6 +64,11 @@ COOKIE_SALT = "ideareview.platform.v1"
 ArrivalRefused = arrivals.ArrivalRefused
 
 
+class NoPlatformLink(ArrivalRefused):
+    """The study takes no one through a platform link: to a visitor, the same as a study
+    that does not exist (a 404), so a guessed address does not confirm a study."""
+
+
 def platform_cookie_name(study: Study) -> str:
     return f"platform_{study.pk}"
 
@@ -157,7 +162,7 @@ class Arrival:
 def _open_link(study: Study) -> PlatformLink:
     link = PlatformLink.objects.filter(study=study, enabled=True).first()
     if link is None:
-        raise ArrivalRefused("This study takes no participants through a platform link.")
+        raise NoPlatformLink("This study takes no participants through a platform link.")
     if study.status != Study.Status.REVIEWING:
         raise ArrivalRefused(
             "This study is not open for review at the moment. Return it on the platform, "

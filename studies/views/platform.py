@@ -13,7 +13,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -26,6 +26,7 @@ from ..services.invitations import RecruitmentError
 from ..services.platform import (
     COOKIE_SALT,
     ArrivalRefused,
+    NoPlatformLink,
     completion_redirect_url,
     platform_arrival_url,
     platform_arrive,
@@ -62,6 +63,8 @@ def platform_arrive_view(request: HttpRequest, slug: str) -> HttpResponse:
     except ArrivalRefused as exc:
         # Refusals are counted like bad invitation links, so ids cannot be probed in bulk.
         token_failed(address=address)
+        if isinstance(exc, NoPlatformLink):
+            raise Http404("no such study link") from exc
         return render(
             request,
             "studies/reviewer/platform_refused.html",
