@@ -73,6 +73,7 @@ urlpatterns = [
     path("<slug:slug>/audit/", audit.study_audit, name="study_audit"),
     path("<slug:slug>/members/", members.study_members, name="study_members"),
     path("<slug:slug>/members/<int:member_id>/role/", members.member_role, name="member_role"),
+    path("<slug:slug>/members/leave/", members.member_leave, name="member_leave"),
     path(
         "<slug:slug>/members/<int:member_id>/remove/",
         members.member_remove_view,

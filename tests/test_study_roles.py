@@ -98,6 +98,7 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:study_members": ((), V, OW),
     "studies:member_role": (("member_editor",), None, OW),
     "studies:member_remove": (("member_viewer",), None, OW),
+    "studies:member_leave": ((), None, V),
     "studies:study_payments": ((), V, None),
     "studies:payments_export": ((), V, None),
     "studies:study_platform": ((), V, E),
@@ -218,9 +219,9 @@ def _check(status: int, expected: str, what: str) -> None:
 # Form fields a page needs to get past its own object lookup, named by `Team.args` keys.
 POST_DATA = {"studies:assignment_commit": {"job": "assignment_job"}}
 
-# Closing changes what later pages show, and removing a member takes one persona off the
-# team: they are tried last.
-LAST = ("studies:member_remove", "studies:study_close")
+# Closing changes what later pages show, and removing a member (or leaving) takes one
+# persona off the team: they are tried last, leaving the very last.
+LAST = ("studies:member_remove", "studies:study_close", "studies:member_leave")
 ORDER = sorted(PAGES, key=lambda n: LAST.index(n) + 1 if n in LAST else 0)
 
 

@@ -457,6 +457,43 @@ def test_the_only_owner_is_offered_no_change_that_would_be_refused(client, study
 
 
 @pytest.mark.django_db
+def test_a_researcher_put_on_a_team_is_told_by_mail_and_may_leave_it(
+    client, study, researcher, mailoutbox, django_capture_on_commit_callbacks
+):
+    from studies.models import AuditEvent
+
+    bo = User.objects.create_user("bo", email="bo@example.org", password="bo-pass-12345")
+    researcher_grant(user=bo)
+    client.force_login(researcher)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(
+            reverse("studies:study_members", args=[study.slug]),
+            {"identifier": "bo", "role": "viewer"},
+        )
+    assert len(mailoutbox) == 1 and mailoutbox[0].to == ["bo@example.org"]
+    body = mailoutbox[0].body
+    assert study.title in body and "as viewer" in body and researcher.get_username() in body
+    assert f"/studies/{study.slug}/members/" in body
+    # bo leaves from the team page; he is off the team and the audit log says he left.
+    client.force_login(bo)
+    page = client.get(reverse("studies:study_members", args=[study.slug])).content.decode()
+    leave = reverse("studies:member_leave", args=[study.slug])
+    assert leave in page
+    assert client.post(leave).status_code == 302
+    assert not StudyMember.objects.filter(study=study, user=bo).exists()
+    assert AuditEvent.objects.filter(study=study, verb="member_left").exists()
+    assert client.get(reverse("studies:study_detail", args=[study.slug])).status_code == 404
+    # The only owner cannot leave (nor is offered it): the study keeps an owner.
+    client.force_login(researcher)
+    assert (
+        leave
+        not in client.get(reverse("studies:study_members", args=[study.slug])).content.decode()
+    )
+    client.post(leave)
+    assert StudyMember.objects.filter(study=study, user=researcher).exists()
+
+
+@pytest.mark.django_db
 def test_adding_a_colleague_without_an_account_says_how_they_get_one(
     client, study, researcher, settings
 ):

@@ -10,12 +10,15 @@ The lock table is written down in docs/study-settings.md; `study_locks` is its c
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import ForeignObjectRel, ProtectedError, Q
 from django.utils import timezone
@@ -82,6 +85,8 @@ from .transfer import (
     _shared_import,
     study_export_data,
 )
+
+logger = logging.getLogger(__name__)
 
 # Study slugs that would shadow a page under /studies/.
 RESERVED_SLUGS = frozenset({"new"})
@@ -703,7 +708,29 @@ def member_add(*, study: Study, identifier: str, role: str, actor: Any) -> Study
             raise SetupError(f"{user.get_username()} is on the team already")
         member = StudyMember.objects.create(study=study, user=user, role=role, added_by=actor)
         audit(study=study, actor=actor, verb="member_added", user=user.pk, role=role)
+        transaction.on_commit(lambda: _member_added_mail(member, actor))
     return member
+
+
+def _member_added_mail(member: StudyMember, actor: Any) -> None:
+    """Tell a researcher they were put on a team (nobody joins one unawares), and that
+    they may leave it from its Team page. A mail failure is logged, never raised."""
+    user = member.user
+    if not user.email:
+        return
+    study = member.study
+    who = actor.get_username() if actor is not None and actor.pk else "An administrator"
+    body = (
+        f"{who} added you to the team of the study “{study.title}” as "
+        f"{member.get_role_display().lower()}.\n\n"
+        f"The study: {settings.IDEAREVIEW_BASE_URL}/studies/{study.slug}/\n"
+        f"If you should not be on it, leave the team from its Team page: "
+        f"{settings.IDEAREVIEW_BASE_URL}/studies/{study.slug}/members/\n"
+    )
+    try:
+        send_mail("You were added to a study's team", body, None, [user.email])
+    except Exception:  # the membership stands; the pages show it
+        logger.exception("member-added mail to user %s failed", user.pk)
 
 
 def _other_owners(study: Study, member: StudyMember) -> bool:
@@ -726,10 +753,12 @@ def member_role_set(*, member: StudyMember, role: str, actor: Any) -> None:
 
 
 def member_remove(*, member: StudyMember, actor: Any) -> None:
+    """An owner removes a member, or a member leaves (`actor` is the member)."""
     if member.role == StudyMember.Role.OWNER and not _other_owners(member.study, member):
         raise SetupError("a study keeps at least one owner; make someone else owner first")
     member.delete()
-    audit(study=member.study, actor=actor, verb="member_removed", user=member.user_id)
+    verb = "member_left" if actor is not None and actor.pk == member.user_id else "member_removed"
+    audit(study=member.study, actor=actor, verb=verb, user=member.user_id)
 
 
 def user_is_member(*, study: Study, user: Any) -> bool:

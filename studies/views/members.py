@@ -78,6 +78,21 @@ def _without_account(identifier: str) -> str:
     return "Give their email address, or the username of an account they already have"
 
 
+@login_required
+@require_POST
+def member_leave(request: HttpRequest, slug: str) -> HttpResponse:
+    """A member leaves the team (a team's only owner hands it over first)."""
+    study = get_study_for_member(request, slug, role=VIEWER)
+    member = get_object_or_404(StudyMember, study=study, user=request.user)
+    try:
+        member_remove(member=member, actor=request.user)
+    except SetupError as exc:
+        messages.error(request, str(exc))
+        return redirect("studies:study_members", slug=slug)
+    messages.success(request, f"You left the team of {study.title}.")
+    return redirect("studies:study_list")
+
+
 def _member(request: HttpRequest, slug: str, member_id: int) -> StudyMember:
     study = get_study_for_member(request, slug, role=OWNER)
     return get_object_or_404(
