@@ -7,9 +7,10 @@ recruitment or assignment here: those steps say "imported dataset" instead of as
 for work that can no longer be done. Its status says the same ("Imported reviews", not
 "Draft"), and it is never offered "Open for review": its reviewing happened elsewhere
 and is over (`status.study_status`, shared by the study page, the owner pages' header,
-the open page and the opening service). Its ideas often came with the reviews and no text of their own; they are
-"reviews imported without idea texts" (`ideas_without_text`), not ideas missing their
-template sections.
+the open page and the opening service). Its ideas often came with the reviews and no
+text of their own; they are "reviews imported without idea texts"
+(`status.ideas_without_text`), not ideas missing their template sections, and while no
+idea has a text the "Judges run" step is blocked: a judge would have nothing to read.
 
 The judge runs are judging's rows: the "Judges run" step asks the registered counter
 (`judge_run_counter_register`, filled in `JudgingConfig.ready()`; docs/architecture.md,
