@@ -23,7 +23,7 @@ from django.db import connection
 
 from ideareview.rawsql import column, from_db, loaded, table, to_db
 
-from .models import Assignment, Review, Reviewer, ReviewForm, Study
+from .models import Assignment, Review, ReviewAcceptance, Reviewer, ReviewForm, Study
 
 # (name, model field) of each column the read returns, in order.
 _READ = (
@@ -39,6 +39,7 @@ _READ = (
     ("form_id", ReviewForm._meta.pk),
     ("form_definition", ReviewForm._meta.get_field("definition")),
     ("review_id", Review._meta.pk),
+    ("acceptance_id", ReviewAcceptance._meta.pk),
 )
 # The assignment's own columns among them.
 _ASSIGNMENT = tuple(name for name, field in _READ if field.model is Assignment)
@@ -46,7 +47,9 @@ _ASSIGNMENT = tuple(name for name, field in _READ if field.model is Assignment)
 
 @cache
 def _read_sql(vendor: str) -> str:
-    a, v, s, f, r = (table(m) for m in (Assignment, Reviewer, Study, ReviewForm, Review))
+    a, v, s, f, r, ra = (
+        table(m) for m in (Assignment, Reviewer, Study, ReviewForm, Review, ReviewAcceptance)
+    )
     col = column
     return (
         f"SELECT a.{col(Assignment, 'id')}, a.{col(Assignment, 'study')}, "
@@ -54,12 +57,14 @@ def _read_sql(vendor: str) -> str:
         f"a.{col(Assignment, 'status')}, a.{col(Assignment, 'opened_at')}, "
         f"a.{col(Assignment, 'last_seen_at')}, a.{col(Assignment, 'active_seconds')}, "
         f"s.{col(Study, 'status')}, f.{col(ReviewForm, 'id')}, "
-        f"f.{col(ReviewForm, 'definition')}, r.{col(Review, 'id')} "
+        f"f.{col(ReviewForm, 'definition')}, r.{col(Review, 'id')}, "
+        f"ra.{col(ReviewAcceptance, 'id')} "
         f"FROM {a} a "
         f"JOIN {v} v ON v.{col(Reviewer, 'id')} = a.{col(Assignment, 'reviewer')} "
         f"JOIN {s} s ON s.{col(Study, 'id')} = a.{col(Assignment, 'study')} "
         f"JOIN {f} f ON f.{col(ReviewForm, 'id')} = s.{col(Study, 'review_form')} "
         f"LEFT JOIN {r} r ON r.{col(Review, 'assignment')} = a.{col(Assignment, 'id')} "
+        f"LEFT JOIN {ra} ra ON ra.{col(ReviewAcceptance, 'review')} = r.{col(Review, 'id')} "
         f"WHERE {own_assignment_sql()}"
     )
 
@@ -89,8 +94,8 @@ def own_assignment_params(*, assignment_id: int, user_id: int | None) -> list[An
 
 def assignment_for_draft(*, user_id: int | None, assignment_id: int) -> Assignment | None:
     """The assignment an autosave writes to, if it is this user's to write: its activity
-    fields, its study's status and review form, and which review is its own (id only),
-    in one statement. Nothing else of the rows is loaded; the ORM would read the rest
+    fields, its study's status and review form, which review is its own and whether
+    the study team decided on it (ids only), in one statement. Nothing else of the rows is loaded; the ORM would read the rest
     from the database if asked."""
     with connection.cursor() as cursor:
         cursor.execute(
@@ -118,6 +123,10 @@ def assignment_for_draft(*, user_id: int | None, assignment_id: int) -> Assignme
             idea_id=assignment.idea_id,
             reviewer_id=assignment.reviewer_id,
         )
+        decision = None
+        if values["acceptance_id"] is not None:
+            decision = loaded(ReviewAcceptance, id=values["acceptance_id"], review_id=review.pk)
+        Review.acceptance.related.set_cached_value(review, decision)  # type: ignore[attr-defined]
     Assignment.review.related.set_cached_value(assignment, review)  # type: ignore[attr-defined]
     return assignment
 

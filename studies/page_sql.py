@@ -21,10 +21,19 @@ from functools import cache
 from django.db import connection
 from django.db.models import Model
 
-from ideareview.rawsql import all_columns, column, instances, table
+from ideareview.rawsql import all_columns, column, instances, loaded, table
 
 from .draft_sql import own_assignment_params, own_assignment_sql
-from .models import Assignment, Idea, Review, Reviewer, ReviewForm, Study, Topic
+from .models import (
+    Assignment,
+    Idea,
+    Review,
+    ReviewAcceptance,
+    Reviewer,
+    ReviewForm,
+    Study,
+    Topic,
+)
 
 # (alias, model) of each row the read returns, in the order of its columns.
 _ROWS: tuple[tuple[str, type[Model]], ...] = (
@@ -46,11 +55,16 @@ def _read_sql(vendor: str, with_review: bool) -> str:
     col = column
     rows = _ROWS + _REVIEW if with_review else _ROWS
     columns = ", ".join(c for alias, model in rows for c in all_columns(alias, model))
-    review = (
-        f"LEFT JOIN {table(Review)} r ON r.{col(Review, 'assignment')} = a.{col(Assignment, 'id')} "
-        if with_review
-        else ""
-    )
+    review = ""
+    if with_review:
+        # and whether the study team has decided on it (the decision's id only)
+        columns += f", ra.{col(ReviewAcceptance, 'id')}"
+        review = (
+            f"LEFT JOIN {table(Review)} r "
+            f"ON r.{col(Review, 'assignment')} = a.{col(Assignment, 'id')} "
+            f"LEFT JOIN {table(ReviewAcceptance)} ra "
+            f"ON ra.{col(ReviewAcceptance, 'review')} = r.{col(Review, 'id')} "
+        )
     return (
         f"SELECT {columns} FROM {table(Assignment)} a "
         f"JOIN {table(Reviewer)} v ON v.{col(Reviewer, 'id')} = a.{col(Assignment, 'reviewer')} "
@@ -70,8 +84,9 @@ def assignment_for_page(
     """The assignment if this user may open it as its reviewer, with its study (and the
     study's review form), idea (and topic) and reviewer loaded, in one statement; None
     otherwise. With `with_review` its review (every column, or None when it has none) is
-    read in the same statement and is the assignment's `review`: for a page that shows
-    the review as it is now, not for one that changes it afterwards."""
+    read in the same statement and is the assignment's `review`, with its `acceptance`
+    (id only, None when undecided): for a page that shows the review as it is now, not
+    for one that changes it afterwards."""
     with connection.cursor() as cursor:
         cursor.execute(
             _read_sql(connection.vendor, with_review),
@@ -83,8 +98,9 @@ def assignment_for_page(
         row = cursor.fetchone()
     if row is None:
         return None
+    decision_id = row[-1] if with_review else None
     assignment, study, form, idea, topic, reviewer, *review = instances(
-        row, _ROWS + _REVIEW if with_review else _ROWS
+        row[:-1] if with_review else row, _ROWS + _REVIEW if with_review else _ROWS
     )
     Study.review_form.field.set_cached_value(study, form)  # type: ignore[attr-defined]
     Idea.topic.field.set_cached_value(idea, topic)  # type: ignore[attr-defined]
@@ -95,4 +111,8 @@ def assignment_for_page(
         Assignment.review.related.set_cached_value(assignment, review[0])  # type: ignore[attr-defined]
         if review[0] is not None:
             Review.assignment.field.set_cached_value(review[0], assignment)  # type: ignore[attr-defined]
+            decision = None
+            if decision_id is not None:
+                decision = loaded(ReviewAcceptance, id=decision_id, review_id=review[0].pk)
+            Review.acceptance.related.set_cached_value(review[0], decision)  # type: ignore[attr-defined]
     return assignment

@@ -29,7 +29,8 @@ class PaymentError(ValueError):
 
 def review_decide(*, review: Review, decision: str, reason: str = "", actor: Any) -> None:
     """Accept or reject a submitted review for payment; a rejection needs a reason.
-    Deciding again replaces the earlier decision (the audit log keeps both)."""
+    Deciding again replaces the earlier decision (the audit log keeps both). From then on
+    the reviewer can no longer change the review (services/reviews.py, review_decided)."""
     reason = reason.strip()
     if review.status != Review.Status.SUBMITTED:
         raise PaymentError("only submitted reviews can be accepted or rejected")
@@ -38,6 +39,11 @@ def review_decide(*, review: Review, decision: str, reason: str = "", actor: Any
     if decision == pay.REJECTED and not reason:
         raise PaymentError("say why the review is rejected")
     with transaction.atomic():
+        # The review's lock, as review_submit takes it: a submit in progress ends first,
+        # and the decision is on the answers it stored.
+        locked = Review.objects.select_for_update().get(pk=review.pk)
+        if locked.status != Review.Status.SUBMITTED:
+            raise PaymentError("only submitted reviews can be accepted or rejected")
         ReviewAcceptance.objects.update_or_create(
             review=review,
             defaults={
@@ -59,10 +65,11 @@ def review_decide(*, review: Review, decision: str, reason: str = "", actor: Any
 def reviews_accept_undecided(*, study: Study, actor: Any) -> int:
     """Accept every submitted review that has no decision yet (one audit event)."""
     with transaction.atomic():
+        # Locked as review_decide locks one review.
         undecided = list(
-            Review.objects.filter(
-                study=study, status=Review.Status.SUBMITTED, acceptance__isnull=True
-            ).values_list("pk", flat=True)
+            Review.objects.select_for_update(of=("self",))
+            .filter(study=study, status=Review.Status.SUBMITTED, acceptance__isnull=True)
+            .values_list("pk", flat=True)
         )
         now = timezone.now()
         ReviewAcceptance.objects.bulk_create(

@@ -31,6 +31,7 @@ from ..models import (
     PairJudgment,
     PairTask,
     Review,
+    ReviewAcceptance,
     Reviewer,
     ReviewRevision,
     ReviewScore,
@@ -95,6 +96,34 @@ class StaleReview(RecruitmentError):
         self.version = review.version
 
 
+CLOSED_MESSAGE = "The study is closed; reviews can no longer be changed."
+DECIDED_MESSAGE = (
+    "The study team has already decided on this review, so it is kept as it was when they "
+    "decided and can no longer be changed."
+)
+
+
+def review_decided(review: Review | None) -> bool:
+    """Whether the study team has accepted or rejected the review (the decision itself is
+    not the reviewer's to see). A decided review is kept as it was decided: what was paid
+    for, or refused, is what the analysis reads. Uses the decision read with the review
+    when there is one (studies/page_sql.py, studies/draft_sql.py), else asks."""
+    if review is None or review.pk is None:
+        return False
+    if Review.acceptance.is_cached(review):  # type: ignore[attr-defined]
+        return getattr(review, "acceptance", None) is not None
+    return ReviewAcceptance.objects.filter(review_id=review.pk).exists()
+
+
+def review_locked_reason(*, study: Study, review: Review | None) -> str:
+    """Why the reviewer can no longer change this review ("" while they can)."""
+    if study.is_closed():
+        return CLOSED_MESSAGE
+    if review_decided(review):
+        return DECIDED_MESSAGE
+    return ""
+
+
 def _check_version(review: Review, version: int | None) -> None:
     if version is not None and version != review.version:
         raise StaleReview(review)
@@ -110,7 +139,8 @@ def review_draft_save(
     """Keep the answers typed so far. With `version` (the review's number of submits when
     the page was opened), a page opened before a later submit gets StaleReview instead:
     its draft would otherwise show over the submitted answers. `definition` is the
-    study's parsed form when the caller has it already.
+    study's parsed form when the caller has it already. A review the study team has
+    decided on takes no draft (review_decided).
 
     Autosaves come every few seconds from every reviewer typing, so this is a handful of
     statements and no read under lock (on PostgreSQL usually one statement,
@@ -121,19 +151,24 @@ def review_draft_save(
     lock). The assignment row is written before the review row, in the order
     review_submit locks them, so the two never deadlock."""
     if assignment.study.is_closed():
-        raise RecruitmentError("The study is closed; reviews can no longer be changed.")
+        raise RecruitmentError(CLOSED_MESSAGE)
     if not assignment.study.is_open_to_reviewers():
         raise RecruitmentError("The study is not open for review yet.")
     _draft_check_text(definition or assignment.study.form_definition(), draft)
     now = timezone.now()
     stored = {k: str(v)[:MAX_ANSWER_CHARS] for k, v in draft.items()}
     review = _review_cached(assignment)
+    if review_decided(review):
+        raise RecruitmentError(DECIDED_MESSAGE)
     if review is not None and _draft_save_quick(assignment, review, stored, now, version):
         return review
     with transaction.atomic():
         _commit_without_waiting_for_disk()
         _assignment_touch_for_draft(assignment, now)
-        review = review or _review_for(assignment)
+        if review is None:
+            review = _review_for(assignment)
+            if review_decided(review):
+                raise RecruitmentError(DECIDED_MESSAGE)
         if not review_draft_update(review_id=review.pk, draft=stored, at=now, version=version):
             raise StaleReview(Review.objects.get(pk=review.pk))
     review.draft, review.draft_saved_at = stored, now
@@ -210,8 +245,9 @@ def _draft_check_text(definition: FormDefinition, draft: dict[str, str]) -> None
             raise TextRejected(f"Not saved: {labels.get(key, key)} {problem}.")
 
 
-def review_current_values(review: Review | None) -> dict[str, str]:
-    """What the form shows: the draft over the submitted answers."""
+def review_current_values(review: Review | None, *, with_draft: bool = True) -> dict[str, str]:
+    """What the form shows: the draft over the submitted answers (the submitted answers
+    alone without `with_draft`)."""
     if review is None:
         return {}
     values: dict[str, str] = {}
@@ -226,7 +262,8 @@ def review_current_values(review: Review | None) -> dict[str, str]:
         if review.minutes is not None:
             values["minutes"] = f"{review.minutes:g}"
         values.update({k: str(v) for k, v in (review.extra or {}).get("attention", {}).items()})
-    values.update({k: v for k, v in (review.draft or {}).items()})
+    if with_draft:
+        values.update({k: v for k, v in (review.draft or {}).items()})
     return values
 
 
@@ -237,10 +274,10 @@ def review_submit(
     changed). A repeated submit of the same answers (double click, second tab) changes
     nothing; a different one after submission is an edit and gets a new revision. With
     `version`, different answers from a page opened before the review last changed get
-    StaleReview."""
+    StaleReview. Once the study team has decided on the review, nothing changes it."""
     study = assignment.study
     if study.is_closed():
-        raise RecruitmentError("The study is closed; reviews can no longer be changed.")
+        raise RecruitmentError(CLOSED_MESSAGE)
     if not study.is_open_to_reviewers():
         raise RecruitmentError("The study is not open for review yet.")
     metrics = study.form_definition().metric_keys
@@ -263,6 +300,9 @@ def review_submit(
         review = Review.objects.select_for_update().filter(assignment=assignment).first()
         if review is None:
             review = _review_for(assignment)
+        # Read under the review's lock, which review_decide takes too.
+        if review_decided(review):
+            raise RecruitmentError(DECIDED_MESSAGE)
         last = review.revisions.order_by("-number").first()
         if review.status == Review.Status.SUBMITTED and last is not None and last.data == data:
             if review.draft:

@@ -66,7 +66,9 @@ from ..services.reviews import (
     idea_sections,
     pair_task_submit,
     review_current_values,
+    review_decided,
     review_draft_save,
+    review_locked_reason,
     review_submit,
 )
 from ..services.study import is_researcher
@@ -273,6 +275,7 @@ def reviewer_home(request: HttpRequest) -> HttpResponse:
                         "title": _idea_title(a.idea.reviewable_text()),
                         "topic": a.idea.topic.name,
                         "status": a.get_status_display(),
+                        "decided": a.pk in row.decided,
                         "url": reverse("studies:review_page", args=[a.pk]),
                     }
                 )
@@ -425,6 +428,7 @@ def _review_context(
 
     if review is _UNREAD:
         review = Review.objects.filter(assignment=assignment).first()
+    locked = review_locked_reason(study=study, review=review)
     return {
         "study": study,
         "assignment": assignment,
@@ -444,6 +448,8 @@ def _review_context(
         "submitted": review is not None and review.status == Review.Status.SUBMITTED,
         "revisions": list(review.revisions.all()) if review else [],
         "closed": study.is_closed(),
+        # the reason the review can no longer be changed, "" while it can
+        "locked": locked,
         "topic": assignment.idea.topic.name,
     }
 
@@ -461,7 +467,9 @@ def review_page(request: HttpRequest, assignment_id: int) -> HttpResponse:
     if not assignment.study.is_closed():
         assignment_touch(assignment=assignment)
     review: Review | None = getattr(assignment, "review", None)  # read with the assignment
-    context = _review_context(assignment, review_current_values(review), None, review)
+    # A decided review shows the answers decided on, not a draft typed before that.
+    values = review_current_values(review, with_draft=not review_decided(review))
+    context = _review_context(assignment, values, None, review)
     # the assignment is the user's as a reviewer: the menu need not ask (templates/base.html)
     context["nav_is_reviewer"] = True
     return render(request, "studies/reviewer/review.html", context)
@@ -498,7 +506,10 @@ def review_autosave(request: HttpRequest, assignment_id: int) -> HttpResponse:
                 "assignment": assignment,
                 "review": review,
                 "save_error": error,
-                "closed": assignment.study.is_closed(),
+                # a refused save may be a locked review: the page then stops autosaving
+                "locked": review_locked_reason(study=assignment.study, review=review)
+                if error
+                else "",
             },
             status=status,
         )
@@ -512,11 +523,15 @@ def review_autosave(request: HttpRequest, assignment_id: int) -> HttpResponse:
 @reviewer_login_required
 @require_POST
 def review_submit_view(request: HttpRequest, assignment_id: int) -> HttpResponse:
-    assignment = get_assignment_for_reviewer(request, assignment_id)
+    assignment = get_assignment_for_reviewer(request, assignment_id, with_review=True)
     definition = study_review_definition(assignment.study)
     form = ReviewAnswersForm(request.POST, definition=definition)
-    if assignment.study.is_closed():
-        messages.error(request, "The study is closed; reviews can no longer be changed.")
+    # Checked again by review_submit under the review's lock.
+    locked = review_locked_reason(
+        study=assignment.study, review=getattr(assignment, "review", None)
+    )
+    if locked:
+        messages.error(request, locked)
         return redirect("studies:review_page", assignment.pk)
     if not form.is_valid():
         # Keep what was typed, so a failed submit loses nothing either.
