@@ -12,6 +12,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from studies.models import Assignment, PlatformParticipant, Review, Reviewer
@@ -21,7 +22,13 @@ from studies.protocol.arrivals import (
     arrival_ids,
     arrival_pick,
 )
-from studies.services.invitations import RecruitmentError, reviewer_consent
+from studies.services.invitations import (
+    RecruitmentError,
+    invitation_create,
+    invitation_token,
+    reviewer_consent,
+    reviewer_payment_handle_set,
+)
 from studies.services.payments import review_decide
 from studies.services.platform import (
     completion_redirect_url,
@@ -268,8 +275,6 @@ def test_arrival_page_logs_in_sets_the_cookie_and_the_same_browser_resumes(owner
     again = client.get(url, q(session="new-session"))
     assert again.status_code == 302
     # A stranger's browser with the PID (and a guessed session) is refused.
-    from django.test import Client
-
     stranger = Client().get(url, q(session="guess"))
     assert stranger.status_code == 403
     assert "already has a place" in stranger.content.decode()
@@ -365,3 +370,53 @@ def test_a_participants_pages_keep_the_blinding_rules(owner, client):
         body = page.content.decode()
         leaked = [s for s in seeded.secrets if s in body]
         assert leaked == []
+
+
+def test_a_participants_consent_and_profile_say_what_is_kept_and_ask_no_payment_details(
+    owner, client
+):
+    """A participant gave no name, email or payment details: the consent says what is
+    kept (the platform id for the owners, answers under the pseudonym), the profile asks
+    for no payment details, and a payment value posted anyway is not stored. An invited
+    reviewer of the same study still reads the team's promise and gives payment details."""
+    study = make_platform_study(owner).study
+    client.get(f"/studies/r/join/{study.slug}/", q())
+    reviewer = Reviewer.objects.get(study=study)
+    consent_url = f"/studies/r/profile/{reviewer.pk}/consent/"
+    consent = client.get(consent_url).content.decode()
+    assert "name and email are seen" not in consent
+    assert "Prolific participant id, which only the study's owners see" in consent
+    assert f"stored under a pseudonym ({reviewer.pseudonym})" in consent
+    assert PID not in consent
+    client.post(consent_url, {"consent": "on", "honor_code": "on"})
+    profile_url = f"/studies/r/profile/{reviewer.pk}/"
+    profile = client.get(profile_url).content.decode()
+    assert 'name="payment_handle"' not in profile and "PayPal" not in profile
+    assert "You are paid through Prolific" in profile
+    assert "payment details" not in client.get("/studies/r/home/").content.decode()
+    handle = {"payment_handle": "paypal: p@pay.example"}
+    assert client.post(f"{profile_url}payment/", handle).status_code == 302
+    client.post(profile_url, {**platform_profile(), **handle})
+    reviewer.refresh_from_db()
+    assert reviewer.payment_handle == "" and reviewer.profile_completed_at is not None
+    with pytest.raises(RecruitmentError, match="paid through the platform"):
+        reviewer_payment_handle_set(reviewer=reviewer, handle=handle["payment_handle"])
+    reviewer.refresh_from_db()
+    assert reviewer.payment_handle == ""
+
+    invited = Client()
+    inv = invitation_create(study=study, email="pia@example.org", name="Pia")
+    invited.post(
+        f"/studies/r/invite/{invitation_token(inv)}/",
+        {"email": "pia@example.org", "password1": "Str0ng-pass-9", "password2": "Str0ng-pass-9"},
+    )
+    pia = Reviewer.objects.get(study=study, user__username="pia@example.org")
+    consent = invited.get(f"/studies/r/profile/{pia.pk}/consent/").content.decode()
+    assert "your name and email are seen only by the study team" in consent
+    assert "participant id" not in consent
+    invited.post(f"/studies/r/profile/{pia.pk}/consent/", {"consent": "on", "honor_code": "on"})
+    profile = invited.get(f"/studies/r/profile/{pia.pk}/").content.decode()
+    assert 'name="payment_handle"' in profile and "You are paid through" not in profile
+    invited.post(f"/studies/r/profile/{pia.pk}/payment/", handle)
+    pia.refresh_from_db()
+    assert pia.payment_handle == "paypal: p@pay.example"

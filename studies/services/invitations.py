@@ -27,6 +27,7 @@ from ..models import (
     Assignment,
     Invitation,
     PairTask,
+    PlatformParticipant,
     Review,
     Reviewer,
     Study,
@@ -387,7 +388,12 @@ def reviewer_profile_save(*, reviewer: Reviewer, data: dict[str, Any]) -> None:
 
 def reviewer_payment_handle_set(*, reviewer: Reviewer, handle: str) -> None:
     """The reviewer's own payment details; they may change them at any time, screened or
-    not (the audit event says that they changed, not what they are)."""
+    not (the audit event says that they changed, not what they are). A participant from a
+    platform is paid through the platform and gives none: theirs stays pseudonymous."""
+    if PlatformParticipant.objects.filter(reviewer=reviewer).exists():
+        raise RecruitmentError(
+            "You are paid through the platform you came from: no payment details are kept here."
+        )
     problem = control_character_problem(handle)
     if problem:
         raise RecruitmentError(f"Payment details: {problem}")

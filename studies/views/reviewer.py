@@ -60,7 +60,12 @@ from ..services.invitations import (
     reviewer_profile_save,
     reviewer_sign_up,
 )
-from ..services.platform import platform_card, platform_participant_of, platform_profile_save
+from ..services.platform import (
+    platform_card,
+    platform_link_for,
+    platform_participant_of,
+    platform_profile_save,
+)
 from ..services.reviews import (
     StaleReview,
     idea_sections,
@@ -316,9 +321,22 @@ def reviewer_consent_view(request: HttpRequest, reviewer_id: int) -> HttpRespons
     return render(
         request,
         "studies/reviewer/consent.html",
-        {"reviewer": reviewer, "study": reviewer.study, "form": form},
+        {
+            "reviewer": reviewer,
+            "study": reviewer.study,
+            "form": form,
+            "platform": _platform_name(reviewer),
+        },
         status=400 if request.method == "POST" else 200,
     )
+
+
+def _platform_name(reviewer: Reviewer) -> str:
+    """The platform a participant came from ("Prolific"), or "" for an invited reviewer:
+    the consent and profile pages say what a participant gave and how they are paid."""
+    if platform_participant_of(reviewer) is None:
+        return ""
+    return platform_link_for(reviewer.study).platform or "the platform"
 
 
 @reviewer_login_required
@@ -342,6 +360,7 @@ def reviewer_profile_view(request: HttpRequest, reviewer_id: int) -> HttpRespons
         "preferred_load": reviewer.preferred_load,
     }
     form = ProfileForm(request.POST or None, initial=initial, study=study)
+    platform = _platform_name(reviewer)
     if request.method == "POST":
         if locked:
             messages.error(
@@ -349,7 +368,7 @@ def reviewer_profile_view(request: HttpRequest, reviewer_id: int) -> HttpRespons
             )
             return redirect("studies:reviewer_profile", reviewer.pk)
         if form.is_valid():
-            if platform_participant_of(reviewer) is not None:
+            if platform:
                 # A participant from a platform is screened by the rule and given work now.
                 outcome = platform_profile_save(reviewer=reviewer, data=form.cleaned_data)
                 if outcome == "approved":
@@ -366,7 +385,11 @@ def reviewer_profile_view(request: HttpRequest, reviewer_id: int) -> HttpRespons
             "study": study,
             "form": form,
             "locked": locked,
-            "payment_form": PaymentHandleForm(initial={"payment_handle": reviewer.payment_handle}),
+            "platform": platform,
+            # A participant is paid through the platform: no payment details are asked.
+            "payment_form": None
+            if platform
+            else PaymentHandleForm(initial={"payment_handle": reviewer.payment_handle}),
         },
         status=400 if request.method == "POST" else 200,
     )
