@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from django.urls import reverse
@@ -78,6 +79,46 @@ def test_the_study_page_links_every_part_of_the_study(client, owner):
         page = client.get(reverse(page_name, args=[study.slug])).content.decode()
         for name in ("studies:study_report", "studies:study_settings", "studies:study_plan"):
             assert f'href="{reverse(name, args=[study.slug])}"' in page, (page_name, name)
+
+
+def _menu_links(page: str) -> set[str]:
+    """The hrefs of the study's menu: the first `nav.actions` of the page."""
+    menu = re.search(r'<nav class="actions"[^>]*>(.*?)</nav>', page, re.S)
+    assert menu, "no study menu"
+    return set(re.findall(r'href="([^"]+)"', menu.group(1)))
+
+
+@pytest.mark.django_db
+def test_the_overview_and_the_study_pages_share_one_menu(client, owner, django_user_model):
+    """The overview offered imports and the team but not the platform or sizing, the
+    pages under it the other way round; one menu now, with the editors' Phases link
+    still shown only to those who may edit."""
+    from studies.models import StudyMember
+
+    study, _ = make_prep_study(owner, slug="menu")
+    pages = ("studies:study_detail", "studies:study_progress", "studies:ideas_list")
+    client.force_login(owner)
+    menus = [_menu_links(client.get(reverse(n, args=[study.slug])).content.decode()) for n in pages]
+    assert menus[0] == menus[1] == menus[2]
+    for name in (
+        "studies:study_platform",
+        "studies:sizing",
+        "studies:reviews_import_page",
+        "studies:study_members",
+        "studies:study_phases",
+        "studies:study_report",
+    ):
+        assert reverse(name, args=[study.slug]) in menus[0], name
+    viewer = django_user_model.objects.create_user("viewer", password="viewer-pass-123")
+    StudyMember.objects.create(study=study, user=viewer, role=StudyMember.Role.VIEWER)
+    client.force_login(viewer)
+    seen = [_menu_links(client.get(reverse(n, args=[study.slug])).content.decode()) for n in pages]
+    assert (
+        seen[0]
+        == seen[1]
+        == seen[2]
+        == menus[0] - {reverse("studies:study_phases", args=[study.slug])}
+    )
 
 
 @pytest.mark.django_db

@@ -178,7 +178,7 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
         # proposals pasted one at a time.
         page.goto(f"/studies/{slug}/")
         page.click("nav.actions >> text=Ideas")
-        page.click("nav >> text=Import")
+        page.click("nav.subnav >> text=Import")
         with page.expect_download() as download:
             page.click("text=ideas sample (CSV)")
         # Saved under the name the server gave it (the import reads the file type from it).
@@ -187,7 +187,7 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
         ideas_upload(page, str(sample))
         page.wait_for_selector("text=Imported 2 idea(s)")
         walk.shot("ideas-imported")
-        page.click("nav >> text=Import")
+        page.click("nav.subnav >> text=Import")
         for ext, title, topic, cond in PASTED:
             page.fill("input[name=external_id]", ext)
             page.fill("input[name=title]", title)
@@ -196,7 +196,7 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
             page.fill("textarea[name=text]", PROPOSAL.format(title=title, topic=topic))
             page.click("text=Import this proposal")
             page.wait_for_selector(f"text={title}")
-            page.click("nav >> text=Import")
+            page.click("nav.subnav >> text=Import")
         assert Idea.objects.filter(study=study).count() == 4
 
         # The settings now say why conditions and topics are locked.

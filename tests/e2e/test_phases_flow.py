@@ -47,7 +47,7 @@ def test_owner_links_two_phases_and_reads_the_comparison_in_the_report(
     context, page = new_page(browser, live_server.url)
     owner_login(page)
     page.goto("/studies/exec/")
-    page.click("#detail-phases")
+    page.click("#nav-phases")
     page.wait_for_url(re.compile(r"/studies/exec/phases/$"))
     assert "Not linked" in page.locator("#phase-unlinked").inner_text()
     page.select_option("#phase-previous", "si2024")
