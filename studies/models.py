@@ -676,7 +676,8 @@ class RationaleEmbedding(models.Model):
 
 class ReviewAcceptance(models.Model):
     """The owner's decision to pay for a submitted review or not, with the reason. Kept
-    apart from the review: reviewers never see it, and the analysis does not read it."""
+    apart from the review: reviewers never see it, and the analysis reads only that a
+    review was rejected, as a quality flag, which the plan's exclusion rules may name."""
 
     class Decision(models.TextChoices):
         ACCEPTED = "accepted", "Accepted"

@@ -162,6 +162,39 @@ def test_a_reviewed_idea_cannot_become_gold_and_bad_ranges_are_named(qc, owner, 
     assert fresh.gold_ranges == {"novelty": [7.0, 10.0]}
 
 
+def test_a_review_rejected_for_payment_is_flagged_and_only_a_planned_rule_removes_it(qc, owner):
+    """Paying is not analysing: a rejection (a decision made after reading the review) is
+    shown as a flag, without the owner's reason, and leaves the analysis only by a rule
+    of the plan, so nobody drops reviews from the analysis by refusing to pay for them."""
+    from studies.analysis.quality import exclusions
+    from studies.services.payments import review_decide
+
+    honest = Review.objects.filter(reviewer=qc.reviewers[3]).order_by("pk").first()
+    review_decide(review=honest, decision="rejected", reason="Dr Jones copied it", actor=owner)
+    quality = study_quality(qc.study, plan=_plan(qc))
+    rejected = [f for f in quality.flags if f.kind == "rejected"]
+    assert [(f.review_id, f.reviewer_id) for f in rejected] == [(str(honest.pk), "R004")]
+    assert "Jones" not in rejected[0].detail and rejected[0].kind in FLAG_KINDS
+    # An acceptance is no flag.
+    other = Review.objects.filter(reviewer=qc.reviewers[4]).order_by("pk").first()
+    review_decide(review=other, decision="accepted", actor=owner)
+    assert [f.review_id for f in study_quality(qc.study, plan=_plan(qc)).flags
+            if f.kind == "rejected"] == [str(honest.pk)]  # fmt: skip
+    # The fixture's plan names no rule for it: the review stays in the analysis ...
+    plan = _plan(qc)
+    kept = exclusions(quality.flags, plan.quality.exclude, quality.reviews)
+    assert str(honest.pk) not in kept.removed
+    # ... until a plan's rule names the flag.
+    study_plan_set(
+        study=qc.study,
+        source={"primary_metrics": ["overall"], "quality": {"exclude": ["rejected"]}},
+        actor=owner,
+    )
+    plan = _plan(qc)
+    removed = exclusions(quality.flags, plan.quality.exclude, quality.reviews)
+    assert removed.removed == [str(honest.pk)] and removed.kept == removed.analysed - 1
+
+
 @pytest.mark.slow
 def test_the_report_shows_the_primary_tests_with_and_without_and_what_each_rule_removed(
     qc, tmp_path, settings

@@ -64,6 +64,9 @@ class ReviewAnswers:
     # Check key -> answer; None when the review never saw the checks (an imported one).
     attention: Mapping[str, Any] | None = None
     gold: bool = False
+    # The study team refused to pay for it. Only the fact is read (never the reason, the
+    # owner's own words): the plan's exclusion rules decide whether it is analysed.
+    payment_rejected: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,8 +95,9 @@ def review_flags(
 ) -> list[Flag]:
     """The flags each review raises by itself: time, straight-lining, attention checks
     (``expected``: check key -> instructed answer; a review without answers, such as an
-    imported one, is not checked, while a missing answer fails) and gold ranges (idea id -> metric ->
-    (low, high), inclusive). Duplicates need embeddings: :func:`duplicate_flags`."""
+    imported one, is not checked, while a missing answer fails), gold ranges (idea id ->
+    metric -> (low, high), inclusive) and a rejection for payment. Duplicates need
+    embeddings: :func:`duplicate_flags`."""
     out: list[Flag] = []
     for r in reviews:
         if r.minutes_measured is not None and r.minutes_measured < rules.min_minutes:
@@ -117,6 +121,8 @@ def review_flags(
             out.append(Flag(r.review_id, r.reviewer_id, "attention", "; ".join(failed)))
         if r.gold:
             out += gold_flags(r, (gold_ranges or {}).get(r.idea_id, {}))
+        if r.payment_rejected:
+            out.append(Flag(r.review_id, r.reviewer_id, "rejected", "rejected for payment"))
     return out
 
 

@@ -19,6 +19,7 @@ FLAG_KINDS = {
     "duplicate_other": "a rationale nearly identical to another reviewer's",
     "attention": "an attention check answered other than instructed",
     "gold": "a gold idea scored outside its expected range",
+    "rejected": "rejected for payment by the study team",
 }
 UNITS = ("review", "reviewer")
 

@@ -21,7 +21,16 @@ from django.db import transaction
 
 from ..analysis.plan import AnalysisPlan
 from ..analysis.quality import FLAG_KINDS, Flag, ReviewAnswers, duplicate_flags, review_flags
-from ..models import Assignment, Idea, RationaleEmbedding, Review, ReviewScore, Study, StudyReport
+from ..models import (
+    Assignment,
+    Idea,
+    RationaleEmbedding,
+    Review,
+    ReviewAcceptance,
+    ReviewScore,
+    Study,
+    StudyReport,
+)
 from ..protocol.gold import GoldError, GoldIdea, GoldReviewer, gold_assign, gold_ranges_parse
 from .audit import audit
 from .plans import study_plan
@@ -49,6 +58,11 @@ def quality_reviews(study: Study) -> list[ReviewAnswers]:
     ).values_list("review_id", "metric", "score", "rationale"):
         scores[review_id][metric] = score
         rationales[review_id][metric] = rationale
+    rejected = set(
+        ReviewAcceptance.objects.filter(
+            review__study=study, decision=ReviewAcceptance.Decision.REJECTED
+        ).values_list("review_id", flat=True)
+    )
     out = []
     for r in (
         Review.objects.filter(study=study, status=Review.Status.SUBMITTED, reviewer__isnull=False)
@@ -66,6 +80,7 @@ def quality_reviews(study: Study) -> list[ReviewAnswers]:
                 minutes_measured=r.minutes_measured,
                 attention=(r.extra or {}).get("attention"),
                 gold=r.idea.gold_ranges is not None,
+                payment_rejected=r.pk in rejected,
             )
         )
     return out
