@@ -355,6 +355,15 @@ def test_pair_page_shows_both_sides_and_stores_judgments(client, seeded):
     assert t.status == "submitted" and t.judgments.count() == len(t.dimensions)
     expected = "a" if not t.a_on_left else "b"
     assert set(t.judgments.values_list("winner", flat=True)) == {expected}
+    assert (
+        'id="submit-pair"' in client.get(reverse("studies:pair_page", args=[t.pk])).content.decode()
+    )
+    # Closed: the rating is shown as it is, with no button that looks usable.
+    from studies.services.study import study_close
+
+    study_close(study=seeded.study)
+    page = client.get(reverse("studies:pair_page", args=[t.pk])).content.decode()
+    assert "can no longer be changed" in page and 'id="submit-pair"' not in page
 
 
 @pytest.mark.django_db
