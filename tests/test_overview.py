@@ -237,6 +237,11 @@ def test_the_study_page_shows_the_steps_and_what_to_do_next(owner, other_researc
     assert "Flagged reviews" not in page and "Flagged at import" in page
     progress = reverse("studies:study_progress", args=[study.slug])
     assert f'<a href="{progress}#quality">' in page
+    # A new study is asked for ideas first; a review file is the other way in.
+    empty = page[page.index("Data quality of the last import") :]
+    assert empty.index(reverse("studies:ideas_import", args=[study.slug])) < empty.index(
+        reverse("studies:reviews_import_page", args=[study.slug])
+    )
     client.force_login(other_researcher)
     assert client.get(reverse("studies:study_detail", args=[study.slug])).status_code == 404
 
