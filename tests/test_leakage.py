@@ -163,6 +163,7 @@ def test_the_check_is_reproducible_from_its_seed_and_round_trips_through_json():
         (0.75, (0.62, 0.86), 30, "often", "the source can often be told"),
         (0.62, (0.53, 0.71), 30, "slight", "the source can be told slightly"),
         (0.20, (0.05, 0.40), 30, "below_chance", "below chance"),
+        (0.14, (0.00, 0.36), 8, "below_chance", "below chance"),
     ],
 )
 def test_the_reading_follows_the_interval_and_the_sample_size(auc, ci, n, kind, start):
@@ -170,7 +171,23 @@ def test_the_reading_follows_the_interval_and_the_sample_size(auc, ci, n, kind, 
     words = verdict(auc, *ci, n_ai=n, n_human=n)
     assert words.startswith(start), words
     # a small source is said to be small; a large one is not
-    assert (f"{n} ideas" in words) == (n < 10 and kind != "below_chance"), words
+    assert (f"{n} ideas" in words) == (n < 10), words
+
+
+def test_a_below_chance_auc_blames_the_labels_only_on_a_large_sample():
+    """Cross-validation on a few balanced ideas pulls the AUC below chance by itself, so
+    a small sample's below-chance AUC is read as that effect, not as wrong labels."""
+    small = verdict(0.14, 0.00, 0.36, n_ai=8, n_human=8)
+    assert "small-sample effect of cross-validation" in small, small
+    assert "systematically wrong" not in small
+    assert "only if the AUC stays below chance with more ideas" in small
+    large = verdict(0.20, 0.05, 0.40, n_ai=30, n_human=30)
+    assert "systematically wrong (check the labels)" in large, large
+    assert "small-sample" not in large
+    # the smaller source decides: 8 labelled ideas against 40 is still a small sample
+    assert "small-sample" in verdict(0.14, 0.00, 0.36, n_ai=40, n_human=8)
+    # without the sizes nothing says the sample is small
+    assert "check the labels" in verdict(0.14, 0.00, 0.36)
 
 
 def test_a_wide_interval_is_never_read_as_no_better_than_chance():

@@ -356,6 +356,15 @@ def verdict(
     interval = f"{ci_low:.2f}–{ci_high:.2f}" if kind != "not_computed" else ""
     if kind == "not_computed":
         return "not computed"
+    if kind == "below_chance" and small:
+        # Cross-validation on a small balanced sample pulls the AUC below 0.5 by itself:
+        # each held-out fold leaves the training folds tilted towards the other source.
+        # Correct labels give such an AUC often, so it is no sign that they are wrong.
+        return (
+            f"below chance, with {per_source}: a known small-sample effect of "
+            "cross-validation, not a sign that the labels are wrong; check them only if "
+            "the AUC stays below chance with more ideas"
+        )
     if kind == "below_chance":
         return "below chance: the classifier is systematically wrong (check the labels)"
     if kind == "too_few":
