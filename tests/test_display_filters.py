@@ -96,3 +96,30 @@ def test_the_report_body_loses_its_style_element_and_inline_css():
     body = "<style>.rep{color:red}</style><div class='rep'>" + plot_svg() + "</div>"
     out = str(report_body(body))
     assert "<style" not in out and not re.search(r"\sstyle=", out) and "<svg" in out
+
+
+def test_report_numbers_round_half_away_from_zero():
+    """A column of medians must not show 3.75 as 3.8 but 3.25 as 3.2 (Python rounds the
+    binary float to even): every fixed-decimal number rounds its written value half away
+    from zero."""
+    from django.template import Context, Template
+
+    from studies.templatetags.report_format import cell, num, pct, pval
+
+    assert num(3.25, 1) == "3.3" and num(3.75, 1) == "3.8"
+    assert num(-3.25, 1) == "-3.3" and num(-3.75, 1) == "-3.8"
+    assert num(2.675, 2) == "2.68"  # the float is 2.67499999…, the number written is 2.675
+    assert num(2.5, 0) == "3" and num(0.125) == "0.125" and num(3, 2) == "3.00"
+    assert num(None) == num(float("nan")) == "–" and num("n/a") == "n/a"
+    assert num(float("inf"), 1) == "inf"
+    assert pval(0.0125) == "0.013" and pval(0.0005) == "5.00e-04" and pval(0.9996) == "1"
+    assert pct(0.0285) == "2.9%" and pct(1) == "100.0%"
+    assert cell({"value": 0.125, "format": "num2", "ci_low": -0.125, "ci_high": 0.375}) == (
+        "0.13 [-0.13, 0.38]"
+    )
+    assert cell({"value": 0.0285, "format": "pct"}) == "2.9%"
+    # the report's template filter, as the Mean per idea table calls it
+    page = Template("{% load report_format %}{{ a|num:1 }} {{ b|num:1 }}").render(
+        Context({"a": 3.25, "b": 3.75})
+    )
+    assert page == "3.3 3.8"

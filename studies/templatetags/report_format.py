@@ -1,8 +1,15 @@
-"""Number formatting for reports: fixed decimals for estimates, readable p-values."""
+"""Number formatting for reports: fixed decimals for estimates, readable p-values.
+
+Every fixed-decimal number is rounded half away from zero, on the number as it is
+written (its shortest decimal form): 3.25 shows as 3.3 and 3.75 as 3.8, 2.675 at two
+places as 2.68. Python's own formatting rounds the binary float to even, which shows
+3.25 as 3.2 beside 3.75 as 3.8 in the same column.
+"""
 
 from __future__ import annotations
 
 import math
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django import template
@@ -12,12 +19,22 @@ from studies.analysis.plan_voice import stars_for
 register = template.Library()
 
 
+def fixed(value: float, digits: int, *, percent: bool = False) -> str:
+    """`value` (times 100 when `percent`, in decimal, so 0.0285 is 2.85) with `digits`
+    decimals, rounded half away from zero as the module says; infinities and NaN as
+    Python writes them."""
+    if not math.isfinite(value):
+        return f"{100 * value if percent else value:.{digits}f}"
+    exact = Decimal(repr(float(value))).scaleb(2 if percent else 0)
+    return f"{exact.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP):f}"
+
+
 @register.filter
 def num(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     try:
-        return f"{float(value):.{int(digits)}f}"
+        return fixed(float(value), int(digits))
     except (TypeError, ValueError):
         return str(value)
 
@@ -30,7 +47,7 @@ def pval(value: Any) -> str:
     if p >= 0.9995:
         return "1"
     if p >= 0.001:
-        return f"{p:.3f}"
+        return fixed(p, 3)
     return f"{p:.2e}"
 
 
@@ -38,7 +55,7 @@ def pval(value: Any) -> str:
 def pct(value: Any, digits: int = 1) -> str:
     if value is None:
         return "–"
-    return f"{100 * float(value):.{int(digits)}f}%"
+    return f"{fixed(float(value), int(digits), percent=True)}%"
 
 
 @register.filter
@@ -85,14 +102,14 @@ def _fmt(value: Any, fmt: str) -> str:
         return "–"
     v = float(value)
     if fmt == "pct":
-        return f"{100 * v:.1f}%"
+        return f"{fixed(v, 1, percent=True)}%"
     if fmt == "num1":
-        return f"{v:.1f}"
+        return fixed(v, 1)
     if fmt == "num2":
-        return f"{v:.2f}"
+        return fixed(v, 2)
     if fmt == "money":
-        return f"{v:.4f}"
-    return f"{v:.3f}"
+        return fixed(v, 4)
+    return fixed(v, 3)
 
 
 @register.filter
