@@ -274,3 +274,33 @@ def test_the_report_section_shows_an_emptied_condition_beside_its_all_review_fig
     assert "-0.25" in ai and "no (changed)" in ai
     assert ">-0.50<" in x and "0.04" in x and ">yes<" in x
     assert '<td class="l" colspan="3">no reviews of X are left</td>' in x
+
+
+@pytest.mark.parametrize("default", [True, False])
+def test_the_with_without_table_says_the_plans_sidedness_correction_and_alpha(default):
+    """Its adjusted p and decisions are the plan's, so under a plan other than the
+    default its header says which test they come from, as the Tests tables do; under the
+    default plan the header keeps its wording."""
+    q = {
+        "kinds": FLAG_KINDS,
+        "thresholds": {},
+        "counts": {},
+        "exclusion": {"planned": True, "removed": [], "analysed": 4, "kept": 4, "rules": []},
+        "with_without": [],
+        "with_without_note": "",
+        "leniency": {},
+    }
+    voice = {
+        "default": default,
+        "sidedness_text": "one-sided (AI > Human)",
+        "method_label": "Benjamini–Hochberg",
+        "alpha": 0.05,
+    }
+    html = render_to_string(
+        "studies/_report_quality.html", {"r": {"quality": q, "plan": {"voice": voice}}}
+    )
+    head = html[html.index('id="quality-with-without"') :]
+    head = head[: head.index("</thead>")]
+    said = "The analysis plan: one-sided (AI &gt; Human); Benjamini–Hochberg; α = 0.05" in head
+    assert said is not default
+    assert "<th>p adj. (all)</th><th>Rejected (all)</th>" in head

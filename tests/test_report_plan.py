@@ -360,6 +360,14 @@ def test_a_one_sided_bh_report_speaks_the_plan_in_text_stars_and_json(
     assert "one-sided" in note and "Benjamini–Hochberg" in note
     assert "Bonferroni over the 7 metrics. *" not in html
     assert "Si et al. convention: two-sided, Bonferroni × 7" in html
+    escaped = direction.replace("<", "&lt;").replace(">", "&gt;")
+    caption = f"The analysis plan: one-sided ({escaped}); Benjamini–Hochberg; α = 0.05"
+    assert html.count(caption) == 4  # each of Tests 1-3, and the with/without table
+    # the interval beside a one-sided test is the usual two-sided one, and says so
+    assert html.count("<th>95% CI (two-sided)</th>") == 3
+    with_without = html[html.index('<table id="quality-with-without">') :]
+    with_without = with_without[: with_without.index("</thead>")]
+    assert caption in with_without and "p adj. (all)" in with_without
     table_rows = _planned_rows(html)
     assert len(table_rows) == 3 * len(ALL)
     expected = {}
@@ -408,5 +416,6 @@ def test_under_the_default_plan_the_report_keeps_the_published_wording(exec_stud
         "*** p &lt; 0.001 after correction." in html
     )
     assert 'class="planned-tests"' not in html
+    assert "(two-sided)</th>" not in html and "The analysis plan:" not in html
     assert report["by_review"]["published"]["n_corrected"] == 7
     assert report["by_review"]["planned"]["method"] == "bonferroni"
