@@ -24,7 +24,9 @@ from .services.plans import plan_registration, study_plan, study_registered_plan
 _NORMALIZED = (Idea.NormalizationStatus.APPROVED, Idea.NormalizationStatus.EDITED)
 
 
-def _families(plan: AnalysisPlan) -> str:
+def plan_families(plan: AnalysisPlan) -> str:
+    """The plan's multiple-testing families in words (the pre-registration's and the plan
+    page's)."""
     if plan.family_scope != "custom":
         return {
             "per_comparison": "one per test and comparison with the baseline, over the metrics",
@@ -38,14 +40,20 @@ def _families(plan: AnalysisPlan) -> str:
     )
 
 
-def _analysis(plan: AnalysisPlan, metrics: list[str]) -> dict[str, Any]:
-    hypotheses = [
+def plan_directions(plan: AnalysisPlan) -> list[str]:
+    """The plan's directional hypotheses as written ("AI > Human on overall"); empty when
+    every test is two-sided (the pre-registration's and the plan page's words)."""
+    return [
         h.direction
         + ("" if h.metric == "*" else f" on {h.metric}")
         + ("" if h.test == "*" else f" in {h.test}")
         for h in plan.hypotheses
         if h.direction
     ]
+
+
+def _analysis(plan: AnalysisPlan, metrics: list[str]) -> dict[str, Any]:
+    hypotheses = plan_directions(plan)
     topic = "a random intercept" if plan.topic == "random" else "fixed effects"
     covariates = ", ".join(plan.covariates) or "none"
     return {
@@ -55,7 +63,7 @@ def _analysis(plan: AnalysisPlan, metrics: list[str]) -> dict[str, Any]:
         "hypotheses": hypotheses,
         "method": plan.method,
         "method_label": CORRECTIONS[plan.method],
-        "families": _families(plan),
+        "families": plan_families(plan),
         "alpha": plan.alpha,
         "mixed_model": f"topic as {topic}, reviewer and idea random intercepts, covariates "
         f"{covariates}",

@@ -115,3 +115,30 @@ def test_a_plan_cannot_be_frozen_from_the_page_after_a_report(client, owner, stu
     assert study.analysis_plan_frozen_at is None
     page = client.get(reverse("studies:study_plan", args=[study.slug])).content.decode()
     assert "The plan was not frozen" in page and "can no longer be registered" in page
+
+
+def test_the_status_says_the_plans_sidedness_and_families(client, owner, study):
+    """A one-sided Benjamini-Hochberg plan's status names its direction and families, as
+    the pre-registration does, instead of reading like the default two-sided plan."""
+    from studies.services.study import study_plan_set
+
+    _login(client, owner, "owner-pass-123")
+    url = reverse("studies:study_plan", args=[study.slug])
+    html = client.get(url).content.decode()
+    assert '<li id="plan-directions">Directions: two-sided</li>' in html
+    plan = {
+        "hypotheses": [{"direction": "AI > Human"}],
+        "multiple_testing": {"method": "bh", "families": "per_test"},
+    }
+    study_plan_set(study=study, source=json.dumps(plan), actor=owner)
+    html = client.get(url).content.decode()
+    assert '<li id="plan-directions">Directions: one-sided (AI &gt; Human)</li>' in html
+    assert (
+        '<li id="plan-multiple-testing">Multiple testing: Benjamini–Hochberg, families one '
+        "per test, over the metrics and conditions, α = 0.05</li>"
+    ) in html
+    study_plan_set(
+        study=study, source=json.dumps({"multiple_testing": {"method": "none"}}), actor=owner
+    )
+    html = client.get(url).content.decode()
+    assert "families" not in html.split('id="plan-multiple-testing">', 1)[1].split("</li>")[0]

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from ..analysis.plan import CORRECTIONS, PlanError, plan_document, plan_hash
 from ..models import Study
-from ..preregistrations import study_preregistration
+from ..preregistrations import plan_directions, plan_families, study_preregistration
 from ..services.plans import study_plan
 from ..services.study import study_plan_freeze, study_plan_set
 from .study import OWNER, VIEWER, get_study_for_member, role_by_method
@@ -42,6 +42,10 @@ def _context(study: Study, form: PlanDocumentForm) -> dict[str, object]:
         "plan": plan,
         "hash": digest,
         "method_label": CORRECTIONS[plan.method],
+        # The sidedness and families as the pre-registration words them: a one-sided
+        # plan's status must not read like the default two-sided one.
+        "directions": [f"one-sided ({d})" for d in plan_directions(plan)] or ["two-sided"],
+        "families": plan_families(plan) if plan.method != "none" else "",
         "metrics": plan.metrics(study.form_definition().metric_keys),
         "frozen": study.analysis_plan_frozen_at is not None,
         "changed_since_freeze": study.analysis_plan_frozen_at is not None
