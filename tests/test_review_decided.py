@@ -139,3 +139,26 @@ def test_the_services_refuse_a_decided_review_whoever_calls_them(made, owner, de
     with pytest.raises(RecruitmentError, match=DECIDED):
         review_draft_save(assignment=fresh, draft={"overall": "9"})
     assert stored(review) == before
+
+
+def test_a_rejection_reaches_the_reviewer_by_no_mail_and_no_doc_promises_it(
+    made, owner, settings, django_capture_on_commit_callbacks
+):
+    """The reason of a payment rejection is the study team's: no mail carries it to the
+    reviewer, and the docs that describe the decision say the reviewer never sees it."""
+    from pathlib import Path
+
+    from django.core import mail
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    client = reviewer_client(made)
+    assignment = submitted(made, client)
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        decide(Review.objects.get(assignment=assignment), "rejected", owner)
+    assert mail.outbox == []
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    for name in ("payments.md", "quality.md"):
+        text = " ".join((docs / name).read_text(encoding="utf-8").split())
+        assert "never see" in text and "its reason" in text, name
+        assert "is what a reviewer sees" not in text, name
