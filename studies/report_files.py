@@ -313,7 +313,10 @@ def study_judges(
     )
     stored = {j.method for j in judges if j.baseline}
     for method in stored:
-        status[method] = {"available": True, "reason": None, "how": "a stored baseline run"}
+        how = "a stored baseline run"
+        if method == "baseline_random":  # the chance row is computed all the same
+            how += "; besides it, " + status[method]["how"].removeprefix("computed in the report: ")
+        status[method] = {"available": True, "reason": None, "how": how}
     judges += [j for j in extra if j.method not in stored]
     return judges, status
 

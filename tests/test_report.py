@@ -267,13 +267,21 @@ def test_report_agreement_without_judges_shows_the_ceiling_and_says_why(si2024_r
     longer = agreement["baselines"]["baseline_longer"]
     assert longer["available"] is False and "no" in longer["reason"]
     assert not any(j["method"] == "baseline_longer" for j in agreement["judges"])
-    random_row = next(r for r in table["rows"] if r["key"] == "baseline_random")
-    assert 0.35 < random_row["cells"]["overall"]["value"] < 0.65
+    # the random baseline is what chance gives, in the correlation table only: mean rho of
+    # many random rankings about 0, with the range holding 95 % of them around it
+    assert not any(r["key"] == "baseline_random" for r in table["rows"])
+    corr = next(t for t in agreement["tables"] if t["id"] == "correlation")
+    chance = next(r for r in corr["rows"] if r["key"] == "baseline_random")["cells"]["overall"]
+    assert abs(chance["value"]) < 0.05 and chance["ci_low"] is None
+    assert chance["range_low"] < chance["value"] < chance["range_high"]
+    assert abs(chance["range_low"] + chance["range_high"]) < 0.05
     html = (si2024_report / "report.html").read_text()
     assert "Human ceiling (human–human)" in html and "cannot run" in html
     assert 'title="Human–human ceiling on overall' in html and 'id="fn-1"' in html
     rows = list(csv.DictReader((si2024_report / "agreement.csv").open()))
     assert any(r["kind"] == "ceiling" and r["column"] == "overall" for r in rows)
+    assert any(r["row"] == "baseline_random" and r["range_high"] for r in rows)
+    assert "Random ranking (chance)" in html and "95 % range" in html
 
 
 @pytest.mark.pdf

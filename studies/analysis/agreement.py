@@ -95,6 +95,10 @@ _KENDALL_VECTOR_MAX = 300
 #: about constant. Never fewer than MIN_DRAWS draws (or what was asked, if less).
 SCALE_UNITS = 1500
 MIN_DRAWS = 100
+# A rank correlation needs this many ideas (a judge's with the reviewers, or chance's).
+MIN_IDEAS = 3
+# Uniformly random rankings drawn for the chance baseline (`chance_agreement`).
+CHANCE_RANKINGS = 2000
 DEFAULT_RESAMPLING = Resampling()
 """The options a judge's consistency uses unless given others (`Resampling`'s defaults)."""
 
@@ -377,8 +381,8 @@ def correlation_with_ci(
     _check_confidence(confidence)
     x, y = np.asarray(x, float), np.asarray(y, float)
     n = len(x)
-    if n < 3:
-        reason = f"needs at least 3 ideas with both a judge and a human score, has {n}"
+    if n < MIN_IDEAS:
+        reason = f"needs at least {MIN_IDEAS} ideas with both a judge and a human score, has {n}"
     elif np.ptp(x) == 0:
         reason = f"the judge gives all {n} ideas the same score ({x[0]:g})"
     elif np.ptp(y) == 0:
@@ -554,6 +558,140 @@ def absolute_agreement(
         confidence=confidence,
         seed=seed,
         by_metric=by_metric,
+    )
+
+
+# ------------------------------------------------------------- chance baseline
+
+
+@dataclass(frozen=True)
+class ChanceAgreement:
+    """What a random ranking's rank correlation with the human means is by chance
+    (`chance_agreement`).
+
+    Attributes
+    ----------
+    metric
+        The metric the human means are of.
+    n_ideas
+        Ideas with a human mean (each review once), the ones ranked.
+    n_rankings, seed, confidence
+        The random rankings drawn, their seed, and the share of them the range holds.
+    spearman, kendall
+        {mean, sd, low, high}: the mean over the random rankings of Spearman's rho (or
+        Kendall's tau-b) with the human means, its SD, and the central `confidence` range;
+        empty when `reason` is set.
+    reason
+        Why nothing could be computed (too few ideas, no variation), else None.
+    """
+
+    metric: str
+    n_ideas: int
+    n_rankings: int
+    seed: int
+    confidence: float
+    spearman: dict[str, Any]
+    kendall: dict[str, Any]
+    reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict of the report."""
+        return asdict(self)
+
+
+def _summary(values: np.ndarray, confidence: float) -> dict[str, Any]:
+    low, high = _interval(values, confidence)
+    v = values[np.isfinite(values)]
+    return {
+        "mean": json_float(v.mean()) if v.size else None,
+        "sd": json_float(v.std(ddof=1)) if v.size > 1 else None,
+        "low": low,
+        "high": high,
+    }
+
+
+def _kendall_against(y: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """Kendall tau-b of y against each row of R, where the rows hold no ties."""
+    n = len(y)
+    if n > _KENDALL_VECTOR_MAX:
+        return np.array([stats.kendalltau(y, r).statistic for r in R])
+    iu = np.triu_indices(n, 1)
+    sy = np.sign(y[iu[0]] - y[iu[1]])
+    den = np.sqrt((sy**2).sum() * len(sy))
+    step = max(1, 2_000_000 // max(1, len(sy)))
+    out = [
+        np.sign(R[s : s + step, iu[0]] - R[s : s + step, iu[1]]) @ sy / den
+        for s in range(0, len(R), step)
+    ]
+    return np.concatenate(out)
+
+
+def chance_agreement(
+    frame: pd.DataFrame,
+    metric: str,
+    *,
+    n_rankings: int = CHANCE_RANKINGS,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> ChanceAgreement:
+    """The agreement with the reviewers that a judge ranking the ideas at random gets:
+    the distribution of Spearman's rho and Kendall's tau-b between the human mean per idea
+    and `n_rankings` independent, uniformly random rankings of the ideas.
+
+    A single random ranking is one draw from this distribution, and a fixed one can line
+    up with anything the ideas' order carries (ids that sort by condition, say); the
+    distribution depends on neither. Its mean is about 0 and, with no ties among the
+    human means, its SD is 1 / sqrt(n - 1) for rho. It is what a judge's correlation is
+    read against, not a judge: it has no CI and no p-value.
+
+    Parameters
+    ----------
+    frame
+        The review frame (module text).
+    metric
+        The metric whose human means are ranked against.
+    n_rankings
+        Random rankings drawn.
+    confidence
+        The share of random rankings the reported range holds, in (0, 1).
+    seed
+        Seed of the rankings.
+
+    Returns
+    -------
+    ChanceAgreement
+        The mean, SD and central range of each correlation; a reason instead when fewer
+        than `MIN_IDEAS` ideas have a human mean or the means do not vary.
+    """
+    _check_confidence(confidence)
+    human, _ = human_idea_means(frame, metric)
+    y = human.to_numpy(float)
+    n = len(y)
+    base = {
+        "metric": metric,
+        "n_ideas": n,
+        "n_rankings": n_rankings,
+        "seed": seed,
+        "confidence": confidence,
+    }
+    reason = None
+    if n < MIN_IDEAS:
+        reason = f"needs at least {MIN_IDEAS} ideas with a human score, has {n}"
+    elif np.ptp(y) == 0:
+        reason = f"the human mean is the same for all {n} ideas ({y[0]:g})"
+    elif n_rankings < 2:
+        reason = f"needs at least 2 random rankings, asked for {n_rankings}"
+    if reason is not None:
+        return ChanceAgreement(**base, spearman={}, kendall={}, reason=reason)
+    rng = np.random.default_rng(seed)
+    R = rng.permuted(np.tile(np.arange(n, dtype=float), (n_rankings, 1)), axis=1)
+    ranks = stats.rankdata(y)
+    rc = ranks - ranks.mean()
+    Rc = R - (n - 1) / 2
+    rho = Rc @ rc / (np.sqrt((rc**2).sum()) * np.sqrt((Rc[0] ** 2).sum()))
+    tau = _kendall_against(y, R)
+    return ChanceAgreement(
+        **base, spearman=_summary(rho, confidence), kendall=_summary(tau, confidence)
     )
 
 

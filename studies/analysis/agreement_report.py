@@ -49,6 +49,7 @@ def _cell(
     *,
     n: Any = None,
     ci: tuple[Any, Any] = (None, None),
+    chance_range: tuple[Any, Any] = (None, None),
     reason: str | None = None,
 ) -> dict[str, Any]:
     return {
@@ -58,6 +59,8 @@ def _cell(
         "format": fmt,
         "ci_low": json_float(ci[0]) if ci[0] is not None else None,
         "ci_high": json_float(ci[1]) if ci[1] is not None else None,
+        "range_low": json_float(chance_range[0]) if chance_range[0] is not None else None,
+        "range_high": json_float(chance_range[1]) if chance_range[1] is not None else None,
         "n": plain_value(n),
         "how": how,
         "reason": reason,
@@ -98,23 +101,25 @@ def computed_baselines(
     reasons: Mapping[str, str | None],
     seed: int,
 ) -> ComputedBaselines:
-    """The no-LLM baselines as rankings of the reviewed ideas, for studies without a stored
-    baseline run: a seeded random ranking, and the text length ranking (what longer-text-
-    wins converges to). A baseline that cannot run (no text) is reported with its reason,
-    never with a number.
+    """The no-LLM baselines the report computes, for studies without a stored baseline run:
+    the text length ranking (what longer-text-wins converges to) as a judge, and the
+    status of the random baseline, which is no judge: `build_agreement` reports what
+    random rankings give by chance (`agreement.chance_agreement`), since any one random
+    ranking is a single draw that can line up with how the idea ids sort. A baseline that
+    cannot run (no text) is reported with its reason, never with a number.
 
     Parameters
     ----------
     df
         The review frame; its idea ids are ranked.
     metric
-        The metric the rankings stand for (the report's headline metric).
+        The metric the length ranking stands for (the report's headline metric).
     lengths
         Idea id → text length, for longer-text-wins; None: no texts.
     reasons
         Baseline method → why it cannot run (None: it can), from the study.
     seed
-        Seed of the random ranking.
+        Seed of the random rankings.
 
     Returns
     -------
@@ -122,26 +127,20 @@ def computed_baselines(
         The baselines that can run as judges, and every baseline's status; unpacks as
         ``judges, status``.
     """
+    from .agreement import CHANCE_RANKINGS
+
     ideas = sorted(set(df["idea_id"]))
     out: list[JudgeData] = []
-    status: dict[str, Any] = {}
-    rng = np.random.default_rng(seed)
-    rand = pd.DataFrame({"idea_id": ideas, "metric": metric, "score": rng.permutation(len(ideas))})
-    out.append(
-        JudgeData(
-            key="baseline_random",
-            label="Baseline: random ranking",
-            method="baseline_random",
-            baseline=True,
-            judge_scores=rand.astype({"score": float}),
-            computed=True,
-        )
-    )
-    status["baseline_random"] = {
-        "available": True,
-        "reason": None,
-        "how": f"computed in the report: a random ranking of the {len(ideas)} reviewed ideas "
-        f"(seed {seed}), scored on {metric}",
+    status: dict[str, Any] = {
+        "baseline_random": {
+            "available": True,
+            "reason": None,
+            "how": f"computed in the report: what chance gives, from {CHANCE_RANKINGS:,} "
+            f"independent uniformly random rankings of the reviewed ideas (seed {seed}): on "
+            "each metric the mean Spearman ρ and Kendall τ-b of a random ranking with the "
+            "human means, and the range holding the central 95 % of them (the chance row "
+            "of the rank correlation table)",
+        }
     }
     reason = reasons.get("baseline_longer")
     usable = lengths is not None and any(lengths.get(i, 0) > 0 for i in ideas)
@@ -380,6 +379,7 @@ def build_agreement(
         m: ag.krippendorff_with_judges(df, alpha_judges, m, level="ordinal").as_dict()
         for m in metrics
     }
+    out["chance"] = {m: ag.chance_agreement(df, m, seed=o.seed).as_dict() for m in metrics}
     out["human_pairs"] = {
         "n_ratings": 0 if human_pairs is None else len(human_pairs),
         "n_reviewers": 0 if human_pairs is None else int(human_pairs["reviewer_id"].nunique()),
@@ -403,7 +403,7 @@ def _agreement_tables(
     cols = [{"key": m, "label": m} for m in metrics]
     return [
         _consistency_table(out, results, metrics, cols),
-        _correlation_table(results, cols),
+        _correlation_table(out, results, cols),
         _top_k_table(results, cols),
         _pairwise_table(out, results),
         _diagnostics_table(results),
@@ -547,20 +547,56 @@ def _top_k_cell(j: JudgeData, m: str, t: TopKOverlap) -> dict[str, Any]:
     return cell
 
 
+def _chance_cell(m: str, c: dict[str, Any]) -> dict[str, Any]:
+    """What a random ranking's Spearman rho with the human means is by chance, on one
+    metric (`agreement.chance_agreement`): the mean and the central range, no CI."""
+    if c["reason"] is not None:
+        return _cell(
+            None,
+            "num3",
+            f"Random ranking (chance) on {m}: not computable: {c['reason']}.",
+            n=c["n_ideas"],
+            reason=c["reason"],
+        )
+    s, k = c["spearman"], c["kendall"]
+    share = f"{c['confidence']:.0%}"
+    how = (
+        f"Random ranking (chance) on {m}: over {c['n_rankings']:,} independent uniformly "
+        f"random rankings of the n = {c['n_ideas']} ideas with a human score (seed "
+        f"{c['seed']}), mean Spearman ρ with the mean human score per idea {s['mean']:.2f}, "
+        f"{share} of random rankings between {s['low']:.2f} and {s['high']:.2f}; Kendall "
+        f"τ-b mean {k['mean']:.2f}, {share} between {k['low']:.2f} and {k['high']:.2f}. "
+        "This is chance, not a judge: no CI and no p-value."
+    )
+    return _cell(s["mean"], "num3", how, n=c["n_ideas"], chance_range=(s["low"], s["high"]))
+
+
 def _correlation_table(
-    results: Sequence[tuple[JudgeData, JudgeAgreement]], cols: list[dict[str, str]]
+    out: dict[str, Any],
+    results: Sequence[tuple[JudgeData, JudgeAgreement]],
+    cols: list[dict[str, str]],
 ) -> dict[str, Any]:
-    """Rank correlation of each judge with the human mean per idea."""
-    return _judge_metric_table(
+    """Rank correlation of each judge with the human mean per idea, below what random
+    rankings give by chance."""
+    table = _judge_metric_table(
         results,
         cols,
         table_id="correlation",
         title="Rank correlation with the human mean per idea (Spearman ρ)",
         caption="Kendall τ-b and Pearson r with their CIs are in report.json and "
-        "agreement.csv. No human–human row: a split-half ρ is not the same quantity.",
+        "agreement.csv. No human–human row: a split-half ρ is not the same quantity. The "
+        "random-ranking row is what chance gives: the mean ρ of many uniformly random "
+        "rankings of the ideas and, after it, the range holding 95 % of them.",
         figures=lambda res: None if res.absolute is None else res.absolute.by_metric,
         cell=_correlation_cell,
     )
+    chance = out.get("chance") or {}
+    if chance:
+        cells = {m: _chance_cell(m, c) for m, c in chance.items()}
+        table["rows"].insert(
+            0, _row("baseline_random", "Random ranking (chance)", "baseline", cells)
+        )
+    return table
 
 
 def _top_k_table(
@@ -856,6 +892,8 @@ def agreement_rows(report: dict[str, Any]) -> pd.DataFrame:
                         "value": cell["value"],
                         "ci_low": cell["ci_low"],
                         "ci_high": cell["ci_high"],
+                        "range_low": cell.get("range_low"),
+                        "range_high": cell.get("range_high"),
                         "n": cell["n"],
                         "how": cell["how"],
                         "reason": cell["reason"],
@@ -871,6 +909,8 @@ def agreement_rows(report: dict[str, Any]) -> pd.DataFrame:
         "value",
         "ci_low",
         "ci_high",
+        "range_low",
+        "range_high",
         "n",
         "how",
         "reason",

@@ -35,7 +35,7 @@ from .plan import AnalysisPlan, apply_plan, mixed_comparisons, plan_document, pl
 from .plan_voice import plan_voice, planned_summary
 from .quality_report import quality_rows
 
-SCHEMA = "ideareview.report/2"
+SCHEMA = "ideareview.report/3"
 DEFAULT_OPTIONS = ReportOptions()
 
 

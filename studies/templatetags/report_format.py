@@ -114,13 +114,16 @@ def _fmt(value: Any, fmt: str) -> str:
 
 @register.filter
 def cell(c: Any) -> str:
-    """An agreement-table cell: value, [CI], or "–" when it could not be computed."""
+    """An agreement-table cell: value, [CI], or "–" when it could not be computed; the
+    chance row's value is followed by the range of its random rankings, not a CI."""
     if not c:
         return ""
     fmt = c.get("format", "num3")
     text = _fmt(c.get("value"), fmt)
     if c.get("value") is not None and c.get("ci_low") is not None and c.get("ci_high") is not None:
         text += f" [{_fmt(c['ci_low'], fmt)}, {_fmt(c['ci_high'], fmt)}]"
+    if c.get("value") is not None and c.get("range_low") is not None:
+        text += f" (95 % range {_fmt(c['range_low'], fmt)} to {_fmt(c['range_high'], fmt)})"
     if c.get("k") is not None and c.get("value") is not None:
         text += f" of {c['k']}"
     return text
