@@ -50,6 +50,16 @@ def test_report_agreement_has_both_judges_beside_the_human_ceiling(agreement_rep
     corr = {r["key"]: r for r in _table(report, "correlation")["rows"]}
     rho = corr[direct_key]["cells"]["overall"]
     assert rho["value"] > 0.5 and rho["ci_low"] is not None and rho["n"] == 32
+    # beside them what chance gives: a mean rho of random rankings and its range, no CI
+    chance = corr["baseline_random"]["cells"]["overall"]
+    assert abs(chance["value"]) < 0.1 and chance["ci_low"] is None
+    assert chance["range_low"] < -0.2 and chance["range_high"] > 0.2
+    # Krippendorff's alpha: the pairwise run is a rater only on the dimension it compared
+    alpha = {r["key"]: r for r in _table(report, "krippendorff")["rows"]}
+    assert set(alpha[direct_key]["cells"]) == set(report["metrics"])
+    assert set(alpha[pair_key]["cells"]) == {"overall"}
+    left_out = {m: b["left_out"] for m, b in agreement["krippendorff"].items()}
+    assert all(pair_key in left_out[m] for m in report["metrics"] if m != "overall")
 
 
 @pytest.mark.figures

@@ -47,7 +47,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -95,7 +95,8 @@ _KENDALL_VECTOR_MAX = 300
 #: about constant. Never fewer than MIN_DRAWS draws (or what was asked, if less).
 SCALE_UNITS = 1500
 MIN_DRAWS = 100
-# A rank correlation needs this many ideas (a judge's with the reviewers, or chance's).
+# A rank correlation needs this many ideas (a judge's with the reviewers, or chance's);
+# a judge joins Krippendorff's alpha as a rater only with scores on as many reviewed ideas.
 MIN_IDEAS = 3
 # Uniformly random rankings drawn for the chance baseline (`chance_agreement`).
 CHANCE_RANKINGS = 2000
@@ -1935,12 +1936,16 @@ class AlphaWithJudges:
     judges
         Judge name → {alpha, n_units, n_values, n_judged_ideas, outside_human_range, delta
         (alpha - the humans' alpha), reason} with that judge as one more rater.
+    left_out
+        Judge name → why it is not a rater on this metric: per-idea scores on fewer than
+        `MIN_IDEAS` reviewed ideas (a ranking-only run, or a metric it did not judge).
     """
 
     metric: str
     level: str
     humans: dict[str, Any]
     judges: dict[str, dict[str, Any]]
+    left_out: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-ready dict of the report."""
@@ -1949,6 +1954,7 @@ class AlphaWithJudges:
             "level": self.level,
             "humans": self.humans,
             "judges": self.judges,
+            "left_out": self.left_out,
         }
 
 
@@ -1966,7 +1972,10 @@ def krippendorff_with_judges(
     judge's value for an idea is the mean of its parseable samples; judge scores of ideas
     nobody reviewed carry no pairs and are left out. Ordinal alpha compares values by
     their rank in the pooled distribution, so a judge on another scale than the reviewers
-    (1-5 against 1-10) should be rescaled first; `outside_human_range` flags it.
+    (1-5 against 1-10) should be rescaled first; `outside_human_range` flags it. A judge
+    with per-idea scores on fewer than `MIN_IDEAS` reviewed ideas of the metric (a pairwise
+    run on a metric it never compared, say) is no rater there: its alpha would be the
+    reviewers' own, or rest on one or two ideas, so it is listed in `left_out` instead.
 
     Parameters
     ----------
@@ -1988,10 +1997,17 @@ def krippendorff_with_judges(
     human = _alpha_block(frame, metric, level)
     lo, hi = frame[metric].min(), frame[metric].max()
     with_judges: dict[str, dict[str, Any]] = {}
+    left_out: dict[str, str] = {}
     reviewed = set(frame.loc[frame[metric].notna(), "idea_id"])
     for name, scores in judges.items():
         j = judge_idea_scores(scores, metric)
         j = j[j.index.isin(reviewed)]
+        if len(j) < MIN_IDEAS:
+            left_out[name] = (
+                f"the judge scored {'none' if not len(j) else f'only {len(j)}'} of the "
+                f"reviewed ideas on {metric} (a rater needs at least {MIN_IDEAS})"
+            )
+            continue
         extra = pd.DataFrame(
             {
                 "review_id": [f"judge:{name}:{i}" for i in j.index],
@@ -2009,10 +2025,10 @@ def krippendorff_with_judges(
             if block["alpha"] is not None and human["alpha"] is not None
             else None
         )
-        if not len(j):
-            block["reason"] = "the judge scored none of the reviewed ideas"
         with_judges[name] = block
-    return AlphaWithJudges(metric=metric, level=level, humans=human, judges=with_judges)
+    return AlphaWithJudges(
+        metric=metric, level=level, humans=human, judges=with_judges, left_out=left_out
+    )
 
 
 # ------------------------------------------------------------------- one judge run

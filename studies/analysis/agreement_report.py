@@ -827,7 +827,10 @@ def _krippendorff_table(
     metrics: list[str],
     cols: list[dict[str, str]],
 ) -> dict[str, Any]:
-    """Krippendorff's α among the reviewers, and with each judge as one more rater."""
+    """Krippendorff's α among the reviewers, and with each judge as one more rater on the
+    metrics it scored (`agreement.krippendorff_with_judges` leaves out the others)."""
+    from . import agreement as ag
+
     rows = []
     cells = {}
     for m in metrics:
@@ -865,10 +868,15 @@ def _krippendorff_table(
             )
         if cells:
             rows.append(_row(key, f"+ {j.label}", _kind(j), cells))
+    left_out = any(out["krippendorff"][m].get("left_out") for m in metrics)
     return {
         "id": "krippendorff",
         "title": "Krippendorff's α (ordinal), reviewers and each judge as one more rater",
-        "caption": "",
+        "caption": "A judge has an α only on the metrics it scored per idea, for at least "
+        f"{ag.MIN_IDEAS} reviewed ideas: ranking-only runs (pairwise, Swiss, active "
+        "Bradley–Terry) have none on the metrics they did not compare."
+        if left_out
+        else "",
         "columns": cols,
         "rows": rows,
     }
