@@ -50,9 +50,16 @@ from ..services.reviews import (
     reminders_send,
 )
 from ..services.study import study_close, study_set_due
-from ..status import study_status
+from ..status import imported_review_count, study_status
 from ..uploads import UploadGone, upload_from_form
-from .study import EDITOR, OWNER, VIEWER, get_study_for_member, role_by_method
+from .study import (
+    EDITOR,
+    OWNER,
+    VIEWER,
+    get_study_for_member,
+    refused_as_imported,
+    role_by_method,
+)
 
 
 def _link_for(request: HttpRequest):  # type: ignore[no-untyped-def]
@@ -69,6 +76,9 @@ def study_progress(request: HttpRequest, slug: str) -> HttpResponse:
     context = {
         "study": study,
         "progress": progress_summary(study=study),
+        # Its reviews came from a file, not from assignments: "0 of 0 submitted" would
+        # hide them, so the counts say how many were imported.
+        "imported_reviews": imported_review_count(study) if study_status(study).imported else 0,
         "due_form": DueDateForm(initial={"reviews_due_at": study.reviews_due_at}),
     }
     if is_htmx(request):
@@ -82,7 +92,7 @@ def study_progress(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def study_reminders(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
-    if _refused_as_imported(request, study, "sends no reminders"):
+    if refused_as_imported(request, study, "sends no reminders"):
         return redirect("studies:study_progress", study.slug)
     sent = reminders_send(study=study, link_for=_link_for(request), actor=request.user)
     messages.success(
@@ -91,19 +101,6 @@ def study_reminders(request: HttpRequest, slug: str) -> HttpResponse:
         "open invitation(s).",
     )
     return redirect("studies:study_progress", study.slug)
-
-
-def _refused_as_imported(request: HttpRequest, study: Study, what: str) -> bool:
-    """A study of imported reviews was reviewed elsewhere: it `what` (invitations,
-    reminders, a due date). Says so and returns True when the request is refused."""
-    if not study_status(study).imported:
-        return False
-    messages.error(
-        request,
-        f"This study holds reviews imported from a file: the reviewing happened elsewhere "
-        f"and is over, so it {what}.",
-    )
-    return True
 
 
 @login_required
@@ -122,7 +119,7 @@ def study_close_view(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def study_due(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
-    if _refused_as_imported(request, study, "has no due date for reviews"):
+    if refused_as_imported(request, study, "has no due date for reviews"):
         return redirect("studies:study_progress", study.slug)
     form = DueDateForm(request.POST)
     if form.is_valid():
@@ -160,6 +157,8 @@ def study_reviewers(request: HttpRequest, slug: str) -> HttpResponse:
 def reviewer_screen_view(request: HttpRequest, slug: str, reviewer_id: int) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
     reviewer = get_object_or_404(Reviewer, pk=reviewer_id, study=study)
+    if refused_as_imported(request, study, "screens no reviewers"):
+        return redirect("studies:study_reviewers", study.slug)
     form = ScreeningForm(request.POST)
     error = ""
     if form.is_valid():
@@ -191,8 +190,13 @@ def reviewer_screen_view(request: HttpRequest, slug: str, reviewer_id: int) -> H
 @require_POST
 def reviewers_approve_by_rule(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
+    if refused_as_imported(request, study, "screens no reviewers"):
+        return redirect("studies:study_reviewers", study.slug)
     n = reviewers_screen_by_rule(study=study, actor=request.user)
-    messages.success(request, f"Approved {n} reviewer(s) who meet the rule.")
+    if n:
+        messages.success(request, f"Approved {n} reviewer(s) who meet the rule.")
+    else:
+        messages.info(request, "No pending profile meets the rule: no reviewer was approved.")
     return redirect("studies:study_reviewers", study.slug)
 
 
@@ -225,7 +229,7 @@ def reviewer_drop_view(request: HttpRequest, slug: str, reviewer_id: int) -> Htt
 @require_http_methods(["GET", "POST"])
 def study_invitations(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=role_by_method(request))
-    if request.method == "POST" and _refused_as_imported(request, study, "invites no reviewers"):
+    if request.method == "POST" and refused_as_imported(request, study, "invites no reviewers"):
         return redirect("studies:study_invitations", study.slug)
     form = InvitationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -276,7 +280,7 @@ def _invitations_page(
 @require_POST
 def invitations_upload(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
-    if _refused_as_imported(request, study, "invites no reviewers"):
+    if refused_as_imported(request, study, "invites no reviewers"):
         return redirect("studies:study_invitations", study.slug)
     upload = InvitationUploadForm(request.POST, request.FILES)
     if not upload.is_valid():
@@ -351,6 +355,8 @@ def _preview_tables(study: Study, job: JobRun) -> dict[str, Any]:
 def assignment_preview_view(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=role_by_method(request))
     form = AssignmentPreviewForm(request.POST or None)
+    if request.method == "POST" and refused_as_imported(request, study, "has no assignment"):
+        return redirect("studies:assignment_preview", study.slug)
     if request.method == "POST" and form.is_valid():
         running = job_active(study=study, kind=ASSIGNMENT_JOB)
         if running is None:
@@ -390,6 +396,8 @@ def assignment_preview_view(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def assignment_commit_view(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
+    if refused_as_imported(request, study, "has no assignment"):
+        return redirect("studies:assignment_preview", study.slug)
     job_id = request.POST.get("job", "")
     job = get_object_or_404(
         JobRun, pk=int(job_id) if job_id.isdigit() else 0, study=study, kind="assignment"
@@ -424,6 +432,8 @@ def assignment_commit_view(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def pair_tasks_view(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=role_by_method(request))
+    if request.method == "POST" and refused_as_imported(request, study, "has no pair tasks"):
+        return redirect("studies:pair_tasks", study.slug)
     form = PairTaskCreateForm(request.POST or None, study=study)
     problems: list[str] = []
     if request.method == "POST" and form.is_valid():
@@ -435,7 +445,14 @@ def pair_tasks_view(request: HttpRequest, slug: str) -> HttpResponse:
             seed=form.cleaned_data["seed"],
             actor=request.user,
         )
-        messages.success(request, f"Created {n} pair task(s).")
+        if n:
+            messages.success(request, f"Created {n} pair task(s).")
+        elif not problems:
+            messages.error(
+                request,
+                "Created no pair task: the study has no approved reviewer to give pairs "
+                "to (study members are never given any).",
+            )
         if not problems:
             return redirect("studies:pair_tasks", study.slug)
     return _pair_tasks_page(request, study, form, PairTaskUploadForm(), problems)
@@ -471,6 +488,8 @@ def _pair_tasks_page(
 @require_POST
 def pair_tasks_upload_view(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
+    if refused_as_imported(request, study, "has no pair tasks"):
+        return redirect("studies:pair_tasks", study.slug)
     upload = PairTaskUploadForm(request.POST, request.FILES)
     problems = ["choose a CSV file"]
     if upload.is_valid():

@@ -22,7 +22,7 @@ from ..services.payments import (
     reviews_accept_undecided,
     study_payment_run,
 )
-from .study import EDITOR, VIEWER, get_study_for_member
+from .study import EDITOR, VIEWER, get_study_for_member, refused_as_imported
 
 
 def _seed(request: HttpRequest, study: Study) -> int:
@@ -112,6 +112,8 @@ def payment_reviews(request: HttpRequest, slug: str) -> HttpResponse:
 def payment_review_decide(request: HttpRequest, slug: str, review_id: int) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
     review = get_object_or_404(Review, pk=review_id, study=study)
+    if refused_as_imported(request, study, "pays no reviewers"):
+        return redirect("studies:payment_reviews", study.slug)
     form = ReviewDecisionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Choose accept or reject.")
@@ -133,6 +135,8 @@ def payment_review_decide(request: HttpRequest, slug: str, review_id: int) -> Ht
 @require_POST
 def payment_reviews_accept_undecided(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
+    if refused_as_imported(request, study, "pays no reviewers"):
+        return redirect("studies:payment_reviews", study.slug)
     if request.POST.get("confirm") != "yes":
         messages.error(request, "Tick the box to confirm.")
     else:

@@ -41,7 +41,7 @@ from ..services.platform import (
     platform_places_sweep,
 )
 from ..study_forms import PlatformLinkForm
-from .study import EDITOR, OWNER, get_study_for_member, role_by_method
+from .study import EDITOR, OWNER, get_study_for_member, refused_as_imported, role_by_method
 
 # The resume cookie outlives any sensible abandonment time; the place's release ends it.
 COOKIE_MAX_AGE = 14 * 24 * 3600
@@ -112,6 +112,10 @@ def platform_complete_view(request: HttpRequest, reviewer_id: int) -> HttpRespon
 def study_platform(request: HttpRequest, slug: str) -> HttpResponse:
     """The link's settings, the link to copy, and (owners) the participants."""
     study = get_study_for_member(request, slug, role=role_by_method(request))
+    if request.method == "POST" and refused_as_imported(
+        request, study, "takes no participants from a platform"
+    ):
+        return redirect("studies:study_platform", slug=study.slug)
     link = platform_link_for(study)
     form = PlatformLinkForm(request.POST or None, instance=link)
     if not study.may.edit:  # type: ignore[attr-defined]

@@ -135,6 +135,20 @@ def role_by_method(request: HttpRequest) -> str:
     return VIEWER if request.method in ("GET", "HEAD") else EDITOR
 
 
+def refused_as_imported(request: HttpRequest, study: Study, what: str) -> bool:
+    """A study of imported reviews was reviewed elsewhere: it `what` (invitations,
+    reminders, an assignment, payments...). Says so and returns True when the request
+    is refused; the pages show the same reason instead of the controls."""
+    if not study_status(study).imported:
+        return False
+    messages.error(
+        request,
+        f"This study holds reviews imported from a file: the reviewing happened elsewhere "
+        f"and is over, so it {what}.",
+    )
+    return True
+
+
 def get_study_for_owner(request: HttpRequest, slug: str) -> Study:
     """The study if the user is one of its owners (roles, closing, deleting)."""
     return get_study_for_member(request, slug, role=OWNER)

@@ -1,0 +1,161 @@
+"""A study of imported reviews (si2024) was reviewed elsewhere: the owner pages that would
+act on reviewing here (payments, assignment, pair tasks, screening, the platform link)
+say so instead of offering actions that could only be refused or do nothing, a request
+sent anyway (a stale page) is refused with the reason and changes nothing, and the
+progress page counts the imported reviews."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from studies.models import (
+    Assignment,
+    JobRun,
+    PairTask,
+    PlatformLink,
+    Review,
+    ReviewAcceptance,
+    Reviewer,
+)
+from studies.services.study import study_create
+
+pytestmark = pytest.mark.django_db
+
+NOTE = 'id="imported-reviews"'
+
+
+@pytest.fixture
+def client(owner):
+    c = Client()
+    c.force_login(owner)
+    return c
+
+
+def _get(client, name, study, *args):
+    response = client.get(reverse(name, args=[study.slug, *args]))
+    assert response.status_code == 200, name
+    return response.content.decode()
+
+
+def _post(client, name, study, data, *args):
+    response = client.post(reverse(name, args=[study.slug, *args]), data, follow=True)
+    assert response.status_code == 200, name
+    return response.content.decode()
+
+
+def test_payments_offer_no_decisions_or_payment_run_for_imported_reviews(si2024_study, client):
+    payments = _get(client, "studies:study_payments", si2024_study)
+    assert NOTE in payments and "pays no reviewers" in payments
+    assert "still wait for a decision" not in payments and "(no reviewer)" not in payments
+    assert reverse("studies:payments_export", args=[si2024_study.slug]) not in payments
+    reviews = _get(client, "studies:payment_reviews", si2024_study)
+    assert NOTE in reviews and "Accept all" not in reviews
+    accept_all = reverse("studies:payment_reviews_accept_undecided", args=[si2024_study.slug])
+    assert accept_all not in reviews and "/decide/" not in reviews
+    review = Review.objects.filter(study=si2024_study).first()
+    said = _post(
+        client,
+        "studies:payment_reviews_accept_undecided",
+        si2024_study,
+        {"confirm": "yes"},
+    )
+    assert "pays no reviewers" in said and "Accepted" not in said
+    said = _post(
+        client,
+        "studies:payment_review_decide",
+        si2024_study,
+        {"decision": "accepted", "reason": ""},
+        review.pk,
+    )
+    assert "pays no reviewers" in said
+    assert not ReviewAcceptance.objects.filter(review__study=si2024_study).exists()
+
+
+def test_progress_counts_the_imported_reviews_rather_than_0_of_0(si2024_study, client):
+    n = Review.objects.filter(study=si2024_study, status=Review.Status.SUBMITTED).count()
+    assert n > 0
+    progress = _get(client, "studies:study_progress", si2024_study)
+    assert f"{n}</strong> review(s) imported" in progress
+    assert "0 of 0 submitted" not in progress
+    assert "Close the study" in progress  # its owner may still freeze it
+
+
+def test_assignment_says_there_is_none_to_make_and_refuses_preview_and_commit(si2024_study, client):
+    page = _get(client, "studies:assignment_preview", si2024_study)
+    assert NOTE in page and "has no assignment" in page
+    assert "Preview the assignment" not in page
+    said = _post(client, "studies:assignment_preview", si2024_study, {"mode": "keep"})
+    assert "has no assignment" in said
+    assert not JobRun.objects.filter(study=si2024_study, kind="assignment").exists()
+    job = JobRun.objects.create(
+        study=si2024_study, kind="assignment", status=JobRun.Status.DONE, params={}
+    )
+    said = _post(client, "studies:assignment_commit", si2024_study, {"job": job.pk})
+    assert "has no assignment" in said
+    assert not Assignment.objects.filter(study=si2024_study).exists()
+
+
+def test_pair_tasks_are_not_offered_and_a_request_is_refused(si2024_study, client):
+    page = _get(client, "studies:pair_tasks", si2024_study)
+    assert NOTE in page and "Create pair tasks" not in page
+    assert reverse("studies:pair_tasks_upload", args=[si2024_study.slug]) not in page
+    said = _post(client, "studies:pair_tasks", si2024_study, {"per_reviewer": 2})
+    assert "has no pair tasks" in said and "Created 0" not in said
+    said = _post(client, "studies:pair_tasks_upload", si2024_study, {})
+    assert "has no pair tasks" in said
+    assert not PairTask.objects.filter(study=si2024_study).exists()
+
+
+def test_creating_no_pair_task_says_why(owner, client):
+    study = study_create(owner=owner, slug="empty", title="Empty")
+    said = _post(client, "studies:pair_tasks", study, {"per_reviewer": 2})
+    assert "Created 0" not in said and "no approved reviewer" in said
+
+
+def _pending_reviewer(study) -> Reviewer:
+    return Reviewer.objects.create(
+        study=study,
+        pseudonym="R900",
+        email="r900@example.org",
+        profile_completed_at=timezone.now(),
+        major_venue_papers=50,
+    )
+
+
+def test_reviewers_page_offers_no_screening_for_imported_reviews(si2024_study, client):
+    reviewer = _pending_reviewer(si2024_study)
+    page = _get(client, "studies:study_reviewers", si2024_study)
+    assert NOTE in page and "screens no reviewers" in page
+    assert "Approve all pending" not in page
+    assert reverse("studies:reviewer_screen", args=[si2024_study.slug, reviewer.pk]) not in page
+    said = _post(client, "studies:reviewers_approve_by_rule", si2024_study, {})
+    assert "screens no reviewers" in said and "Approved 0" not in said
+    said = _post(
+        client, "studies:reviewer_screen", si2024_study, {"decision": "approve"}, reviewer.pk
+    )
+    assert "screens no reviewers" in said
+    reviewer.refresh_from_db()
+    assert reviewer.screening == Reviewer.Screening.PENDING
+
+
+def test_approving_nobody_by_the_rule_says_so(owner, client):
+    study = study_create(owner=owner, slug="nobody", title="Nobody")
+    said = _post(client, "studies:reviewers_approve_by_rule", study, {})
+    assert "Approved 0" not in said and "No pending profile meets the rule" in said
+
+
+def test_platform_page_offers_no_link_for_imported_reviews(si2024_study, client):
+    page = _get(client, "studies:study_platform", si2024_study)
+    assert NOTE in page and "takes no participants" in page
+    assert "Save the platform link" not in page and "refuses arrivals until" not in page
+    said = _post(
+        client,
+        "studies:study_platform",
+        si2024_study,
+        {"enabled": "on", "platform": "prolific", "places": 10, "abandon_minutes": 60},
+    )
+    assert "takes no participants" in said
+    assert not PlatformLink.objects.filter(study=si2024_study).exists()
