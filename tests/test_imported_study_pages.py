@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from studies.models import (
     Assignment,
+    IdeaCondition,
     JobRun,
     PairTask,
     PlatformLink,
@@ -159,3 +160,18 @@ def test_platform_page_offers_no_link_for_imported_reviews(si2024_study, client)
     )
     assert "takes no participants" in said
     assert not PlatformLink.objects.filter(study=si2024_study).exists()
+
+
+def test_an_infeasible_preview_names_ideas_left_out_rather_than_missing(si2024_study):
+    """Its ideas exist (49 of each kind) but none has approved text: the reason must say
+    they are left out, not that the study has no human or AI idea."""
+    from studies.services.assignment import assignment_preview
+
+    job, result, _ = assignment_preview(study=si2024_study, seed=1)
+    assert not result.feasible
+    problems = job.params["problems"]
+    assert not any("the study has no human idea" in p for p in problems), problems
+    assert not any("the study has no AI idea" in p for p in problems), problems
+    human = IdeaCondition.objects.filter(study=si2024_study, condition__kind="human")
+    n = human.values("idea").distinct().count()
+    assert any(f"none of the study's {n} human idea(s) can be assigned" in p for p in problems)

@@ -167,7 +167,7 @@ class Problem:
 
     rule: str  # input, fixed, reviewer_load, topic_capacity, idea_reviews, conflict,
     # human_idea, ai_idea, conditions, balance, placement
-    subject: str  # reviewer id, idea id, topic name, or "" for the study
+    subject: str  # reviewer id, idea id, topic name, the idea kind missing, or "" for the study
     message: str
     shortfall: int | None = None
 
@@ -419,7 +419,7 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
                 problems.append(
                     Problem(
                         "input",
-                        "",
+                        kind,
                         f"the study has no {kind.replace('ai', 'AI')} idea, but every reviewer "
                         "must see at least one human and one AI idea",
                     )

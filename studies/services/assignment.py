@@ -9,6 +9,7 @@ import json
 import random
 import secrets
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -316,7 +317,7 @@ def assignment_preview_run(*, job: JobRun) -> tuple[solver.AssignmentResult, Ass
         "fingerprint": plan.fingerprint,
         "status": result.status,
         "pairs": [list(p) for p in result.pairs],
-        "problems": [str(p) for p in result.problems],
+        "problems": _preview_problems(job.study, result.problems),
         "notes": [*plan.notes, *result.notes],
         "objective": result.objective,
         "solve_seconds": round(result.solve_seconds, 3),
@@ -328,6 +329,32 @@ def assignment_preview_run(*, job: JobRun) -> tuple[solver.AssignmentResult, Ass
     if not held.update(params=job.params, message=job.message):
         raise JobStopped(f"job {job.pk} was cancelled or taken over")
     return result, plan
+
+
+def _preview_problems(study: Study, problems: Iterable[solver.Problem]) -> list[str]:
+    """The solver's problems in words for this study. The solver sees only the ideas up
+    for assignment: a kind it misses may be one whose ideas the study has but left out
+    (no approved text, or left out by topic matching), and "the study has no human
+    idea" would then send the owner looking for ideas that are there."""
+    said: list[str] = []
+    for p in problems:
+        if p.rule == "input" and p.subject in solver.KINDS:
+            n = (
+                IdeaCondition.objects.filter(study=study, condition__kind=p.subject)
+                .values("idea")
+                .distinct()
+                .count()
+            )
+            if n:
+                label = p.subject.replace("ai", "AI")
+                said.append(
+                    f"none of the study's {n} {label} idea(s) can be assigned: only ideas "
+                    "whose text a person approved are, and not those left out by topic "
+                    "matching; every reviewer must see at least one human and one AI idea"
+                )
+                continue
+        said.append(str(p))
+    return said
 
 
 def assignment_preview(
