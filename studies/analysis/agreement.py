@@ -668,7 +668,7 @@ def chance_agreement(
     human, _ = human_idea_means(frame, metric)
     y = human.to_numpy(float)
     n = len(y)
-    base = {
+    base: dict[str, Any] = {
         "metric": metric,
         "n_ideas": n,
         "n_rankings": n_rankings,
