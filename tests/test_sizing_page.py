@@ -164,7 +164,20 @@ def test_the_page_sizes_a_design_from_the_reviews_at_the_plans_level(
     page = c.get(url).content.decode()
     design = result["design"]
     assert f"<strong>{design['n_reviews']} reviews</strong>" in page
-    assert f"{design['n_reviewers']} reviewers writing {design['load']} reviews each" in page
+    low, high = design["load_min"], design["load"]
+    each = f"{low}–{high}" if low != high else f"{high}"
+    assert f"{design['n_reviewers']} reviewers writing {each} reviews each" in page
+    # What the reviewers write adds up to the reviews, and the loads stay within the load.
+    assert low * design["n_reviewers"] <= design["n_reviews"] <= high * design["n_reviewers"]
+    # The table's rows are whole designs (the interpolated crossing beside them); the
+    # chosen row is the design above.
+    chosen = page[page.index('class="chosen"') :].split("</tr>", 1)[0]
+    assert f'<td class="num">{design["ideas_per_condition"]}</td>' in chosen
+    assert f'<td class="num">{design["n_reviews"]}</td>' in chosen
+    for shape in result["shapes"]:
+        if shape["whole_ideas_per_condition"] is not None:
+            assert shape["whole_ideas_per_condition"] >= shape["ideas_per_condition"]
+            assert shape["whole_ideas_per_condition"] - shape["ideas_per_condition"] < 1
     assert 'id="sizing-plot"' in page and "<svg" in page
     assert "(greater)" in page and "Benjamini" in page
     assert 'value="2, 3"' in page and 'name="n_boot" value="20"' in page  # the last run's

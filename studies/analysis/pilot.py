@@ -398,6 +398,11 @@ def _fixed(fit: Any) -> np.ndarray:
 # ------------------------------------------------------------------ the sizing
 
 
+def _whole(ideas: float) -> int | None:
+    """A crossing rounded up to whole ideas (None when no design reaches the power)."""
+    return math.ceil(ideas) if math.isfinite(ideas) else None
+
+
 @dataclass(frozen=True)
 class PilotSizing:
     """The recommended design, the doubt about it, and the power curves behind it.
@@ -438,6 +443,11 @@ class PilotSizing:
                 "load": r.load,
                 "ideas_per_condition": json_float(r.ideas),
                 "reviews": json_float(r.reviews),
+                # The crossing rounded up to whole ideas, as the chosen design is.
+                "whole_ideas_per_condition": _whole(r.ideas),
+                "whole_reviews": None
+                if r.design is None or _whole(r.ideas) is None
+                else _whole(r.ideas) * r.design.n_conditions * r.reviews_per_idea,
                 "design": r.design.as_dict() if r.design else None,
                 "power": json_float(r.power),
             }

@@ -174,6 +174,8 @@ class Design:
             "n_ideas": self.n_ideas,
             "n_reviews": self.n_reviews,
             "n_reviewers": self.n_reviewers,
+            # The reviews spread as evenly as the load allows: from this many to `load`.
+            "load_min": max(1, min(self.load, self.n_reviews // self.n_reviewers)),
         }
 
 

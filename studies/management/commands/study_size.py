@@ -92,10 +92,16 @@ class Command(BaseCommand):
         self.stdout.write(
             f"design: {design['n_reviews']} reviews = {design['ideas_per_condition']} ideas per "
             f"condition x {design['reviews_per_idea']} reviews, {design['n_reviewers']} reviewers "
-            f"at {design['load']} reviews each; power {doc['power']:.3f}"
+            f"at {_loads(design)} reviews each; power {doc['power']:.3f}"
         )
         fmt = lambda x: "beyond the cap" if x is None else f"{x:.0f}"  # noqa: E731
         self.stdout.write(
             f"{doc['level']:.0%} interval over {doc['bootstrap']['n']} simulated pilots: "
             f"{fmt(low)} to {fmt(high)} reviews"
         )
+
+
+def _loads(design: dict) -> str:
+    """What each reviewer writes: "5–6" when the reviews do not split evenly."""
+    low, high = design.get("load_min", design["load"]), design["load"]
+    return f"{low}–{high}" if low != high else f"{high}"
