@@ -403,6 +403,14 @@ def _whole(ideas: float) -> int | None:
     return math.ceil(ideas) if math.isfinite(ideas) else None
 
 
+def _whole_reviews(r: SearchResult) -> int | None:
+    """The reviews of the whole design at a shape's crossing."""
+    whole = _whole(r.ideas)
+    if whole is None or r.design is None:
+        return None
+    return whole * r.design.n_conditions * r.reviews_per_idea
+
+
 @dataclass(frozen=True)
 class PilotSizing:
     """The recommended design, the doubt about it, and the power curves behind it.
@@ -445,9 +453,7 @@ class PilotSizing:
                 "reviews": json_float(r.reviews),
                 # The crossing rounded up to whole ideas, as the chosen design is.
                 "whole_ideas_per_condition": _whole(r.ideas),
-                "whole_reviews": None
-                if r.design is None or _whole(r.ideas) is None
-                else _whole(r.ideas) * r.design.n_conditions * r.reviews_per_idea,
+                "whole_reviews": _whole_reviews(r),
                 "design": r.design.as_dict() if r.design else None,
                 "power": json_float(r.power),
             }
