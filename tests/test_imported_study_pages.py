@@ -73,6 +73,10 @@ def test_payments_offer_no_decisions_or_payment_run_for_imported_reviews(si2024_
     )
     assert "pays no reviewers" in said
     assert not ReviewAcceptance.objects.filter(review__study=si2024_study).exists()
+    # The payment run's CSV, fetched by its address anyway, is refused too.
+    export = client.get(reverse("studies:payments_export", args=[si2024_study.slug]), follow=True)
+    assert "pays no reviewers" in export.content.decode()
+    assert export["Content-Type"].startswith("text/html")
 
 
 def test_progress_counts_the_imported_reviews_rather_than_0_of_0(si2024_study, client):
@@ -160,6 +164,8 @@ def test_platform_page_offers_no_link_for_imported_reviews(si2024_study, client)
     )
     assert "takes no participants" in said
     assert not PlatformLink.objects.filter(study=si2024_study).exists()
+    said = _post(client, "studies:platform_sweep", si2024_study, {})
+    assert "takes no participants" in said and "Released" not in said
 
 
 def test_an_infeasible_preview_names_ideas_left_out_rather_than_missing(si2024_study):

@@ -53,6 +53,8 @@ def study_payments(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def payments_export(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
+    if refused_as_imported(request, study, "pays no reviewers"):
+        return redirect("studies:study_payments", study.slug)
     run = study_payment_run(study=study, seed=_seed(request, study))
     # Only owners get the reviewers' names, emails and payment details beside the
     # pseudonyms; editors and viewers the pseudonymous list.

@@ -154,6 +154,8 @@ def study_platform(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def platform_sweep_view(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
+    if refused_as_imported(request, study, "takes no participants through a platform link"):
+        return redirect("studies:study_platform", slug=study.slug)
     n = platform_places_sweep(study=study)
     messages.success(request, f"Released {n} idle place(s).")
     return redirect("studies:study_platform", slug=study.slug)
