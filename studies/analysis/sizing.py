@@ -135,6 +135,12 @@ class Design:
     def n_reviewers(self) -> int:
         return -(-self.n_reviews // self.load)
 
+    @property
+    def load_min(self) -> int:
+        """The fewest reviews a reviewer writes: the reviews spread as evenly as the
+        load allows, from this many to `load` each."""
+        return max(1, min(self.load, self.n_reviews // self.n_reviewers))
+
     def check(self) -> None:
         """ValueError when the design cannot be laid out, saying which number is wrong."""
         if self.n_conditions < 2:
@@ -153,14 +159,13 @@ class Design:
     def layout(self, rng: np.random.Generator) -> Layout:
         self.check()
         n_rev = self.n_reviewers
-        low = min(self.load, self.n_reviews // n_rev)
         return draw_layout(
             n_reviewers=n_rev,
             n_ideas_per_condition=self.ideas_per_condition,
             n_conditions=self.n_conditions,
             reviews_per_idea=self.reviews_per_idea,
             n_topics=self.n_topics,
-            load=(max(1, low), self.load),
+            load=(self.load_min, self.load),
             rng=rng,
         )
 
@@ -174,8 +179,7 @@ class Design:
             "n_ideas": self.n_ideas,
             "n_reviews": self.n_reviews,
             "n_reviewers": self.n_reviewers,
-            # The reviews spread as evenly as the load allows: from this many to `load`.
-            "load_min": max(1, min(self.load, self.n_reviews // self.n_reviewers)),
+            "load_min": self.load_min,
         }
 
 

@@ -21,6 +21,7 @@ from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import ForeignObjectRel, ProtectedError, Q
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -720,12 +721,13 @@ def _member_added_mail(member: StudyMember, actor: Any) -> None:
         return
     study = member.study
     who = actor.get_username() if actor is not None and actor.pk else "An administrator"
+    base = settings.IDEAREVIEW_BASE_URL
     body = (
         f"{who} added you to the team of the study “{study.title}” as "
         f"{member.get_role_display().lower()}.\n\n"
-        f"The study: {settings.IDEAREVIEW_BASE_URL}/studies/{study.slug}/\n"
+        f"The study: {base}{reverse('studies:study_detail', args=[study.slug])}\n"
         f"If you should not be on it, leave the team from its Team page: "
-        f"{settings.IDEAREVIEW_BASE_URL}/studies/{study.slug}/members/\n"
+        f"{base}{reverse('studies:study_members', args=[study.slug])}\n"
     )
     try:
         send_mail("You were added to a study's team", body, None, [user.email])
