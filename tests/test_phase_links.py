@@ -82,6 +82,7 @@ def test_the_link_page_lists_the_match_and_links_and_unlinks(client, owner, phas
     assert 'id="phase-compared">Ideas in both phases: 43<' in page
     # 147 per-condition ids in the ideation release, 43 of them executed.
     assert "Only in si2024: 104" in page and "Only in exec: 0" in page
+    assert 'id="phase-only-count">Ideas in one phase only (104)<' in page
     assert 'id="phase-problems"' not in page
     metrics = page.split('id="phase-metrics"', 1)[1].split("</table>", 1)[0]
     for m in SHARED:
