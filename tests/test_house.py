@@ -334,3 +334,27 @@ def test_a_recipe_edits_no_more_files_than_it_promises():
     assert steps["A judge method"] <= 3
     assert steps["A review metric"] <= 2
     assert steps["An export format"] <= 3
+
+
+APP_TEMPLATE_DIRS = [ROOT / "templates", ROOT / "studies" / "templates", ROOT / "judging" / "templates"]
+BARE_TABLE = re.compile(r"<table(?![^>]*\bclass=\"[^\"]*\btable\b)[^>]*>")
+
+
+def _bare_tables(text: str) -> list[int]:
+    return [text.count("\n", 0, m.start()) + 1 for m in BARE_TABLE.finditer(text)]
+
+
+def test_every_table_on_an_app_page_wears_the_app_table_style():
+    """The report's own file styles its tables itself (`report_document.html` and the
+    `_report_*` sections it includes); every other table is drawn by the app's CSS."""
+    problems = []
+    for path in sorted(p for d in APP_TEMPLATE_DIRS for p in d.rglob("*.html")):
+        if path.name == "report_document.html" or path.name.startswith("_report"):
+            continue
+        problems += [f"{path.relative_to(ROOT)}:{n}" for n in _bare_tables(path.read_text())]
+    assert not problems, "tables without class=\"table …\":\n" + "\n".join(problems)
+
+
+def test_the_table_scan_tells_a_styled_table_from_a_bare_one():
+    assert _bare_tables('<table id="x">\n<table class="table compact" id="y">') == [1]
+    assert _bare_tables('<table class="tablet">') == [1]
