@@ -15,6 +15,8 @@ from typing import Any
 import pandas as pd
 from django.db.models import F
 
+from studies.analysis.rounding import fixed
+
 from .methods.alignment import alignment_table
 from .methods.registry import method_spec
 from .models import Formalisation, IdeaRating, JudgeRun, PairwiseOutcome, ReferenceComparison
@@ -102,7 +104,9 @@ def judge_run_report(*, run: JudgeRun) -> dict[str, Any]:
         if r.dimension == "ligbench_novelty" and history:
             h = history[0]
             s_llm = h.get("s_llm")
-            note = f"s_sim {h['s_sim']:.2f}, s_LLM " + ("—" if s_llm is None else f"{s_llm:.1f}")
+            note = f"s_sim {fixed(h['s_sim'], 2)}, s_LLM " + (
+                "—" if s_llm is None else fixed(s_llm, 1)
+            )
         idea = ideas.get(r.idea_id)
         tables[r.dimension].append(
             {

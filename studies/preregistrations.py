@@ -16,6 +16,7 @@ from ideareview import __version__
 
 from .analysis.plan import CORRECTIONS, AnalysisPlan, plan_document, plan_hash
 from .analysis.quality import FLAG_KINDS
+from .analysis.rounding import fixed
 from .design_sizing import TEST_LABELS, sizing_latest
 from .models import Condition, Idea, Study
 from .protocol.preregistration import preregistration_document, preregistration_markdown
@@ -87,7 +88,7 @@ def _power(study: Study) -> dict[str, Any] | None:
     result = job.params["result"]
     h, est = result["hypothesis"], result["estimate"]
     low, high = result["interval_reviews"]
-    fmt = lambda x: "beyond the search's cap" if x is None else f"{x:.0f}"  # noqa: E731
+    fmt = lambda x: "beyond the search's cap" if x is None else fixed(x, 0)  # noqa: E731
     return {
         "metric": h["metric"],
         "test": h["test_label"],
@@ -102,7 +103,7 @@ def _power(study: Study) -> dict[str, Any] | None:
         f"topic {est['variances']['topic']:.3g}, idea {est['variances']['idea']:.3g}, reviewer "
         f"{est['variances']['reviewer']:.3g}, residual {est['variances']['residual']:.3g}",
         "design": result["design"],
-        "interval": f"{round(result['level'] * 100)} % interval over {result['bootstrap']['n']} "
+        "interval": f"{fixed(result['level'], 0, percent=True)} % interval over {result['bootstrap']['n']} "
         f"simulated pilots: {fmt(low)} to {fmt(high)} reviews",
         "computed_at": job.finished_at.isoformat(timespec="seconds") if job.finished_at else None,
     }

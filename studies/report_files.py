@@ -32,6 +32,7 @@ from .analysis.report import (
     mixed_fits,
     tidy_tables,
 )
+from .analysis.rounding import fixed
 from .analysis.threads import blas_thread_counts, blas_threads
 from .jobs import job_progress
 from .judge_ratings import judge_ratings_provider
@@ -494,7 +495,7 @@ def report_figures(
         figures["consistency"] = plots.histogram(
             cons["split_values"],
             xlabel="balanced accuracy of one random split",
-            reference={"chance": 0.5, f"mean {cons['mean']:.3f}": cons["mean"]},
+            reference={"chance": 0.5, f"mean {fixed(cons['mean'], 3)}": cons["mean"]},
         )
     figures["agreement"] = _agreement_figures(report, df, judges)
     phases = report.get("phases") or {}

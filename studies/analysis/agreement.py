@@ -64,6 +64,7 @@ from .consistency import (
     score_matrix,
 )
 from .frame import json_float, require_columns, unique_reviews, validate_frame
+from .rounding import percent_text
 
 JUDGE_SCORE_COLUMNS: tuple[str, ...] = ("idea_id", "metric", "score")
 JUDGE_PAIR_COLUMNS: tuple[str, ...] = ("idea_a", "idea_b", "first_shown", "verdict", "dimension")
@@ -922,7 +923,7 @@ def _too_few_judged_units(n_units: int, top_fraction: float) -> str:
         "no idea has both a judge score and >= 2 human reviews"
         if n_units == 0
         else f"{n_units} units with a judge score and >= 2 reviews are too few to pick a "
-        f"top {top_fraction:.0%} (need at least {need})"
+        f"top {percent_text(top_fraction, 0)} (need at least {need})"
     )
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 from . import consistency as cons
 from .frame import json_float, plain_value
 from .options import ReportOptions
+from .rounding import cell_number, fixed, p_text, percent_text
 
 if TYPE_CHECKING:
     from .agreement import JudgeAgreement, MetricCorrelations, TopKOverlap
@@ -68,13 +69,17 @@ def _cell(
 
 
 def _p(x: Any) -> str:
-    if x is None:
-        return "–"
-    return f"{x:.3f}" if x >= 0.001 else f"{x:.1e}"
+    return "–" if x is None else p_text(x)
 
 
 def _pc(x: Any) -> str:
-    return "–" if x is None else f"{100 * x:.1f}%"
+    return "–" if x is None else percent_text(x, 1)
+
+
+def _signed(x: float, digits: int) -> str:
+    """`x` with its sign always written (+0.013, -0.013), rounded as `fixed`."""
+    text = fixed(x, digits)
+    return text if text.startswith("-") else f"+{text}"
 
 
 class ComputedBaselines(NamedTuple):
@@ -435,7 +440,7 @@ def _consistency_table(
             "pct",
             f"Human–human ceiling on {m}: each unit's reviews split in random halves "
             f"{c['n_splits']} times; one half's means pick the top and bottom "
-            f"{c['top_fraction']:.0%} ({c['n_selected']} of {c['n_units']} idea × condition "
+            f"{percent_text(c['top_fraction'], 0)} ({c['n_selected']} of {c['n_units']} idea × condition "
             f"units, {c['n_reviews']} reviews), the other half's median split scores them "
             f"(balanced accuracy, mean over splits); 95% CI: percentile bootstrap over units "
             f"({c.get('n_bootstrap', 0)} resamples).",
@@ -464,7 +469,7 @@ def _consistency_table(
                 c.balanced_accuracy,
                 "pct",
                 f"{j.label} on {m}: its scores pick the top and bottom "
-                f"{c.top_fraction:.0%} of {c.n_units} units ({c.n_selected} picked, "
+                f"{percent_text(c.top_fraction, 0)} of {c.n_units} units ({c.n_selected} picked, "
                 f"{c.n_reviews} reviews), scored against a random half of each unit's "
                 f"reviewers (balanced accuracy, mean over {c.n_splits} splits); 95% CI: "
                 f"bootstrap over units ({c.n_bootstrap} resamples); permutation p = "
@@ -518,7 +523,7 @@ def _correlation_cell(j: JudgeData, m: str, info: MetricCorrelations) -> dict[st
             f"({info.n_reviews} reviews); 95% CI: percentile bootstrap over ideas "
             f"({s.n_bootstrap_used} of {s.n_bootstrap} resamples usable); "
             f"p = {_p(s.p_value)}; Kendall τ-b = "
-            + ("–" if k.estimate is None else f"{k.estimate:.3f}")
+            + ("–" if k.estimate is None else fixed(k.estimate, 3))
             + "."
         )
     return _cell(s.estimate, "num3", how, n=info.n_ideas, ci=(s.ci_low, s.ci_high), reason=s.reason)
@@ -539,7 +544,7 @@ def _top_k_cell(j: JudgeData, m: str, t: TopKOverlap) -> dict[str, Any]:
         "num1",
         f"{j.label} on {m}: of the humans' {t.k} best ideas (by mean score) among "
         f"n = {t.n_ideas} ideas, the expected number also among the judge's {t.k} "
-        f"best (ties at the cut broken at random); chance {t.expected_by_chance:.1f}; "
+        f"best (ties at the cut broken at random); chance {fixed(t.expected_by_chance, 1)}; "
         f"hypergeometric p = {_p(t.p_value)}.",
         n=t.n_ideas,
     )
@@ -558,14 +563,17 @@ def _chance_cell(m: str, c: dict[str, Any]) -> dict[str, Any]:
             n=c["n_ideas"],
             reason=c["reason"],
         )
+    # The sentence writes its numbers as the table cell does (num3), so both read alike.
     s, k = c["spearman"], c["kendall"]
-    share = f"{c['confidence']:.0%}"
+    s_mean, s_low, s_high = (cell_number(s[key], "num3") for key in ("mean", "low", "high"))
+    k_mean, k_low, k_high = (cell_number(k[key], "num3") for key in ("mean", "low", "high"))
+    share = percent_text(c["confidence"], 0)
     how = (
         f"Random ranking (chance) on {m}: over {c['n_rankings']:,} independent uniformly "
         f"random rankings of the n = {c['n_ideas']} ideas with a human score (seed "
-        f"{c['seed']}), mean Spearman ρ with the mean human score per idea {s['mean']:.2f}, "
-        f"{share} of random rankings between {s['low']:.2f} and {s['high']:.2f}; Kendall "
-        f"τ-b mean {k['mean']:.2f}, {share} between {k['low']:.2f} and {k['high']:.2f}. "
+        f"{c['seed']}), mean Spearman ρ with the mean human score per idea {s_mean}, "
+        f"{share} of random rankings between {s_low} and {s_high}; Kendall "
+        f"τ-b mean {k_mean}, {share} between {k_low} and {k_high}. "
         "This is chance, not a judge: no CI and no p-value."
     )
     return _cell(s["mean"], "num3", how, n=c["n_ideas"], chance_range=(s["low"], s["high"]))
@@ -805,7 +813,7 @@ def _diagnostics_table(results: Sequence[tuple[JudgeData, JudgeAgreement]]) -> d
             cost.get("value"),
             "money",
             f"{j.label}: total cost of the calls this run paid for "
-            f"({cost.get('total_cost') or 0:.4f}) over the {cost.get('n_ideas')} ideas it judged."
+            f"({fixed(cost.get('total_cost') or 0, 4)}) over the {cost.get('n_ideas')} ideas it judged."
             if cost.get("value") is not None
             else f"{j.label}: cost per idea {cost.get('reason')}.",
             n=cost.get("n_ideas"),
@@ -856,7 +864,7 @@ def _krippendorff_table(
                 "num3",
                 f"α with {j.label} added as one more rater on {m}: {b['n_units']} ideas, "
                 f"{b['n_values']} values; change from the reviewers' α "
-                + ("–" if b["delta"] is None else f"{b['delta']:+.3f}")
+                + ("–" if b["delta"] is None else _signed(b["delta"], 3))
                 + (
                     " (judge values outside the reviewers' range)"
                     if b["outside_human_range"]

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .plots import PALETTE, _svg, memoised, pyplot
+from .rounding import fixed
 
 
 def _bars(ax: Any, levels: list[int], series: Mapping[str, Counter[int]]) -> None:
@@ -79,7 +80,7 @@ def topic_choice_plot(summary: Mapping[str, Any]) -> str:
     ax.barh(labels, values, color=PALETTE[:2])
     total = sum(values) or 1
     for y, v in enumerate(values):
-        ax.text(v, y, f" {v} ({100 * v / total:.0f} %)", va="center", fontsize=8)
+        ax.text(v, y, f" {v} ({fixed(100 * v / total, 0)} %)", va="center", fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("reviews by reviewers who chose two topics")
     return _svg(fig, "Topic-choice use")

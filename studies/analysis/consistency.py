@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .frame import json_float, unique_reviews, validate_frame
+from .rounding import percent_text
 
 Rows = Literal["all", "unique"]
 
@@ -272,7 +273,7 @@ def _check(P: np.ndarray, top_fraction: float) -> None:
     if int(np.floor(top_fraction * P.shape[0])) < 1:
         raise ValueError(
             f"{P.shape[0]} units with >= 2 reviews are too few to pick a top "
-            f"{top_fraction:.0%} (need at least {int(np.ceil(1 / top_fraction))})"
+            f"{percent_text(top_fraction, 0)} (need at least {int(np.ceil(1 / top_fraction))})"
         )
 
 

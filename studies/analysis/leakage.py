@@ -37,6 +37,8 @@ import numpy as np
 from scipy import sparse
 from scipy.stats import rankdata
 
+from .rounding import fixed
+
 if TYPE_CHECKING:
     from .frame import Progress
 
@@ -353,7 +355,7 @@ def verdict(
         else ""
     )
     small = smaller is not None and smaller < SMALL_SOURCE
-    interval = f"{ci_low:.2f}–{ci_high:.2f}" if kind != "not_computed" else ""
+    interval = f"{fixed(ci_low, 2)}–{fixed(ci_high, 2)}" if kind != "not_computed" else ""
     if kind == "not_computed":
         return "not computed"
     if kind == "below_chance" and small:

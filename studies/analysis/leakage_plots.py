@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .plots import PALETTE, _svg, pyplot
+from .rounding import fixed
 
 __all__ = ["leakage_svg"]
 
@@ -57,7 +58,7 @@ def leakage_svg(results: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
             color=PALETTE[i % len(PALETTE)],
         )
         auc_ax.annotate(
-            f"{auc:.2f}", (auc, i), textcoords="offset points", xytext=(0, 6), ha="center"
+            fixed(auc, 2), (auc, i), textcoords="offset points", xytext=(0, 6), ha="center"
         )
     auc_ax.set_yticks(range(len(shown)))
     auc_ax.set_yticklabels([label for label, _ in shown])

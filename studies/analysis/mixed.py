@@ -43,6 +43,7 @@ import scipy.sparse as sp
 from scipy import stats
 
 from .lmm_sparse import START_AGREE_TOL, design_matrix, fit_lmm
+from .rounding import fixed
 
 __all__ = [
     "MixedResult",
@@ -535,7 +536,7 @@ def _fit_statsmodels(
     if not agree:
         notes.append(
             "statsmodels starts disagree: log-likelihoods "
-            + ", ".join(f"{v:.4f}" for v in start_lls)
+            + ", ".join(fixed(v, 4) for v in start_lls)
             + f"; kept the best ({best_method})"
         )
     # Warnings of the kept start matter; the others are kept for the record, marked as such.

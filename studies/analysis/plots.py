@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
+from .rounding import fixed
+
 #: Above this many markers in one panel a scatter's markers become one bitmap.
 RASTER_POINTS = 2000
 #: Resolution of those bitmaps: sharp at the report's size, on screen and printed.
@@ -201,7 +203,7 @@ def correlation_heatmap(matrix: pd.DataFrame, *, title: str = "") -> str:
             ax.text(
                 j,
                 i,
-                "" if np.isnan(v) else f"{v:.2f}",
+                "" if np.isnan(v) else fixed(v, 2),
                 ha="center",
                 va="center",
                 fontsize=8,

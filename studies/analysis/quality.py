@@ -35,6 +35,7 @@ from scipy.sparse.linalg import splu
 from .mixed import prepare_mixed_data
 from .plan import AnalysisPlan, apply_plan
 from .quality_rules import FLAG_KINDS, UNITS, ExclusionRule, QualityRules
+from .rounding import fixed
 
 __all__ = [
     "FLAG_KINDS",
@@ -103,7 +104,7 @@ def review_flags(
         if r.minutes_measured is not None and r.minutes_measured < rules.min_minutes:
             out.append(
                 Flag(r.review_id, r.reviewer_id, "fast",
-                     f"{r.minutes_measured:.1f} min measured, floor {rules.min_minutes:g}")
+                     f"{fixed(r.minutes_measured, 1)} min measured, floor {rules.min_minutes:g}")
             )  # fmt: skip
         values = [r.scores[m] for m in metrics if r.scores.get(m) is not None]
         if len(values) >= max(2, rules.straight_line_items) and len(set(values)) == 1:
@@ -187,7 +188,7 @@ def duplicate_flags(
                     found[(me.review_id, kind)] = (
                         cos,
                         f"{mine} rationale ~ review {other.review_id}'s {metric} "
-                        f"(cosine {min(cos, 1.0):.3f})",
+                        f"(cosine {fixed(min(cos, 1.0), 3)})",
                         me.reviewer_id,
                     )
     return [

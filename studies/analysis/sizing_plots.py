@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .plots import PALETTE, _svg, pyplot
+from .rounding import percent_text
 
 __all__ = ["power_curve_svg"]
 
@@ -48,7 +49,7 @@ def power_curve_svg(result: Mapping[str, Any]) -> str:
                     color=color,
                     alpha=0.2,
                     lw=0,
-                    label=f"{level:.0%} of bootstrap pilots",
+                    label=f"{percent_text(level, 0)} of bootstrap pilots",
                 )
             ax.plot(x, [r["power"] for r in rows], color=color, lw=2, label=f"{k} reviews per idea")
         else:
@@ -110,7 +111,12 @@ def _mark_design(
     if lo is not None:
         right = hi if hi is not None and math.isfinite(hi) else x_max
         ax.axvspan(
-            lo, right, color="#999999", alpha=0.15, lw=0, label=f"{level:.0%} interval of its ideas"
+            lo,
+            right,
+            color="#999999",
+            alpha=0.15,
+            lw=0,
+            label=f"{percent_text(level, 0)} interval of its ideas",
         )
     ax.axvline(m, color="#333333", lw=1)
     ax.annotate(
