@@ -310,7 +310,12 @@ def study_judges(
     head = options.consistency_metric if options.consistency_metric in metrics else metrics[-1]
     lengths = idea_lengths(study, idea_labels(study), "normalized")
     extra, status = computed_baselines(
-        df, metric=head, lengths=lengths, reasons=reasons, seed=options.seed
+        df,
+        metric=head,
+        lengths=lengths,
+        reasons=reasons,
+        seed=options.seed,
+        chance_rankings=options.chance_rankings,
     )
     stored = {j.method for j in judges if j.baseline}
     for method in stored:

@@ -142,3 +142,19 @@ def test_the_status_says_the_plans_sidedness_and_families(client, owner, study):
     )
     html = client.get(url).content.decode()
     assert "families" not in html.split('id="plan-multiple-testing">', 1)[1].split("</li>")[0]
+
+
+def test_the_plan_page_shows_the_chance_rankings_and_refuses_a_bad_count(client, owner, study):
+    _login(client, owner, "owner-pass-123")
+    url = reverse("studies:study_plan", args=[study.slug])
+    page = client.get(url).content.decode()
+    assert "2000 random rankings (the default)" in page
+    bad = client.post(url, {"document": json.dumps({"agreement": {"chance_rankings": 10}})})
+    assert bad.status_code == 400
+    html = bad.content.decode()
+    errors = html[html.index('id="plan-errors"') :]
+    assert "agreement.chance_rankings: must be a whole number from 200 to 20,000" in errors
+    good = {"agreement": {"chance_rankings": 5000}}
+    assert client.post(url, {"document": json.dumps(good)}).status_code == 302
+    page = client.get(url).content.decode()
+    assert "5000 random rankings</li>" in page

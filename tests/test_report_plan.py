@@ -419,3 +419,17 @@ def test_under_the_default_plan_the_report_keeps_the_published_wording(exec_stud
     assert "(two-sided)</th>" not in html and "The analysis plan:" not in html
     assert report["by_review"]["published"]["n_corrected"] == 7
     assert report["by_review"]["planned"]["method"] == "bonferroni"
+
+
+def test_a_report_states_the_chance_rankings_its_plan_asks_for(exec_study, tmp_path):
+    study, _ = exec_study
+    study_plan_set(
+        study=study, source=json.dumps({"agreement": {"chance_rankings": 300}}), actor=None
+    )
+    out = tmp_path / "report"
+    agreement = report_build(study=study, out_dir=out, options=OPTIONS).data["agreement"]
+    assert agreement["options"]["chance_rankings"] == 300
+    assert {c["n_rankings"] for c in agreement["chance"].values()} == {300}
+    html = (out / "report.html").read_text()
+    assert "chance is read from 300 random rankings" in html
+    assert "over 300 independent uniformly random rankings" in html

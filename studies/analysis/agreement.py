@@ -64,6 +64,7 @@ from .consistency import (
     score_matrix,
 )
 from .frame import json_float, require_columns, unique_reviews, validate_frame
+from .options import CHANCE_RANKINGS
 from .rounding import percent_text
 
 JUDGE_SCORE_COLUMNS: tuple[str, ...] = ("idea_id", "metric", "score")
@@ -99,8 +100,6 @@ MIN_DRAWS = 100
 # A rank correlation needs this many ideas (a judge's with the reviewers, or chance's);
 # a judge joins Krippendorff's alpha as a rater only with scores on as many reviewed ideas.
 MIN_IDEAS = 3
-# Uniformly random rankings drawn for the chance baseline (`chance_agreement`).
-CHANCE_RANKINGS = 2000
 DEFAULT_RESAMPLING = Resampling()
 """The options a judge's consistency uses unless given others (`Resampling`'s defaults)."""
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from . import consistency as cons
 from .frame import json_float, plain_value
-from .options import ReportOptions
+from .options import CHANCE_RANKINGS, ReportOptions
 from .rounding import cell_number, fixed, p_text, percent_text
 
 if TYPE_CHECKING:
@@ -105,6 +105,7 @@ def computed_baselines(
     lengths: Mapping[str, float] | None,
     reasons: Mapping[str, str | None],
     seed: int,
+    chance_rankings: int = CHANCE_RANKINGS,
 ) -> ComputedBaselines:
     """The no-LLM baselines the report computes, for studies without a stored baseline run:
     the text length ranking (what longer-text-wins converges to) as a judge, and the
@@ -125,6 +126,8 @@ def computed_baselines(
         Baseline method → why it cannot run (None: it can), from the study.
     seed
         Seed of the random rankings.
+    chance_rankings
+        How many random rankings chance is read from (`ReportOptions.chance_rankings`).
 
     Returns
     -------
@@ -132,15 +135,13 @@ def computed_baselines(
         The baselines that can run as judges, and every baseline's status; unpacks as
         ``judges, status``.
     """
-    from .agreement import CHANCE_RANKINGS
-
     ideas = sorted(set(df["idea_id"]))
     out: list[JudgeData] = []
     status: dict[str, Any] = {
         "baseline_random": {
             "available": True,
             "reason": None,
-            "how": f"computed in the report: what chance gives, from {CHANCE_RANKINGS:,} "
+            "how": f"computed in the report: what chance gives, from {chance_rankings:,} "
             f"independent uniformly random rankings of the reviewed ideas (seed {seed}): on "
             "each metric the mean Spearman ρ and Kendall τ-b of a random ranking with the "
             "human means, and the range holding the central 95 % of them (the chance row "
@@ -357,6 +358,7 @@ def build_agreement(
             "top_fraction": 0.25,
             "seed": o.seed,
             "rows": "all",
+            "chance_rankings": o.chance_rankings,
         },
         "baselines": dict(baselines or {}),
         "judges": [],
@@ -384,7 +386,10 @@ def build_agreement(
         m: ag.krippendorff_with_judges(df, alpha_judges, m, level="ordinal").as_dict()
         for m in metrics
     }
-    out["chance"] = {m: ag.chance_agreement(df, m, seed=o.seed).as_dict() for m in metrics}
+    out["chance"] = {
+        m: ag.chance_agreement(df, m, n_rankings=o.chance_rankings, seed=o.seed).as_dict()
+        for m in metrics
+    }
     out["human_pairs"] = {
         "n_ratings": 0 if human_pairs is None else len(human_pairs),
         "n_reviewers": 0 if human_pairs is None else int(human_pairs["reviewer_id"].nunique()),

@@ -30,6 +30,7 @@ import numpy as np
 from scipy import stats
 
 from ..protocol import jsonsafe
+from .options import chance_rankings_problem
 from .quality_rules import FLAG_KINDS, UNITS, ExclusionRule, QualityRules
 
 __all__ = [
@@ -157,6 +158,7 @@ class AnalysisPlan:
     agreement_splits: int | None = None
     agreement_bootstrap: int | None = None
     agreement_permutations: int | None = None
+    chance_rankings: int | None = None
     seed: int | None = None
     primary: PrimaryTest | None = None
     # The comparison with the earlier phase (a study linked to one): the metrics compared
@@ -173,7 +175,8 @@ class AnalysisPlan:
         """The report options this plan sets (names as in ``ReportOptions``)."""
         keys = (
             "consistency_splits", "consistency_bootstrap", "consistency_permutations",
-            "agreement_splits", "agreement_bootstrap", "agreement_permutations", "seed",
+            "agreement_splits", "agreement_bootstrap", "agreement_permutations",
+            "chance_rankings", "seed",
         )  # fmt: skip
         out: dict[str, Any] = {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
         if self.consistency_metric:
@@ -604,7 +607,8 @@ def _multiple_testing(value: Any) -> dict[str, Any]:
 def _resampling(value: Any, where: str, *, metric: bool) -> dict[str, Any]:
     if value is None:
         return {}
-    allowed = {"splits", "bootstrap", "permutations"} | ({"metric"} if metric else set())
+    allowed = {"splits", "bootstrap", "permutations"}
+    allowed |= {"metric"} if metric else {"chance_rankings"}
     obj = _object(value, where, allowed)
     out: dict[str, Any] = {}
     for key in ("splits", "bootstrap", "permutations"):
@@ -616,6 +620,11 @@ def _resampling(value: Any, where: str, *, metric: bool) -> dict[str, Any]:
         if not isinstance(obj["metric"], str):
             raise PlanError(f"{where}.metric: must be a metric name")
         out["consistency_metric"] = obj["metric"]
+    if "chance_rankings" in obj:
+        problem = chance_rankings_problem(obj["chance_rankings"], f"{where}.chance_rankings")
+        if problem is not None:
+            raise PlanError(problem)
+        out["chance_rankings"] = obj["chance_rankings"]
     return out
 
 
@@ -668,6 +677,9 @@ def plan_document(plan: AnalysisPlan) -> dict[str, Any]:
         }
         if values:
             doc[section] = values
+    if plan.chance_rankings is not None:
+        # Only when set: a plan without it keeps its document and hash.
+        doc.setdefault("agreement", {})["chance_rankings"] = plan.chance_rankings
     if plan.seed is not None:
         doc["seed"] = plan.seed
     if plan.consistency_metric:

@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from ..analysis.options import CHANCE_RANKINGS, CHANCE_RANKINGS_MAX, CHANCE_RANKINGS_MIN
 from ..analysis.plan import CORRECTIONS, PlanError, plan_document, plan_hash
 from ..models import Study
 from ..preregistrations import plan_directions, plan_families, study_preregistration
@@ -51,6 +52,12 @@ def _context(study: Study, form: PlanDocumentForm) -> dict[str, object]:
         "changed_since_freeze": study.analysis_plan_frozen_at is not None
         and digest != study.analysis_plan_hash,
         "can_freeze": study.analysis_plan_frozen_at is None and not study.reports.exists(),
+        "chance": {
+            "rankings": plan.chance_rankings or CHANCE_RANKINGS,
+            "default": CHANCE_RANKINGS,
+            "low": CHANCE_RANKINGS_MIN,
+            "high": CHANCE_RANKINGS_MAX,
+        },
     }
 
 

@@ -112,3 +112,69 @@ def test_the_chance_baseline_is_reproducible_from_the_seed_and_says_why_it_canno
     assert res.spearman == {} and "same" in (res.reason or "")
     few = df[df["idea_id"].isin(["A01", "A02"])]
     assert "at least 3" in (ag.chance_agreement(few, "overall").reason or "")
+
+
+def _chance_cell(out: dict) -> dict:
+    table = next(t for t in out["tables"] if t["id"] == "correlation")
+    return next(r for r in table["rows"] if r["key"] == "baseline_random")["cells"]["overall"]
+
+
+def test_a_chance_sentence_and_its_table_cell_print_the_same_digits(monkeypatch):
+    # Values exactly halfway at the third decimal (exact in binary, so Python's own
+    # formatting rounds them to even: 0.062, -0.312, 0.562). The table cell and the
+    # sentence that is its footnote must both round half away from zero.
+    from studies.templatetags.report_format import cell as cell_filter
+
+    df = _study(8, shift=3.0)
+    figures = {"mean": 0.0625, "sd": 0.25, "low": -0.3125, "high": 0.5625}
+
+    def chance(frame, metric, *, seed, n_rankings=2000, confidence=0.95):
+        return ag.ChanceAgreement(
+            metric=metric, n_ideas=16, n_rankings=n_rankings, seed=seed,
+            confidence=confidence, spearman=figures, kendall=figures,
+        )  # fmt: skip
+
+    monkeypatch.setattr(ag, "chance_agreement", chance)
+    options = ReportOptions(agreement_splits=20, agreement_bootstrap=20, agreement_permutations=20)
+    out = build_agreement(
+        df, metrics=["overall"], judges=[], human_pairs=None, consistency={}, options=options
+    )
+    cell = _chance_cell(out)
+    assert cell_filter(cell) == "0.063 (95 % range -0.313 to 0.563)"
+    assert "per idea 0.063, 95% of random rankings between -0.313 and 0.563" in cell["how"]
+    assert "τ-b mean 0.063, 95% between -0.313 and 0.563" in cell["how"]
+
+
+def test_the_count_of_chance_rankings_is_a_report_option_the_report_states():
+    df = _study(8, shift=3.0)
+    draws = {"agreement_splits": 20, "agreement_bootstrap": 20, "agreement_permutations": 20}
+
+    def agreement(options: ReportOptions) -> dict:
+        judges, status = computed_baselines(
+            df, metric="overall", lengths=None, reasons={}, seed=options.seed,
+            chance_rankings=options.chance_rankings,
+        )  # fmt: skip
+        return build_agreement(
+            df, metrics=["overall"], judges=judges, human_pairs=None, consistency={},
+            options=options, baselines=status,
+        )  # fmt: skip
+
+    default = agreement(ReportOptions(**draws))
+    few = agreement(ReportOptions(**draws, chance_rankings=300))
+    assert default["options"]["chance_rankings"] == ag.CHANCE_RANKINGS == 2000
+    assert few["options"]["chance_rankings"] == 300
+    assert few["chance"]["overall"]["n_rankings"] == 300
+    assert "over 300 independent uniformly random rankings" in _chance_cell(few)["how"]
+    assert "over 2,000 independent" in _chance_cell(default)["how"]
+    assert "from 300 independent" in few["baselines"]["baseline_random"]["how"]
+    # the range is the one 300 rankings give, not the 2,000 rankings' range
+    expected = ag.chance_agreement(df, "overall", n_rankings=300, seed=SEED).spearman
+    cell, before = _chance_cell(few), _chance_cell(default)
+    assert (cell["range_low"], cell["range_high"]) == (expected["low"], expected["high"])
+    assert (cell["range_low"], cell["range_high"]) != (before["range_low"], before["range_high"])
+
+
+@pytest.mark.parametrize("bad", [0, 199, 20_001, 2.5, "2000", True])
+def test_a_count_of_chance_rankings_out_of_bounds_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match=r"chance_rankings: must be a whole number from 200"):
+        ReportOptions(chance_rankings=bad)

@@ -147,6 +147,10 @@ def test_a_direction_against_the_baseline_written_either_way_is_the_same_test() 
         ({"primary": ["overall"]}, "primary: must be an object"),
         ({"consistency": {"splits": 0}}, "consistency.splits"),
         ({"multiple_testing": {"families": [{"name": "a"}, {"name": "a"}]}}, "same name"),
+        ({"agreement": {"chance_rankings": 50}}, r"agreement.chance_rankings: .* 200 to 20,000"),
+        ({"agreement": {"chance_rankings": 50_000}}, r"agreement.chance_rankings: .* got 50000"),
+        ({"agreement": {"chance_rankings": "many"}}, "agreement.chance_rankings"),
+        ({"consistency": {"chance_rankings": 500}}, "consistency: unknown field"),
     ],
 )
 def test_bad_plans_are_refused_with_the_field_named(doc, message) -> None:
@@ -282,3 +286,13 @@ def test_the_level_follows_the_method_and_a_comparison_outside_the_plan_is_unadj
         metrics=METRICS, conditions=conditions, **kw,
     )  # fmt: skip
     assert directed.alternative == "greater" and directed.as_dict()["method_label"] == "Bonferroni"
+
+
+def test_a_plan_sets_the_chance_rankings_and_a_plan_without_them_keeps_its_hash() -> None:
+    plan = parse_plan({"agreement": {"splits": 50, "chance_rankings": 5000}})
+    assert plan.option_overrides() == {"agreement_splits": 50, "chance_rankings": 5000}
+    assert plan_document(plan)["agreement"] == {"splits": 50, "chance_rankings": 5000}
+    assert parse_plan(plan_document(plan)) == plan
+    # the key is written only when set, so plans saved before it keep their hash
+    assert "agreement" not in plan_document(AnalysisPlan())
+    assert plan_hash(parse_plan({"agreement": {"splits": 50}})) != plan_hash(plan)
