@@ -544,12 +544,13 @@ def _top_k_cell(j: JudgeData, m: str, t: TopKOverlap) -> dict[str, Any]:
             n=t.n_ideas,
             reason=t.reason,
         )
+    expected = cell_number(t.expected_by_chance, "num1")
     cell = _cell(
         t.overlap,
         "num1",
         f"{j.label} on {m}: of the humans' {t.k} best ideas (by mean score) among "
         f"n = {t.n_ideas} ideas, the expected number also among the judge's {t.k} "
-        f"best (ties at the cut broken at random); chance {fixed(t.expected_by_chance, 1)}; "
+        f"best (ties at the cut broken at random); chance {expected}; "
         f"hypergeometric p = {_p(t.p_value)}.",
         n=t.n_ideas,
     )
