@@ -79,3 +79,28 @@ def test_a_malformed_setting_stops_start_up_naming_the_variable(env, message):
     )
     assert result.returncode != 0
     assert message in result.stderr
+
+
+def test_study_report_refuses_a_chance_ranking_count_out_of_range_before_any_work(
+    si2024_study, monkeypatch
+):
+    built = []
+    monkeypatch.setattr(
+        "studies.management.commands.study_report.report_build", lambda **kw: built.append(kw)
+    )
+    with pytest.raises(CommandError, match=r"--chance-rankings: must be a whole number from 200"):
+        call_command("study_report", "si2024", "--chance-rankings", "50")
+    assert built == []
+
+
+def test_study_report_passes_its_chance_ranking_count_to_the_build(si2024_study, monkeypatch):
+    seen = {}
+
+    def build(**kw):
+        seen.update(kw)
+        raise ValueError("stopped here: the options are what this test reads")
+
+    monkeypatch.setattr("studies.management.commands.study_report.report_build", build)
+    with pytest.raises(CommandError, match="stopped here"):
+        call_command("study_report", "si2024", "--chance-rankings", "300")
+    assert seen["options"].chance_rankings == 300

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from studies.analysis.options import CHANCE_RANKINGS, chance_rankings_problem
 from studies.analysis.report import ReportOptions
 from studies.models import Study
 from studies.report_files import report_build
@@ -26,6 +27,12 @@ class Command(BaseCommand):
         parser.add_argument("--starts", type=int, default=3, help="mixed-model starts per fit")
         parser.add_argument("--engine", choices=["auto", "statsmodels", "sparse"], default="auto")
         parser.add_argument(
+            "--chance-rankings",
+            type=int,
+            default=CHANCE_RANKINGS,
+            help=f"random rankings behind the chance baseline (default {CHANCE_RANKINGS})",
+        )
+        parser.add_argument(
             "--crosscheck-lme4",
             action="store_true",
             help="refit every mixed model with R's lme4 and report the differences",
@@ -35,12 +42,16 @@ class Command(BaseCommand):
         study = Study.objects.filter(slug=opts["study"]).first()
         if study is None:
             raise CommandError(f"no study {opts['study']!r}")
+        problem = chance_rankings_problem(opts["chance_rankings"], "--chance-rankings")
+        if problem is not None:
+            raise CommandError(problem)
         options = ReportOptions(
             consistency_splits=opts["splits"],
             seed=opts["seed"],
             mixed_starts=opts["starts"],
             mixed_engine=opts["engine"],
             crosscheck_lme4=opts["crosscheck_lme4"],
+            chance_rankings=opts["chance_rankings"],
         )
         try:
             snap = report_build(
