@@ -59,7 +59,8 @@ def study_status(study: Study) -> StudyStatus:
     return StudyStatus(status.label, False, True)
 
 
-def _has_text(idea: Idea) -> bool:
+def idea_has_text(idea: Idea) -> bool:
+    """The idea has some text of its own: a raw text, a rewrite or a non-empty section."""
     sections = idea.sections or {}
     return bool(
         idea.raw_text.strip()
@@ -86,4 +87,4 @@ def ideas_without_text(study: Study) -> set[int]:
         .distinct()
         .only("raw_text", "normalized_text", "sections")
     )
-    return {idea.pk for idea in candidates if not _has_text(idea)}
+    return {idea.pk for idea in candidates if not idea_has_text(idea)}

@@ -54,6 +54,7 @@ from studies.jobs import (
 from studies.models import Idea, Study
 from studies.selectors import idea_text
 from studies.services.audit import audit
+from studies.status import idea_has_text
 
 from ..methods.registry import AUTO, LLM_METHODS, METHODS, method_spec
 from ..models import IdeaRating, JudgeRun, PanelMember
@@ -166,6 +167,21 @@ def _refuse_gold(study: Study, params: dict[str, Any]) -> None:
         )
 
 
+def _refuse_textless(method: str, ideas: Sequence[Idea]) -> None:
+    """Refuse a run on ideas of which none has any text (ideas that came with imported
+    reviews, which name their ideas but do not carry them). Even a baseline that reads no
+    text is refused: its outcomes would compare ideas no judge could read, and the study's
+    "Judges run" step would have nothing to show for it."""
+    if not ideas or any(idea_has_text(i) for i in ideas):
+        return
+    names = ", ".join(str(i.pk) for i in ideas[:5]) + ("…" if len(ideas) > 5 else "")
+    raise JudgeRunRefused(
+        f"{method_spec(method).refusal_name} cannot run: none of the {len(ideas)} selected "
+        f"ideas has a text (ideas {names}); a review file names its ideas but does not "
+        "carry their texts. Enter their text first (Fix sections on the ideas page)."
+    )
+
+
 def _check_texts(method: str, ideas: Sequence[Idea], source: str) -> None:
     spec = method_spec(method)
     if not spec.needs_text or not spec.judges_ideas:
@@ -206,6 +222,7 @@ def judge_run_plan(
     needed = spec.min_ideas if not spec.corpus or merged["corpus"] is not None else 2
     if len(ideas) < needed:
         raise JudgeRunRefused(f"{method} needs more ideas than the {len(ideas)} selected")
+    _refuse_textless(method, ideas)
     _check_texts(method, ideas, merged["text"])
     driver = make_driver(method, run=None, ideas=ideas, params=merged, study=study, members=members)
     return {"params": merged, "ideas": [i.pk for i in ideas], "total": driver.total}

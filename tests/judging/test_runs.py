@@ -158,6 +158,26 @@ def test_longer_text_says_it_cannot_run_without_idea_texts(study):
         judge_run_create(study=study, method="baseline_longer", params={"text": "raw"})
 
 
+def test_no_run_starts_when_no_selected_idea_has_a_text(study):
+    """Ideas that came with imported reviews have no text: a run over them is refused
+    whatever the method, the random baseline (which reads no text) included."""
+    Idea.objects.filter(study=study).update(raw_text="", normalized_text="", sections={})
+    first, *rest = study.ideas.order_by("pk")
+    for method in ("baseline_random", "baseline_longer", "pairwise"):
+        with pytest.raises(JudgeRunRefused, match="none of the 6 selected ideas has a text") as no:
+            judge_run_create(study=study, method=method)
+        assert f"(ideas {first.pk}, " in str(no.value)
+        assert "Enter their text first (Fix sections on the ideas page)" in str(no.value)
+    assert not JudgeRun.objects.exists()
+    # One idea given a text: the baseline can compare it with the others.
+    Idea.objects.filter(pk=first.pk).update(sections={"title": "A text"})
+    assert judge_run_plan(study=study, method="baseline_random")["total"] == 12
+    # Naming only ideas without text is still refused.
+    named = {"idea_ids": [i.pk for i in rest[:2]]}
+    with pytest.raises(JudgeRunRefused, match="none of the 2 selected ideas has a text"):
+        judge_run_create(study=study, method="baseline_random", params=named)
+
+
 def test_llm_methods_need_a_configured_judge(study):
     with pytest.raises(JudgeRunRefused, match="needs a judge config"):
         judge_run_create(study=study, method="pairwise")

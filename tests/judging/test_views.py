@@ -180,6 +180,19 @@ def test_a_refused_run_says_why_on_the_form(client, owner, owned):
     assert not JudgeRun.objects.exists()
 
 
+def test_a_run_over_ideas_without_text_is_refused_on_the_form(client, owner, si2024_study):
+    """The ideas of an imported review file have no text: even the random baseline is
+    refused, and the form says which ideas and how to give them one."""
+    client.force_login(owner)
+    url = reverse("judging:run_create", args=[si2024_study.slug])
+    response = client.post(url, {"method": "baseline_random"})
+    page = response.content.decode()
+    n = si2024_study.ideas.filter(exclusion__isnull=True).count()
+    assert response.status_code == 400
+    assert f"none of the {n} selected ideas has a text" in page and "Fix sections" in page
+    assert not JudgeRun.objects.exists()
+
+
 def test_the_progress_fragment_polls_until_the_run_ends_then_reloads_the_page(
     client, owner, owned, judge, scripted
 ):
