@@ -11,6 +11,9 @@ the open page and the opening service). Its ideas often came with the reviews an
 text of their own; they are "reviews imported without idea texts"
 (`status.ideas_without_text`), not ideas missing their template sections, and while no
 idea has a text the "Judges run" step is blocked: a judge would have nothing to read.
+The step is done once a run that read the ideas' texts has finished: a random baseline
+reads none (nor does a judge validation, which reads a reference corpus), so such runs
+alone do not count as the study's judges having run.
 
 The judge runs are judging's rows: the "Judges run" step asks the registered counter
 (`judge_run_counter_register`, filled in `JudgingConfig.ready()`; docs/architecture.md,
@@ -56,10 +59,12 @@ NEEDS: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class JudgeRunCounts:
-    """A study's judge runs by state: finished, and queued or running."""
+    """A study's judge runs by state: finished, and queued or running; `on_text`: the
+    finished runs that read the ideas' texts (not a random baseline, not a validation)."""
 
     done: int = 0
     active: int = 0
+    on_text: int = 0
 
 
 class JudgeRunCounter(Protocol):
@@ -115,6 +120,7 @@ class StudyCounts:
     imported_reviews: int = 0
     judge_runs_done: int = 0
     judge_runs_active: int = 0
+    judge_runs_on_text: int = 0
     reports: int = 0
     payments_set: bool = False
     undecided_reviews: int = 0
@@ -168,6 +174,7 @@ def study_counts(study: Study) -> StudyCounts:
         imported_reviews=imported_review_count(study),
         judge_runs_done=runs.done,
         judge_runs_active=runs.active,
+        judge_runs_on_text=runs.on_text,
         reports=StudyReport.objects.filter(study=study).count(),
         payments_set=any((study.payment_per_review, study.payment_per_idea, study.payment_bonus)),
         undecided_reviews=submitted.filter(acceptance__isnull=True).count(),
@@ -361,12 +368,17 @@ def _closing_steps(c: StudyCounts) -> list[Raw]:
     judges = f"{c.judge_runs_done} run(s) done" + (
         f", {c.judge_runs_active} running" if c.judge_runs_active else ""
     )
+    if c.judge_runs_done and not c.judge_runs_on_text:
+        judges += (
+            "; none of them read an idea's text (a random baseline or a judge validation), "
+            "so they do not count"
+        )
     if _no_text_to_judge(c):
         judges += (
             f"; no idea has a text a judge could read (all {c.ideas} are {WITHOUT_TEXT}): "
             "enter texts with Fix sections on the ideas page"
         )
-    elif c.textless_ideas and not c.judge_runs_done:
+    elif c.textless_ideas and not c.judge_runs_on_text:
         judges += (
             f"; {c.textless_ideas} of {c.ideas} idea(s) have no text: a run leaves them out "
             "or their texts are entered first"
@@ -380,7 +392,7 @@ def _closing_steps(c: StudyCounts) -> list[Raw]:
         ),
         (
             "Judges run",
-            c.judge_runs_done > 0 and c.judge_runs_active == 0,
+            c.judge_runs_on_text > 0 and c.judge_runs_active == 0,
             judges,
             "judging:home",
         ),
@@ -390,8 +402,9 @@ def _closing_steps(c: StudyCounts) -> list[Raw]:
 
 def _no_text_to_judge(c: StudyCounts) -> bool:
     """Every idea came with imported reviews and no text: a judge has nothing to read, so
-    the step is blocked rather than offered as what to do next."""
-    return c.ideas > 0 and c.textless_ideas >= c.ideas and c.judge_runs_done == 0
+    the step is blocked rather than offered as what to do next (a run that read no text,
+    such as a random baseline, does not unblock it)."""
+    return c.ideas > 0 and c.textless_ideas >= c.ideas and c.judge_runs_on_text == 0
 
 
 def steps_from(c: StudyCounts) -> list[Step]:

@@ -191,6 +191,7 @@ def test_payments_wait_for_a_decision_on_every_submitted_review():
         submitted_reviews=8,
         reports=1,
         judge_runs_done=1,
+        judge_runs_on_text=1,
         payments_set=True,
     )
     steps = steps_from(StudyCounts(**base, undecided_reviews=3))
@@ -413,6 +414,49 @@ def test_the_judges_step_is_blocked_only_while_no_idea_has_a_text_a_judge_could_
     step = {s.name: s for s in steps_from(StudyCounts(**base, textless_ideas=3))}
     assert step["Judges run"].state == CURRENT
     assert "3 of 4 idea(s) have no text: a run leaves them out" in step["Judges run"].detail
-    # Once a run is done the step says what ran, without the remedy.
-    step = {s.name: s for s in steps_from(StudyCounts(**base, textless_ideas=4, judge_runs_done=1))}
+    # Once a run that read the texts is done the step says what ran, without the remedy.
+    done = StudyCounts(**base, textless_ideas=3, judge_runs_done=1, judge_runs_on_text=1)
+    step = {s.name: s for s in steps_from(done)}
     assert step["Judges run"].state == DONE and step["Judges run"].detail == "1 run(s) done"
+
+
+def test_a_random_baseline_alone_is_not_the_judges_having_run():
+    """A random baseline reads no idea's text: finished alone it leaves the step as it was,
+    blocked while no idea has a text and open to work on once one has."""
+    base = {"status": Study.Status.DRAFT, "ideas": 4, "imported_reviews": 8, "reports": 1}
+    step = {s.name: s for s in steps_from(StudyCounts(**base, textless_ideas=4, judge_runs_done=1))}
+    assert step["Judges run"].state == BLOCKED
+    assert "none of them read an idea's text" in step["Judges run"].detail
+    assert "Fix sections" in step["Judges run"].detail
+    step = {s.name: s for s in steps_from(StudyCounts(**base, judge_runs_done=1))}
+    assert step["Judges run"].state == CURRENT
+    # Beside a judge that read the texts the baseline is simply one more run.
+    both = StudyCounts(**base, judge_runs_done=2, judge_runs_on_text=1)
+    step = {s.name: s for s in steps_from(both)}
+    assert step["Judges run"].state == DONE and step["Judges run"].detail == "2 run(s) done"
+
+
+def test_a_random_run_made_before_the_refusal_leaves_the_step_open_and_its_pages_work(
+    si2024_study, owner, monkeypatch
+):
+    """A study of imported reviews may hold a random baseline run accepted when no idea had
+    a text: its run page and the study page still open, and the step counts it as no judge
+    run; a finished run of a judge that read texts does count."""
+    from judging.models import JudgeRun
+    from judging.services import judge_run_create, judge_run_execute, runs
+
+    monkeypatch.setattr(runs, "_refuse_textless", lambda method, ideas: None)
+    run = judge_run_execute(run=judge_run_create(study=si2024_study, method="baseline_random"))
+    assert run.status == JudgeRun.Status.DONE, run.message
+    monkeypatch.undo()
+    client = Client()
+    client.force_login(owner)
+    page = client.get(reverse("judging:run_detail", args=[si2024_study.slug, run.pk]))
+    assert page.status_code == 200 and "Baseline: random" in page.content.decode()
+    assert client.get(reverse("judging:home", args=[si2024_study.slug])).status_code == 200
+    assert client.get(reverse("studies:study_detail", args=[si2024_study.slug])).status_code == 200
+    step = {s.name: s for s in study_steps(si2024_study)}["Judges run"]
+    assert step.state == BLOCKED and "none of them read an idea's text" in step.detail
+    JudgeRun.objects.create(study=si2024_study, method="direct", status=JudgeRun.Status.DONE)
+    step = {s.name: s for s in study_steps(si2024_study)}["Judges run"]
+    assert step.is_done and step.detail == "2 run(s) done"
