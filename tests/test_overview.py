@@ -393,7 +393,7 @@ def test_ideas_that_came_with_imported_reviews_read_as_such_on_the_list_and_the_
     row = client.get(
         reverse("studies:idea_row", args=[si2024_study.slug, second.pk]), HTTP_HX_REQUEST="true"
     ).content.decode()
-    assert "no text: reviews imported without it" in row and "/7 found" not in row
+    assert ">no text (imported)</span>" in row and "/7 found" not in row
 
 
 def test_the_sections_step_of_a_study_reviewed_here_names_ideas_without_text():
