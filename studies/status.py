@@ -12,8 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .models import Assignment, Idea, ImportBatch, Review, Study
+from .services.errors import ImportedStudyRefused
 
 IMPORTED_STATUS = "Imported reviews"
+# What a study of imported reviews does not do, completing "so it ..." in the refusal.
+INVITES = "invites no reviewers"
+SCREENS = "screens no reviewers"
+ASSIGNS = "has no assignment"
+PAIRS = "has no pair tasks"
+PAYS = "pays no reviewers"
 
 
 def review_file_imported(study: Study) -> bool:
@@ -57,6 +64,14 @@ def study_status(study: Study) -> StudyStatus:
     if imported:
         return StudyStatus(IMPORTED_STATUS, True, False)
     return StudyStatus(status.label, False, True)
+
+
+def refuse_if_imported(study: Study, what: str) -> None:
+    """Raise `ImportedStudyRefused` (``what``: "sends no reminders") when the study holds
+    imported reviews: every service that acts on reviewing here calls it, so a page, a
+    command or a task is refused alike."""
+    if study_status(study).imported:
+        raise ImportedStudyRefused(what)
 
 
 def idea_has_text(idea: Idea) -> bool:

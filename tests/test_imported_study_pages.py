@@ -14,6 +14,7 @@ from django.utils import timezone
 from studies.models import (
     Assignment,
     IdeaCondition,
+    ImportBatch,
     JobRun,
     PairTask,
     PlatformLink,
@@ -170,9 +171,12 @@ def test_platform_page_offers_no_link_for_imported_reviews(si2024_study, client)
 
 def test_an_infeasible_preview_names_ideas_left_out_rather_than_missing(si2024_study):
     """Its ideas exist (49 of each kind) but none has approved text: the reason must say
-    they are left out, not that the study has no human or AI idea."""
+    they are left out, not that the study has no human or AI idea. (A study of imported
+    reviews is refused any assignment; its batch is relabelled an idea import so the
+    preview runs on the same ideas.)"""
     from studies.services.assignment import assignment_preview
 
+    ImportBatch.objects.filter(study=si2024_study).update(kind="ideas")
     job, result, _ = assignment_preview(study=si2024_study, seed=1)
     assert not result.feasible
     problems = job.params["problems"]

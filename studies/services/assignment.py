@@ -30,6 +30,7 @@ from ..models import (
     Study,
 )
 from ..protocol import assignment as solver
+from ..status import ASSIGNS, refuse_if_imported
 from .audit import audit
 from .ideas import idea_label
 from .invitations import LinkFor, RecruitmentError, default_link_for
@@ -273,6 +274,7 @@ def assignment_preview_enqueue(
 ) -> JobRun:
     """Start a preview as a background job. The seed is drawn here when not given and
     stored in the job, so the job (and any retry of it) gives one result."""
+    refuse_if_imported(study, ASSIGNS)
     if mode not in ("keep", "resolve"):
         raise ValueError("mode must be 'keep' or 'resolve'")
     job = job_start(
@@ -366,6 +368,7 @@ def assignment_preview(
     actor: Any = None,
 ) -> tuple[JobRun, solver.AssignmentResult, AssignmentPlan]:
     """The same preview run in this process (the command line, tests)."""
+    refuse_if_imported(study, ASSIGNS)
     job = job_start(
         study=study,
         kind=ASSIGNMENT_JOB,
@@ -386,6 +389,7 @@ def assignment_commit(
     """Write a previewed solution: new pairs are created (in shuffled order, so ids say
     nothing about ideas), open pairs no longer wanted are withdrawn, submitted ones stay.
     The study's status does not change: reviewers see the work once it is open."""
+    refuse_if_imported(study, ASSIGNS)
     params = job.params
     if job.kind != ASSIGNMENT_JOB or job.status != JobRun.Status.DONE or "pairs" not in params:
         raise RecruitmentError("This preview has not finished: wait for it, or preview again.")

@@ -34,6 +34,7 @@ from ..models import (
 )
 from ..protocol import jsonsafe
 from ..protocol.textcheck import control_character_problem
+from ..status import INVITES, SCREENS, refuse_if_imported
 from .audit import audit
 
 INVITATION_SALT = "ideareview.invitation.v1"
@@ -86,6 +87,7 @@ def invitation_create(
     link_for: LinkFor | None = None,
     send: bool = True,
 ) -> Invitation:
+    refuse_if_imported(study, INVITES)
     email = email.strip().lower()
     invitation = Invitation.objects.create(
         study=study,
@@ -202,6 +204,7 @@ def invitations_create_from_csv(
     """Invite everyone in an invitation file; returns (invitations, problems). When any
     row is bad nothing is created, unless `valid_only`: then the valid rows are invited
     and the bad ones returned as problems."""
+    refuse_if_imported(study, INVITES)
     rows, problems = invitations_read(study=study, data=data, name=name)
     if problems and not valid_only:
         return [], problems
@@ -220,6 +223,7 @@ def invitations_create_from_csv(
 def invitation_send(
     *, invitation: Invitation, link_for: LinkFor | None = None, reminder: bool = False
 ) -> None:
+    refuse_if_imported(invitation.study, INVITES)
     study = invitation.study
     link = invitation_link(invitation, link_for)
     greeting = f"Dear {invitation.name}," if invitation.name else "Hello,"
@@ -412,6 +416,7 @@ def reviewer_payment_handle_set(*, reviewer: Reviewer, handle: str) -> None:
 
 
 def reviewer_screen(*, reviewer: Reviewer, approve: bool, reason: str = "", actor: Any) -> None:
+    refuse_if_imported(reviewer.study, SCREENS)
     if reviewer.profile_completed_at is None:
         raise RecruitmentError(f"{reviewer.pseudonym} has not completed the profile yet.")
     if not approve and not reason.strip():
@@ -463,6 +468,7 @@ def reviewer_notify_rejected(*, reviewer_id: int) -> bool:
 
 def reviewers_screen_by_rule(*, study: Study, actor: Any) -> int:
     """Approve every pending, complete profile that meets the study's rule."""
+    refuse_if_imported(study, SCREENS)
     n = 0
     for reviewer in Reviewer.objects.filter(
         study=study, screening=Reviewer.Screening.PENDING, profile_completed_at__isnull=False

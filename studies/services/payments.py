@@ -19,6 +19,7 @@ from .. import csvsafe
 from ..models import Review, ReviewAcceptance, Reviewer, ReviewScore, Study
 from ..protocol import payments as pay
 from ..selectors import idea_labels
+from ..status import PAYS, refuse_if_imported
 from .audit import audit
 from .ideas import study_ideas
 
@@ -31,6 +32,7 @@ def review_decide(*, review: Review, decision: str, reason: str = "", actor: Any
     """Accept or reject a submitted review for payment; a rejection needs a reason.
     Deciding again replaces the earlier decision (the audit log keeps both). From then on
     the reviewer can no longer change the review (services/reviews.py, review_decided)."""
+    refuse_if_imported(review.study, PAYS)
     reason = reason.strip()
     if review.status != Review.Status.SUBMITTED:
         raise PaymentError("only submitted reviews can be accepted or rejected")
@@ -64,6 +66,7 @@ def review_decide(*, review: Review, decision: str, reason: str = "", actor: Any
 
 def reviews_accept_undecided(*, study: Study, actor: Any) -> int:
     """Accept every submitted review that has no decision yet (one audit event)."""
+    refuse_if_imported(study, PAYS)
     with transaction.atomic():
         # Locked as review_decide locks one review.
         undecided = list(
@@ -159,6 +162,27 @@ def payment_contacts(study: Study) -> dict[str, PayeeContact]:
         email = (user.email if user else "") or rev.email
         contacts[rev.pseudonym] = PayeeContact(name, email, rev.payment_handle)
     return contacts
+
+
+def payments_export_csv(
+    *, study: Study, seed: int | None, contacts: bool, actor: Any
+) -> tuple[pay.PaymentRun, str]:
+    """The payment run's CSV (with the reviewers' contacts when ``contacts``: owners
+    only), recorded in the audit log: each export is a run someone may act on."""
+    refuse_if_imported(study, PAYS)
+    run = study_payment_run(study=study, seed=seed)
+    who = payment_contacts(study) if contacts else None
+    audit(
+        study=study,
+        actor=actor,
+        verb="payments_exported",
+        seed=run.seed,
+        total=str(run.total),
+        currency=run.rates.currency,
+        contacts=who is not None,
+        payment_handles=sum(1 for c in (who or {}).values() if c.payment_handle),
+    )
+    return run, payments_csv(run, who)
 
 
 def payments_csv(run: pay.PaymentRun, contacts: Mapping[str, PayeeContact] | None = None) -> str:

@@ -49,6 +49,7 @@ from ..models import (
 )
 from ..protocol import arrivals
 from ..protocol import payments as pay
+from ..status import refuse_if_imported
 from .audit import audit
 from .ideas import REVIEWABLE, idea_label
 from .invitations import (
@@ -100,6 +101,7 @@ LINK_FIELDS = (
 def platform_link_set(*, study: Study, data: Mapping[str, Any], actor: Any) -> PlatformLink:
     """Store the link's settings (validated by the form); enabling needs a completion URL
     and code, since a participant who finishes must be sent back with them."""
+    refuse_if_imported(study, "takes no participants from a platform")
     link = platform_link_for(study)
     for name in LINK_FIELDS:
         setattr(link, name, data[name])
@@ -454,6 +456,8 @@ def _last_activity(participant: PlatformParticipant) -> Any:
 def platform_places_sweep(*, study: Study | None = None, now: Any = None) -> int:
     """Release the places of participants idle longer than their study's abandonment
     time who have not completed: their open work is withdrawn. Returns how many."""
+    if study is not None:
+        refuse_if_imported(study, "takes no participants through a platform link")
     now = now or timezone.now()
     links = PlatformLink.objects.filter(enabled=True)
     if study is not None:

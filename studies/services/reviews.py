@@ -39,6 +39,7 @@ from ..models import (
 )
 from ..protocol.forms import FormDefinition
 from ..protocol.textcheck import control_character_problem
+from ..status import PAIRS, refuse_if_imported
 from .assignment import IDLE_CAP_SECONDS, assignment_touch
 from .audit import audit
 from .ideas import idea_label
@@ -448,6 +449,7 @@ def pair_tasks_create(
     second; otherwise both are drawn at random. Sides are drawn per task. Gold ideas are
     never paired: their reviews check the reviewer, and a pair rating would enter the
     analysis."""
+    refuse_if_imported(study, PAIRS)
     from ..protocol.institutions import institution_keys
 
     seed = seed if seed is not None else secrets.randbits(32)
@@ -521,6 +523,7 @@ def pair_tasks_upload(
     *, study: Study, data: bytes, seed: int | None = None, actor: Any = None
 ) -> tuple[int, list[str]]:
     """CSV rows reviewer,idea_a,idea_b (pseudonym and external ids). All or nothing."""
+    refuse_if_imported(study, PAIRS)
     from ..protocol.institutions import institution_keys
 
     rng = random.Random(seed if seed is not None else secrets.randbits(32))
@@ -708,6 +711,7 @@ def reminders_send(
     *, study: Study, link_for: LinkFor | None = None, actor: Any = None
 ) -> dict[str, int]:
     """Mail reviewers with open work, and re-send open invitations (with a fresh link)."""
+    refuse_if_imported(study, "sends no reminders")
     from django.urls import reverse
 
     if study.is_closed():

@@ -60,7 +60,7 @@ from ..models import (
 from ..protocol import jsonsafe
 from ..protocol.forms import DEFAULT_FORM, FormDefinition
 from ..protocol.source_words import SourceMention, source_mentions
-from ..status import IMPORTED_STATUS, study_status
+from ..status import IMPORTED_STATUS, refuse_if_imported, study_status
 from ..storage import reports_storage, storage_folder_remove
 from .assignment import reviewers_notify_new_work
 from .audit import audit
@@ -199,6 +199,7 @@ def study_close(*, study: Study, actor: Any = None) -> None:
 
 
 def study_set_due(*, study: Study, due: Any, actor: Any = None) -> None:
+    refuse_if_imported(study, "has no due date for reviews")
     study.reviews_due_at = due
     study.save(update_fields=["reviews_due_at", "updated_at"])
     audit(study=study, actor=actor, verb="study_due_set", due=str(due))

@@ -12,12 +12,11 @@ from django.views.decorators.http import require_GET, require_POST
 from ..forms import PaymentSeedForm, ReviewDecisionForm
 from ..models import Review, Study
 from ..selectors import idea_labels
-from ..services.audit import audit
+from ..services.errors import ImportedStudyRefused
 from ..services.payments import (
     PaymentError,
-    payment_contacts,
     payment_seed_default,
-    payments_csv,
+    payments_export_csv,
     review_decide,
     reviews_accept_undecided,
     study_payment_run,
@@ -53,25 +52,19 @@ def study_payments(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def payments_export(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
-    if refused_as_imported(request, study, "pays no reviewers"):
+    try:
+        # Only owners get the reviewers' names, emails and payment details beside the
+        # pseudonyms; editors and viewers the pseudonymous list.
+        run, text = payments_export_csv(
+            study=study,
+            seed=_seed(request, study),
+            contacts=bool(study.may.own),  # type: ignore[attr-defined]
+            actor=request.user,
+        )
+    except ImportedStudyRefused as exc:
+        messages.error(request, str(exc))
         return redirect("studies:study_payments", study.slug)
-    run = study_payment_run(study=study, seed=_seed(request, study))
-    # Only owners get the reviewers' names, emails and payment details beside the
-    # pseudonyms; editors and viewers the pseudonymous list.
-    contacts = payment_contacts(study) if study.may.own else None  # type: ignore[attr-defined]
-    # Each export is a payment run someone may act on: record what it said, and whether
-    # it carried the reviewers' contacts.
-    audit(
-        study=study,
-        actor=request.user,
-        verb="payments_exported",
-        seed=run.seed,
-        total=str(run.total),
-        currency=run.rates.currency,
-        contacts=contacts is not None,
-        payment_handles=sum(1 for c in (contacts or {}).values() if c.payment_handle),
-    )
-    response = HttpResponse(payments_csv(run, contacts), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(text, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = (
         f'attachment; filename="{study.slug}-payments-seed{run.seed}.csv"'
     )

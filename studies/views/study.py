@@ -32,6 +32,7 @@ from ..models import ImportBatch, JobRun, Study, StudyMember, StudyReport
 from ..overview import next_step, study_steps
 from ..report_formats import REPORT_FORMATS, document_names, report_format
 from ..services.audit import audit
+from ..services.errors import ImportedStudyRefused
 from ..services.study import (
     SetupError,
     is_researcher,
@@ -48,7 +49,7 @@ from ..services.transfer import (
     reviews_import_enqueue,
     reviews_parse,
 )
-from ..status import study_status
+from ..status import refuse_if_imported, study_status
 from ..storage import report_file_open
 from ..study_forms import StudyCreateForm
 from ..tasks import report_enqueue
@@ -137,16 +138,15 @@ def role_by_method(request: HttpRequest) -> str:
 
 def refused_as_imported(request: HttpRequest, study: Study, what: str) -> bool:
     """A study of imported reviews was reviewed elsewhere: it `what` (invitations,
-    reminders, an assignment, payments...). Says so and returns True when the request
-    is refused; the pages show the same reason instead of the controls."""
-    if not study_status(study).imported:
-        return False
-    messages.error(
-        request,
-        f"This study holds reviews imported from a file: the reviewing happened elsewhere "
-        f"and is over, so it {what}.",
-    )
-    return True
+    reminders, an assignment, payments...). Says the services' reason and returns True
+    when the request is refused, before any form is read; the pages show the same reason
+    instead of the controls."""
+    try:
+        refuse_if_imported(study, what)
+    except ImportedStudyRefused as exc:
+        messages.error(request, str(exc))
+        return True
+    return False
 
 
 def get_study_for_owner(request: HttpRequest, slug: str) -> Study:

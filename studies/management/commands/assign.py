@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studies.models import Study
 from studies.services.assignment import assignment_commit, assignment_preview
+from studies.services.errors import ImportedStudyRefused
 from studies.services.invitations import RecruitmentError
 
 
@@ -35,9 +36,12 @@ class Command(BaseCommand):
         study = Study.objects.filter(slug=opts["study"]).first()
         if study is None:
             raise CommandError(f"no study {opts['study']!r}")
-        job, result, plan = assignment_preview(
-            study=study, seed=opts["seed"], mode=opts["mode"], extra_load=opts["extra_load"]
-        )
+        try:
+            job, result, plan = assignment_preview(
+                study=study, seed=opts["seed"], mode=opts["mode"], extra_load=opts["extra_load"]
+            )
+        except ImportedStudyRefused as exc:
+            raise CommandError(f"{study.slug}: {exc}") from exc
         out = self.stdout
         out.write(
             f"study {study.slug}: {len(plan.inputs.reviewers)} reviewer(s), "

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studies.models import Study
+from studies.services.errors import ImportedStudyRefused
 from studies.services.reviews import reminders_send
 
 
@@ -25,7 +26,10 @@ class Command(BaseCommand):
         else:
             studies = list(Study.objects.filter(status=Study.Status.REVIEWING))
         for study in studies:
-            sent = reminders_send(study=study)
+            try:
+                sent = reminders_send(study=study)
+            except ImportedStudyRefused as exc:
+                raise CommandError(f"{study.slug}: {exc}") from exc
             self.stdout.write(
                 f"{study.slug}: {sent['reviewers']} reviewer(s), {sent['invitations']} invitation(s)"
             )
