@@ -276,6 +276,35 @@ def test_the_report_section_shows_an_emptied_condition_beside_its_all_review_fig
     assert '<td class="l" colspan="3">no reviews of X are left</td>' in x
 
 
+def test_an_imported_studys_exclusion_block_counts_the_reviews_the_analysis_reads(si2024_study):
+    """Imported reviews have no reviewer: the quality block still counts every review the
+    frame analyses, and those flagged at import (kept), not "0 of 0"."""
+    from studies.analysis.quality import exclusions
+    from studies.analysis.quality_report import rules_in_force
+
+    study = si2024_study
+    analysed = review_frame(study)["review_id"].nunique()
+    flagged = study.reviews.filter(status="submitted").exclude(flags=[]).count()
+    assert analysed > 0 and flagged > 0
+    plan = study_plan(study)
+    q = study_quality(study, plan=plan, embed_limit=0)
+    excl = exclusions(q.flags, rules_in_force(plan)[0], q.reviews)
+    assert excl.analysed == analysed
+    assert excl.kept == analysed - len(excl.removed)
+    assert excl.flagged_at_import == flagged
+    block = {
+        "kinds": FLAG_KINDS,
+        "thresholds": {},
+        "counts": {},
+        "exclusion": {**excl.as_dict(), "planned": False},
+        "with_without": [],
+        "leniency": {},
+    }
+    html = render_to_string("studies/_report_quality.html", {"r": {"quality": block}})
+    assert f"of {analysed} analysed reviews removed" in html
+    assert f"{flagged} of the analysed reviews were flagged when their file was imported" in html
+
+
 @pytest.mark.parametrize("default", [True, False])
 def test_the_with_without_table_says_the_plans_sidedness_correction_and_alpha(default):
     """Its adjusted p and decisions are the plan's, so under a plan other than the

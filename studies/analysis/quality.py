@@ -68,6 +68,9 @@ class ReviewAnswers:
     # The study team refused to pay for it. Only the fact is read (never the reason, the
     # owner's own words): the plan's exclusion rules decide whether it is analysed.
     payment_rejected: bool = False
+    # What the review file's row was flagged with at import (a consent or pledge
+    # problem); such reviews are kept, and the report counts them.
+    import_flags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,9 @@ def duplicate_flags(
             if j <= i or keys[i][0] == keys[j][0]:
                 continue
             a, b = by_id[keys[i][0]], by_id[keys[j][0]]
-            kind = "duplicate_own" if a.reviewer_id == b.reviewer_id else "duplicate_other"
+            # Imported reviews name no reviewer (empty id): never "their own" duplicate.
+            same = bool(a.reviewer_id) and a.reviewer_id == b.reviewer_id
+            kind = "duplicate_own" if same else "duplicate_other"
             cos = float(sims[r, c])
             for me, other, metric in ((a, b, keys[j][1]), (b, a, keys[i][1])):
                 mine = keys[i][1] if me is a else keys[j][1]
@@ -215,12 +220,17 @@ class Exclusions:
     rules
         Per rule, as the report shows it: rule (its name), flag, unit, reviews (how many
         it removes), only_this_rule (how many only it removes) and review_ids.
+    flagged_at_import, flagged_at_import_kept
+        The analysed reviews flagged when their file was imported (a consent or pledge
+        problem), and how many of them no rule removes.
     """
 
     analysed: int
     removed: list[str]
     kept: int
     rules: list[dict[str, Any]]
+    flagged_at_import: int = 0
+    flagged_at_import_kept: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-ready dict of the report's exclusion block."""
@@ -229,6 +239,8 @@ class Exclusions:
             "removed": self.removed,
             "kept": self.kept,
             "rules": self.rules,
+            "flagged_at_import": self.flagged_at_import,
+            "flagged_at_import_kept": self.flagged_at_import_kept,
         }
 
 
@@ -256,13 +268,19 @@ def exclusions(
     analysed = [r for r in reviews if not r.gold]
     by_reviewer: dict[str, list[str]] = defaultdict(list)
     for r in analysed:
-        by_reviewer[r.reviewer_id].append(r.review_id)
+        if r.reviewer_id:
+            by_reviewer[r.reviewer_id].append(r.review_id)
     analysed_ids = {r.review_id for r in analysed}
     per_rule: list[tuple[ExclusionRule, set[str]]] = []
     for rule in rules:
         hits = [f for f in flags if f.kind == rule.flag]
         if rule.unit == "reviewer":
-            ids = {rid for f in hits for rid in by_reviewer.get(f.reviewer_id, [])}
+            # A review with no reviewer (imported) is its own whole reviewer.
+            ids = {
+                rid
+                for f in hits
+                for rid in (by_reviewer.get(f.reviewer_id, []) if f.reviewer_id else [f.review_id])
+            } & analysed_ids
         else:
             ids = {f.review_id for f in hits} & analysed_ids
         per_rule.append((rule, ids))
@@ -280,11 +298,14 @@ def exclusions(
                 "review_ids": sorted(ids, key=_natural),
             }
         )
+    at_import = {r.review_id for r in analysed if r.import_flags}
     return Exclusions(
         analysed=len(analysed_ids),
         removed=sorted(removed, key=_natural),
         kept=len(analysed_ids - removed),
         rules=rows,
+        flagged_at_import=len(at_import),
+        flagged_at_import_kept=len(at_import - removed),
     )
 
 

@@ -92,6 +92,9 @@ def quality_section(
     metrics = list(report["metrics"])
     baseline, conditions = report["baseline"], list(report["conditions"])
     rules, planned = rules_in_force(plan)
+    # The exclusion counts the reviews the frame analyses (gold ones are left out there).
+    in_frame = set(df["review_id"].astype(str))
+    reviews = [r for r in reviews if r.gold or r.review_id in in_frame]
     excl = exclusions(flags, rules, reviews)
     removed = set(excl.removed)
     kept = df[~df["review_id"].astype(str).isin(removed)]
@@ -105,7 +108,7 @@ def quality_section(
         },
         "flags": [f.as_dict() for f in flags],
         "counts": {k: n for k, n in Counter(f.kind for f in flags).items()},
-        "flagged_reviewers": len({f.reviewer_id for f in flags}),
+        "flagged_reviewers": len({f.reviewer_id for f in flags if f.reviewer_id}),
         "rationales_not_compared": pending,
         "exclusion": {**excl.as_dict(), "planned": planned},
         "with_without": [],

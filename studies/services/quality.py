@@ -45,12 +45,15 @@ class StudyQuality:
     def by_reviewer(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for f in self.flags:
-            out[f.reviewer_id][f.kind] += 1
+            out[f.reviewer_id or "(imported: no reviewer)"][f.kind] += 1
         return {r: dict(k) for r, k in sorted(out.items())}
 
 
 def quality_reviews(study: Study) -> list[ReviewAnswers]:
-    """Every submitted review of the study with a reviewer, gold ones marked."""
+    """Every submitted review of the study, gold ones marked. A review imported from a
+    file has no reviewer here (``reviewer_id`` is empty) and carries the flags it got at
+    import; the analysis reads it like any other, so the flags and the exclusion rules do
+    too."""
     scores: dict[int, dict[str, float]] = defaultdict(dict)
     rationales: dict[int, dict[str, str]] = defaultdict(dict)
     for review_id, metric, score, rationale in ReviewScore.objects.filter(
@@ -63,27 +66,23 @@ def quality_reviews(study: Study) -> list[ReviewAnswers]:
             review__study=study, decision=ReviewAcceptance.Decision.REJECTED
         ).values_list("review_id", flat=True)
     )
-    out = []
-    for r in (
-        Review.objects.filter(study=study, status=Review.Status.SUBMITTED, reviewer__isnull=False)
+    return [
+        ReviewAnswers(
+            review_id=str(r.pk),
+            reviewer_id=r.reviewer.pseudonym if r.reviewer else "",
+            idea_id=str(r.idea_id),
+            scores=scores.get(r.pk, {}),
+            rationales=rationales.get(r.pk, {}),
+            minutes_measured=r.minutes_measured,
+            attention=(r.extra or {}).get("attention"),
+            gold=r.idea.gold_ranges is not None,
+            payment_rejected=r.pk in rejected,
+            import_flags=tuple(r.flags or ()),
+        )
+        for r in Review.objects.filter(study=study, status=Review.Status.SUBMITTED)
         .select_related("reviewer", "idea")
         .order_by("pk")
-    ):
-        assert r.reviewer is not None
-        out.append(
-            ReviewAnswers(
-                review_id=str(r.pk),
-                reviewer_id=r.reviewer.pseudonym,
-                idea_id=str(r.idea_id),
-                scores=scores.get(r.pk, {}),
-                rationales=rationales.get(r.pk, {}),
-                minutes_measured=r.minutes_measured,
-                attention=(r.extra or {}).get("attention"),
-                gold=r.idea.gold_ranges is not None,
-                payment_rejected=r.pk in rejected,
-            )
-        )
-    return out
+    ]
 
 
 def _digest(text: str) -> str:

@@ -134,6 +134,26 @@ def test_exclusion_rules_say_what_each_removed_and_what_only_it_removed():
     assert rows["gold (whole reviewer)"]["only_this_rule"] == 1
 
 
+def test_imported_reviews_without_a_reviewer_are_each_their_own_reviewer():
+    """Reviews imported from a file name no reviewer (empty id): a whole-reviewer rule
+    removes the flagged one only, two of them are never "their own" duplicates, and the
+    ones flagged at import are counted and kept."""
+    reviews = [
+        answers("1", "", [4, 4, 4], rationales={"overall": "same words " * 5}),
+        answers("2", "", [1, 2, 3], rationales={"overall": "same words " * 5}),
+        answers("3", "", [1, 2, 3], import_flags=("no_consent",)),
+        answers("4", "", [2, 3, 4]),
+    ]
+    vectors = {("1", "overall"): np.ones(3), ("2", "overall"): np.ones(3)}
+    dupes = duplicate_flags(reviews, vectors, rules=RULES)
+    assert kinds(dupes) == [("1", "duplicate_other"), ("2", "duplicate_other")]
+    flags = review_flags(reviews, rules=RULES, metrics=METRICS, expected={}) + dupes
+    result = exclusions(flags, [ExclusionRule("straight_line", "reviewer")], reviews)
+    assert result.analysed == 4
+    assert result.removed == ["1"] and result.kept == 3
+    assert result.flagged_at_import == 1 and result.flagged_at_import_kept == 1
+
+
 def test_the_plan_carries_quality_rules_and_older_plans_keep_their_hash():
     assert "quality" not in plan_document(parse_plan({}))
     assert plan_hash(parse_plan({})) == plan_hash(parse_plan({"quality": {}}))
