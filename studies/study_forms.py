@@ -176,9 +176,33 @@ SETTINGS_FIELDS = [
 ]
 
 
+#: The settings that govern reviewing done here (recruiting, assigning, the reviewers'
+#: form requirements, deadlines, payments): a study of imported reviews has none of it,
+#: so its settings page leaves them out and keeps their stored values.
+REVIEWING_FIELDS = (
+    "min_load",
+    "max_load",
+    "min_reviews_per_idea",
+    "max_reviews_per_idea",
+    "topic_choice_use",
+    "gold_per_reviewer",
+    "screening_min_papers",
+    "invitation_days",
+    "invitation_bind_email",
+    "reviews_due_at",
+    "rationale_min_words",
+    "payment_currency",
+    "payment_per_review",
+    "payment_per_idea",
+    "payment_bonus",
+    "payment_bonus_top_k",
+)
+
+
 class StudySettingsForm(forms.ModelForm):
     """Every study parameter. Locked ones are shown disabled with their reason (a
-    disabled field keeps its stored value whatever is posted)."""
+    disabled field keeps its stored value whatever is posted). For a study of imported
+    reviews (``imported``) the fields of `REVIEWING_FIELDS` are left out."""
 
     conditions = ConditionsField(help_text=CONDITIONS_HELP)
     topics = TopicsField(required=False, help_text=TOPICS_HELP)
@@ -211,8 +235,13 @@ class StudySettingsForm(forms.ModelForm):
             "payment_bonus_top_k": "Top ideas that get the bonus (k)",
         }
 
-    def __init__(self, *args: Any, locks: dict[str, str], **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, locks: dict[str, str], imported: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
+        if imported:
+            for name in REVIEWING_FIELDS:
+                del self.fields[name]
         study: Study = self.instance
         self.locks = locks
         current = f"{study.review_form.key}@{study.review_form.version}"
@@ -227,7 +256,8 @@ class StudySettingsForm(forms.ModelForm):
             if name in self.fields:
                 self.fields[name].disabled = True
                 self.fields[name].help_text = reason
-        _mark_reviewer_visible(self)
+        if not imported:
+            _mark_reviewer_visible(self)
 
     GROUPS = [
         ("The study", ["title", "description"]),
@@ -261,7 +291,11 @@ class StudySettingsForm(forms.ModelForm):
 
     def groups(self) -> list[tuple[str, list[forms.BoundField]]]:
         """The fields in the sections the page shows, each field once."""
-        return [(title, [self[name] for name in names]) for title, names in self.GROUPS]
+        groups = [
+            (title, [self[name] for name in names if name in self.fields])
+            for title, names in self.GROUPS
+        ]
+        return [(title, fields) for title, fields in groups if fields]
 
     def clean_review_form(self) -> FormDefinition | None:
         name = self.cleaned_data["review_form"]

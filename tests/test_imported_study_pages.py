@@ -185,3 +185,49 @@ def test_an_infeasible_preview_names_ideas_left_out_rather_than_missing(si2024_s
     human = IdeaCondition.objects.filter(study=si2024_study, condition__kind="human")
     n = human.values("idea").distinct().count()
     assert any(f"none of the study's {n} human idea(s) can be assigned" in p for p in problems)
+
+
+def test_reviewers_page_names_no_invitation_when_nobody_reviews_here(si2024_study, client):
+    page = _get(client, "studies:study_reviewers", si2024_study)
+    assert "No reviewers: the imported reviews name none here." in page
+    assert "Invite reviewers" not in page
+
+
+def test_progress_shows_no_pairs_reviewers_or_reassigning_for_imported_reviews(
+    si2024_study, client
+):
+    page = _get(client, "studies:study_progress", si2024_study)
+    assert "review(s) imported from a file" in page
+    assert "Pair ratings" not in page and "To reassign" not in page
+    assert 'id="reviewer-progress"' not in page and "Reviewers by status" not in page
+
+
+def test_settings_leave_out_reviewing_fields_and_keep_their_values(si2024_study, client):
+    from studies.study_forms import REVIEWING_FIELDS, conditions_text, topics_text
+
+    study = si2024_study
+    due = timezone.now().replace(microsecond=0)
+    type(study).objects.filter(pk=study.pk).update(
+        payment_per_review=25, reviews_due_at=due, rationale_min_words=40, min_load=3
+    )
+    study.refresh_from_db()
+    page = _get(client, "studies:study_settings", study)
+    assert NOTE in page and 'id="reviewer-visible"' not in page
+    for name in REVIEWING_FIELDS:
+        assert f'name="{name}"' not in page, name
+    # A stale page could still send them blank: they are not read.
+    data = {name: "" for name in REVIEWING_FIELDS}
+    data.update(
+        title="Renamed",
+        description=study.description,
+        baseline_condition=study.baseline_condition,
+        conditions=conditions_text(study),
+        topics=topics_text(study),
+        review_form=f"{study.review_form.key}@{study.review_form.version}",
+    )
+    response = client.post(reverse("studies:study_settings", args=[study.slug]), data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    study.refresh_from_db()
+    assert study.title == "Renamed"
+    assert study.payment_per_review == 25 and study.reviews_due_at == due
+    assert study.rationale_min_words == 40 and study.min_load == 3

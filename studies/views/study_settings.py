@@ -17,6 +17,7 @@ from ..services.study import (
     study_settings_update,
     study_source_mentions,
 )
+from ..status import study_status
 from ..study_forms import SETTINGS_FIELDS, StudySettingsForm
 from .study import get_study_for_member, role_by_method
 
@@ -27,7 +28,8 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=role_by_method(request))
     may_edit = study.may.edit  # type: ignore[attr-defined]
     locks = study_locks(study)
-    form = StudySettingsForm(request.POST or None, instance=study, locks=locks)
+    imported = study_status(study).imported
+    form = StudySettingsForm(request.POST or None, instance=study, locks=locks, imported=imported)
     if not may_edit:
         for field in form.fields.values():
             field.disabled = True
@@ -35,7 +37,8 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         change = SettingsChange(
-            fields={name: data[name] for name in SETTINGS_FIELDS},
+            # A field left off the page keeps its stored value.
+            fields={name: data[name] for name in SETTINGS_FIELDS if name in form.fields},
             conditions=data["conditions"],
             topics=data["topics"],
             form=data["review_form"],
@@ -59,6 +62,7 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
             "locks": locks,
             "error": error,
             "reviewer_visible": REVIEWER_VISIBLE,
+            "imported": imported,
             "source_warnings": source_warnings(study_source_mentions(study)),
         },
         status=400 if error or form.errors else 200,
