@@ -62,9 +62,7 @@ def _calls(s, owner):
     }
 
 
-def test_every_service_that_acts_on_reviewing_here_refuses_an_imported_study(
-    si2024_study, owner
-):
+def test_every_service_that_acts_on_reviewing_here_refuses_an_imported_study(si2024_study, owner):
     s = si2024_study
     jobs = JobRun.objects.filter(study=s).count() + 1  # the commit's job, made below
     for reason, calls in _calls(s, owner).items():

@@ -30,6 +30,7 @@ from ..services.assignment import (
     assignment_plan,
     assignment_preview_enqueue,
 )
+from ..services.errors import ImportedStudyRefused
 from ..services.invitations import (
     RecruitmentError,
     invitation_create,
@@ -92,9 +93,11 @@ def study_progress(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def study_reminders(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
-    if refused_as_imported(request, study, "sends no reminders"):
+    try:
+        sent = reminders_send(study=study, link_for=_link_for(request), actor=request.user)
+    except ImportedStudyRefused as exc:
+        messages.error(request, str(exc))
         return redirect("studies:study_progress", study.slug)
-    sent = reminders_send(study=study, link_for=_link_for(request), actor=request.user)
     messages.success(
         request,
         f"Reminders sent to {sent['reviewers']} reviewer(s) and {sent['invitations']} "
@@ -190,9 +193,11 @@ def reviewer_screen_view(request: HttpRequest, slug: str, reviewer_id: int) -> H
 @require_POST
 def reviewers_approve_by_rule(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
-    if refused_as_imported(request, study, "screens no reviewers"):
+    try:
+        n = reviewers_screen_by_rule(study=study, actor=request.user)
+    except ImportedStudyRefused as exc:
+        messages.error(request, str(exc))
         return redirect("studies:study_reviewers", study.slug)
-    n = reviewers_screen_by_rule(study=study, actor=request.user)
     if n:
         messages.success(request, f"Approved {n} reviewer(s) who meet the rule.")
     else:
@@ -396,8 +401,6 @@ def assignment_preview_view(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def assignment_commit_view(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
-    if refused_as_imported(request, study, "has no assignment"):
-        return redirect("studies:assignment_preview", study.slug)
     job_id = request.POST.get("job", "")
     job = get_object_or_404(
         JobRun, pk=int(job_id) if job_id.isdigit() else 0, study=study, kind="assignment"
@@ -406,7 +409,7 @@ def assignment_commit_view(request: HttpRequest, slug: str) -> HttpResponse:
         summary = assignment_commit(
             study=study, job=job, actor=request.user, link_for=_link_for(request)
         )
-    except RecruitmentError as exc:
+    except (RecruitmentError, ImportedStudyRefused) as exc:
         messages.error(request, str(exc))
         return redirect(reverse("studies:assignment_preview", args=[study.slug]) + f"?job={job.pk}")
     messages.success(

@@ -22,6 +22,7 @@ from ideareview.throttle import client_address, token_blocked, token_failed
 
 from ..models import Reviewer, Study
 from ..services.audit import audit
+from ..services.errors import ImportedStudyRefused
 from ..services.invitations import RecruitmentError
 from ..services.platform import (
     COOKIE_SALT,
@@ -154,9 +155,11 @@ def study_platform(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def platform_sweep_view(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
-    if refused_as_imported(request, study, "takes no participants through a platform link"):
+    try:
+        n = platform_places_sweep(study=study)
+    except ImportedStudyRefused as exc:
+        messages.error(request, str(exc))
         return redirect("studies:study_platform", slug=study.slug)
-    n = platform_places_sweep(study=study)
     messages.success(request, f"Released {n} idle place(s).")
     return redirect("studies:study_platform", slug=study.slug)
 
