@@ -6,6 +6,8 @@ progress page counts the imported reviews."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -15,6 +17,7 @@ from studies.models import (
     Assignment,
     IdeaCondition,
     ImportBatch,
+    Invitation,
     JobRun,
     PairTask,
     PlatformLink,
@@ -231,3 +234,15 @@ def test_settings_leave_out_reviewing_fields_and_keep_their_values(si2024_study,
     assert study.title == "Renamed"
     assert study.payment_per_review == 25 and study.reviews_due_at == due
     assert study.rationale_min_words == 40 and study.min_load == 3
+
+
+def test_an_invitation_made_before_the_import_is_not_resent(si2024_study, client, mailoutbox):
+    invitation = Invitation.objects.create(
+        study=si2024_study,
+        email="early@example.org",
+        nonce="early",
+        expires_at=timezone.now() + timedelta(days=7),
+    )
+    said = _post(client, "studies:invitation_resend", si2024_study, {}, invitation.pk)
+    assert "invites no reviewers" in said and "Reminder sent" not in said
+    assert not mailoutbox

@@ -321,8 +321,12 @@ def invitation_resend(request: HttpRequest, slug: str, invitation_id: int) -> Ht
     study = get_study_for_member(request, slug, role=EDITOR)
     invitation = get_object_or_404(Invitation, pk=invitation_id, study=study)
     if invitation.status_label == "open":
-        invitation_send(invitation=invitation, link_for=_link_for(request), reminder=True)
-        messages.success(request, f"Reminder sent to {invitation.email}.")
+        try:
+            invitation_send(invitation=invitation, link_for=_link_for(request), reminder=True)
+        except ImportedStudyRefused as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Reminder sent to {invitation.email}.")
     else:
         messages.error(
             request, f"The invitation to {invitation.email} is {invitation.status_label}."
