@@ -336,7 +336,11 @@ def test_a_recipe_edits_no_more_files_than_it_promises():
     assert steps["An export format"] <= 3
 
 
-APP_TEMPLATE_DIRS = [ROOT / "templates", ROOT / "studies" / "templates", ROOT / "judging" / "templates"]
+APP_TEMPLATE_DIRS = [
+    ROOT / "templates",
+    ROOT / "studies" / "templates",
+    ROOT / "judging" / "templates",
+]
 BARE_TABLE = re.compile(r"<table(?![^>]*\bclass=\"[^\"]*\btable\b)[^>]*>")
 
 
@@ -352,7 +356,7 @@ def test_every_table_on_an_app_page_wears_the_app_table_style():
         if path.name == "report_document.html" or path.name.startswith("_report"):
             continue
         problems += [f"{path.relative_to(ROOT)}:{n}" for n in _bare_tables(path.read_text())]
-    assert not problems, "tables without class=\"table …\":\n" + "\n".join(problems)
+    assert not problems, 'tables without class="table …":\n' + "\n".join(problems)
 
 
 def test_the_table_scan_tells_a_styled_table_from_a_bare_one():

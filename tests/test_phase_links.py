@@ -86,7 +86,7 @@ def test_the_link_page_lists_the_match_and_links_and_unlinks(client, owner, phas
     assert 'id="phase-problems"' not in page
     metrics = page.split('id="phase-metrics"', 1)[1].split("</table>", 1)[0]
     for m in SHARED:
-        assert f'<td>{m}</td><td>1–10 in both</td>' in metrics
+        assert f"<td>{m}</td><td>1–10 in both</td>" in metrics
     for m in ("feasibility",):
         assert "only in si2024</td>" in metrics.split(m, 1)[1][:80]
     for m in ("soundness", "faithfulness", "code_quality"):
@@ -121,8 +121,8 @@ def test_the_link_is_refused_while_conditions_disagree(client, owner, phases):
     page = _page(client, execution, previous="si2024")
     assert 'id="phase-problems"' in page and 'id="phase-link-submit"' not in page
     table = page.split('id="phase-disagree"', 1)[1].split("</table>", 1)[0]
-    assert '<td>Coding_2_AI</td><td>AI</td><td>Human</td>' in table
-    assert '<td>Bias_2_Human</td><td>Human</td><td>AI</td>' in table
+    assert "<td>Coding_2_AI</td><td>AI</td><td>Human</td>" in table
+    assert "<td>Bias_2_Human</td><td>Human</td><td>AI</td>" in table
     assert 'id="phase-compared">Ideas in both phases: 41<' in page
     # Posting anyway links nothing, and the page says why.
     response = client.post(
