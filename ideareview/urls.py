@@ -1,12 +1,12 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from django.views.generic import RedirectView
 
 from studies.views import reviewer
 
 urlpatterns = [
-    path("", RedirectView.as_view(pattern_name="studies:study_list", permanent=False)),
+    # Researchers land on their studies, reviewers on their reviews.
+    path("", reviewer.landing, name="home"),
     # Before the admin's own URLs: its login page counts failed attempts like ours.
     path("admin/login/", reviewer.admin_login),
     path("admin/", admin.site.urls),

@@ -259,6 +259,33 @@ def test_reviewer_login_redirects_to_a_safe_next_only(client, seeded):
     assert r["Location"] == reverse("studies:reviewer_home")
 
 
+@pytest.mark.django_db
+def test_the_site_root_and_a_login_land_reviewers_on_their_reviews_and_teams_on_studies(
+    client, seeded
+):
+    # The walk of a reviewer who opens the site: the root asks them to log in first.
+    login_page = client.get("/", follow=True)
+    next_url = login_page.context["next"]
+    user = seeded.users[0]
+    r = client.post(
+        reverse("login"),
+        {"username": user.username, "password": "pw-Rev-12345", "next": next_url},
+        follow=True,
+    )
+    assert r.redirect_chain[-1][0] == reverse("studies:reviewer_home")
+    # A same-site next is kept.
+    client.logout()
+    form = {"username": user.username, "password": "pw-Rev-12345", "next": "/studies/"}
+    assert client.post(reverse("login"), form)["Location"] == "/studies/"
+    client.force_login(seeded.study.owner)
+    assert client.get("/")["Location"] == reverse("studies:study_list")
+    # An owner who also reviews somewhere keeps the studies, with a link to the reviews.
+    Reviewer.objects.create(study=seeded.study, user=seeded.study.owner, pseudonym="R099")
+    assert client.get("/")["Location"] == reverse("studies:study_list")
+    studies = client.get(reverse("studies:study_list")).content.decode()
+    assert f'href="{reverse("studies:reviewer_home")}"' in studies
+
+
 # --------------------------------------------------------------------------- the review
 
 

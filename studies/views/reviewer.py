@@ -137,6 +137,21 @@ def get_pair_task_for_reviewer(request: HttpRequest, task_id: int) -> PairTask:
 # --------------------------------------------------------------------------- log in, invitation
 
 
+def landing_page(user: Any) -> str:
+    """The URL name of a logged-in user's first page: researchers, and anyone on a
+    study's team, land on their studies (a reviewer too keeps the menu's link to their
+    reviews); everyone else on their reviews."""
+    team = is_researcher(user) or user.study_memberships.exists()
+    return "studies:study_list" if team else "studies:reviewer_home"
+
+
+@login_required
+@require_GET
+def landing(request: HttpRequest) -> HttpResponse:
+    """The site's root, and where a log-in without a `next` goes (LOGIN_REDIRECT_URL)."""
+    return redirect(landing_page(request.user))
+
+
 @require_http_methods(["GET", "POST"])
 def reviewer_login(request: HttpRequest) -> HttpResponse:
     """Log in with a per-address and per-username attempt limit."""
@@ -156,12 +171,7 @@ def reviewer_login(request: HttpRequest) -> HttpResponse:
             user = form.get_user()
             login_succeeded(address=address, username=username)
             login(request, user)
-            if next_url:
-                return redirect(next_url)
-            # Researchers may log in here too (it is the rate-limited form); they, and
-            # anyone on a study's team, land on their studies.
-            team = is_researcher(user) or user.study_memberships.exists()  # type: ignore[attr-defined]
-            return redirect("studies:study_list" if team else "studies:reviewer_home")
+            return redirect(next_url or landing_page(user))
     return render(
         request,
         "studies/reviewer/login.html",
