@@ -425,6 +425,29 @@ def test_the_owner_adds_changes_and_removes_team_members(client, study, research
 
 
 @pytest.mark.django_db
+def test_the_team_page_names_a_colleague_and_gives_their_email_once(client, study, researcher):
+    bea = User.objects.create_user(
+        "bea@example.org", email="bea@example.org", password="bea-pass-12345"
+    )
+    bea.first_name, bea.last_name = "Bea", "Berg"
+    bea.save()
+    researcher_grant(user=bea)
+    StudyMember.objects.create(study=study, user=bea, role="editor")
+    client.force_login(researcher)
+    url = reverse("studies:study_members", args=[study.slug])
+
+    def beas_cell() -> str:
+        rows = client.get(url).content.decode().split("<tr>")
+        return next(r for r in rows if "bea@example.org" in r).split("</td>", 1)[0]
+
+    assert "Bea Berg" in beas_cell() and beas_cell().count("bea@example.org") == 1
+    # Without a name, the username stands alone when it is the email.
+    bea.first_name = bea.last_name = ""
+    bea.save()
+    assert beas_cell().count("bea@example.org") == 1
+
+
+@pytest.mark.django_db
 def test_a_study_always_keeps_an_owner(client, study, researcher):
     me = StudyMember.objects.get(study=study, user=researcher)
     client.force_login(researcher)
