@@ -300,3 +300,11 @@ def test_progress_polls_a_fragment_and_owner_can_remind_and_close(client, seeded
     client.post(reverse("studies:study_close", args=[seeded.study.slug]), {"confirm": "close"})
     seeded.study.refresh_from_db()
     assert seeded.study.status == "closed"
+    # Closed: no reminders or due date offered, and a reminder posted anyway is refused.
+    page = client.get(url).content.decode()
+    assert reverse("studies:study_reminders", args=[seeded.study.slug]) not in page
+    assert reverse("studies:study_due", args=[seeded.study.slug]) not in page
+    mail.outbox.clear()
+    r = client.post(reverse("studies:study_reminders", args=[seeded.study.slug]), follow=True)
+    assert "closed" in r.content.decode() and "sends no reminders" in r.content.decode()
+    assert mail.outbox == []

@@ -710,12 +710,15 @@ def progress_summary(*, study: Study) -> dict[str, Any]:
 def reminders_send(
     *, study: Study, link_for: LinkFor | None = None, actor: Any = None
 ) -> dict[str, int]:
-    """Mail reviewers with open work, and re-send open invitations (with a fresh link)."""
+    """Mail reviewers with open work, and re-send open invitations (with a fresh link).
+    A closed study is refused (RecruitmentError): its reviews can no longer be changed."""
     refuse_if_imported(study, "sends no reminders")
     from django.urls import reverse
 
     if study.is_closed():
-        return {"reviewers": 0, "invitations": 0}
+        raise RecruitmentError(
+            "The study is closed: its reviews can no longer be changed, so it sends no reminders."
+        )
     link = (link_for or default_link_for)(reverse("studies:reviewer_home"))
     reviewers = 0
     # Before the study opens reviewers cannot see their work: nothing to remind them of.

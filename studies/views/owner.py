@@ -95,7 +95,7 @@ def study_reminders(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=EDITOR)
     try:
         sent = reminders_send(study=study, link_for=_link_for(request), actor=request.user)
-    except ImportedStudyRefused as exc:
+    except (ImportedStudyRefused, RecruitmentError) as exc:
         messages.error(request, str(exc))
         return redirect("studies:study_progress", study.slug)
     messages.success(

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from studies.models import Study
 from studies.services.errors import ImportedStudyRefused
+from studies.services.invitations import RecruitmentError
 from studies.services.reviews import reminders_send
 
 
@@ -28,7 +29,7 @@ class Command(BaseCommand):
         for study in studies:
             try:
                 sent = reminders_send(study=study)
-            except ImportedStudyRefused as exc:
+            except (ImportedStudyRefused, RecruitmentError) as exc:
                 raise CommandError(f"{study.slug}: {exc}") from exc
             self.stdout.write(
                 f"{study.slug}: {sent['reviewers']} reviewer(s), {sent['invitations']} invitation(s)"
