@@ -99,6 +99,7 @@ class JudgeRunForm(forms.Form):
         queryset=JudgeConfig.objects.none(),
         required=False,
         label="Judge",
+        empty_label="Choose a judge",
         help_text="Needed by every method except the baselines.",
     )
     panel = forms.ModelMultipleChoiceField(

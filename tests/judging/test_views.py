@@ -168,6 +168,14 @@ def test_creating_a_run_queues_it_and_shows_the_progress_page(
     assert 'hx-trigger="every 1s"' in page and "0 / 12" in page
 
 
+def test_the_run_forms_judge_choice_starts_with_a_plain_prompt(client, owner, owned):
+    client.force_login(owner)
+    page = client.get(reverse("judging:run_create", args=[owned.slug])).content.decode()
+    select = page.split('name="config"', 1)[1].split("</select>", 1)[0]
+    assert '<option value="" selected>Choose a judge</option>' in select
+    assert "-----" not in page
+
+
 def test_a_refused_run_says_why_on_the_form(client, owner, owned):
     client.force_login(owner)
     url = reverse("judging:run_create", args=[owned.slug])
