@@ -247,6 +247,22 @@ def test_the_study_page_shows_the_steps_and_what_to_do_next(owner, other_researc
     assert client.get(reverse("studies:study_detail", args=[study.slug])).status_code == 404
 
 
+def test_the_study_menu_links_back_to_the_overview_from_its_pages_only(owner):
+    study = study_create(owner=owner, slug="menu", title="Menu study")
+    client = Client()
+    client.force_login(owner)
+    overview = reverse("studies:study_detail", args=[study.slug])
+    back = f'<a href="{overview}">← Menu study</a>'
+
+    def menu(url: str) -> str:
+        page = client.get(url).content.decode()
+        return page[page.index('id="study-menu"') :].split("</nav>", 1)[0]
+
+    assert back not in menu(overview)
+    assert back in menu(reverse("studies:study_progress", args=[study.slug]))
+    assert back in menu(reverse("judging:home", args=[study.slug]))
+
+
 @pytest.mark.parametrize("status", [Study.Status.DRAFT, Study.Status.CLOSED])
 def test_every_step_has_a_url_that_resolves(owner, status):
     study = study_create(owner=owner, slug=f"urls-{status}", title="Urls")
