@@ -29,7 +29,12 @@ from studies.models import (
     Reviewer,
     Study,
 )
-from studies.services.assignment import IDLE_CAP_SECONDS, assignment_commit, assignment_preview
+from studies.services.assignment import (
+    IDLE_CAP_SECONDS,
+    assignment_commit,
+    assignment_preview,
+    reviewers_notify_new_work,
+)
 from studies.services.ideas import StudyNotReady
 from studies.services.invitations import (
     InvitationError,
@@ -88,6 +93,27 @@ def test_invitation_link_is_signed_mailed_and_single_use(owner):
         invitation_accept(token=token, user=user)
     assert exc.value.kind == "used"
     assert Reviewer.objects.filter(study=study).count() == 1
+
+
+@pytest.mark.django_db
+def test_the_ideas_ready_mail_greets_the_reviewer_by_name_like_the_invitation(owner):
+    study = study_create(owner=owner, slug="greet")
+    inv = invitation_create(study=study, email="ada@example.org", name="Ada Lovelace")
+    token = invitation_token(inv)
+    ada = invitation_accept(token=token, user=get_user_model().objects.create_user("ada"))
+    bob_user = get_user_model().objects.create_user(
+        "bob", email="bob@example.org", first_name="Bob", last_name="Brown"
+    )
+    bob = Reviewer.objects.create(study=study, user=bob_user, pseudonym="R002")
+    anon = Reviewer.objects.create(study=study, pseudonym="R003", email="r3@example.org")
+    mail.outbox.clear()
+    assert reviewers_notify_new_work(study=study, reviewer_ids=[ada.pk, bob.pk, anon.pk]) == 3
+    first_lines = {m.to[0]: m.body.split("\n", 1)[0] for m in mail.outbox}
+    assert first_lines == {
+        "ada@example.org": "Dear Ada Lovelace,",
+        "bob@example.org": "Dear Bob Brown,",
+        "r3@example.org": "Hello,",
+    }
 
 
 @pytest.mark.django_db

@@ -220,18 +220,23 @@ def invitations_create_from_csv(
     return created, problems
 
 
+def mail_greeting(name: str) -> str:
+    """The first line of a mail to a (future) reviewer: their name when it is known."""
+    name = name.strip()
+    return f"Dear {name}," if name else "Hello,"
+
+
 def invitation_send(
     *, invitation: Invitation, link_for: LinkFor | None = None, reminder: bool = False
 ) -> None:
     refuse_if_imported(invitation.study, INVITES)
     study = invitation.study
     link = invitation_link(invitation, link_for)
-    greeting = f"Dear {invitation.name}," if invitation.name else "Hello,"
     subject = (
         "Reminder: " if reminder else ""
     ) + f"Invitation to review research ideas: {study.title}"
     body = (
-        f"{greeting}\n\n"
+        f"{mail_greeting(invitation.name)}\n\n"
         f"You are invited to take part as an expert reviewer in the study “{study.title}”.\n"
         "Reviewers read research ideas written to one template and rate them on an "
         "anchored form. You choose your topics and how many ideas you review.\n\n"
