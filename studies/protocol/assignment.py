@@ -241,6 +241,19 @@ class _Prepared:
     problems: list[Problem]
 
 
+def _n(count: int, noun: str, plural: str = "") -> str:
+    """A count with its noun in the right number: "1 idea", "2 ideas"."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+def _their_topics(topics: Sequence[str], *, last: bool = False) -> str:
+    """A reviewer's topics after "their": "only topic, Bias," or "topics Bias and Law"
+    (without the closing comma at the end of a sentence)."""
+    if len(topics) == 1:
+        return f"only topic, {topics[0]}" + ("" if last else ",")
+    return f"topics {_topic_list(topics)}"
+
+
 def _topic_list(topics: Iterable[str]) -> str:
     items = list(topics)
     if len(items) <= 1:
@@ -269,7 +282,8 @@ def _prepare(inputs: AssignmentInputs) -> _Prepared:
                 Problem(
                     "input",
                     idea.id,
-                    f"idea {idea.id} names unknown condition(s) {_topic_list(unknown)}",
+                    f"idea {idea.id} names unknown condition{'s' if len(unknown) > 1 else ''} "
+                    f"{_topic_list(unknown)}",
                 )
             )
     reviewer_index: dict[str, int] = {}
@@ -439,7 +453,7 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
                 Problem(
                     "fixed",
                     ideas[i].id,
-                    f"idea {ideas[i].id} already has {count} submitted reviews, more than the "
+                    f"idea {ideas[i].id} already has {_n(int(count), 'submitted review')}, more than the "
                     f"maximum of {params.max_reviews}",
                     int(count - params.max_reviews),
                 )
@@ -462,7 +476,7 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
                 Problem(
                     "fixed",
                     rev.id,
-                    f"reviewer {rev.id} already submitted {fixed_n} reviews, more than their "
+                    f"reviewer {rev.id} already submitted {_n(fixed_n, 'review')}, more than their "
                     f"maximum load of {rev.max_load}",
                     fixed_n - rev.max_load,
                 )
@@ -482,15 +496,15 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
         entry = prep.eligible[r]
         capacity = sum(c for _, c in entry.values())
         has_topic_ideas = any(topic_size[t] for t in known)
-        topic_word = "only topic" if len(known) == 1 else "topics"
+        one = len(known) == 1
         if capacity == 0 and has_topic_ideas:
             inst = _topic_list(sorted(prep.reviewer_keys[r])) or "unknown"
             problems.append(
                 Problem(
                     "conflict",
                     rev.id,
-                    f"reviewer {rev.id}'s {topic_word} {_topic_list(known)} "
-                    f"{'holds' if len(known) == 1 else 'hold'} only ideas from their own "
+                    f"reviewer {rev.id}'s {_their_topics(known)} "
+                    f"{'holds' if one else 'hold'} only ideas from their own "
                     f"institution ({inst})",
                     rev.load_min,
                 )
@@ -501,9 +515,9 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
                 Problem(
                     "reviewer_load",
                     rev.id,
-                    f"reviewer {rev.id} wants at least {rev.load_min} ideas, but their "
-                    f"{topic_word} {_topic_list(known)} "
-                    f"{'holds' if len(known) == 1 else 'hold'} only {capacity} they may review "
+                    f"reviewer {rev.id} wants at least {_n(rev.load_min, 'idea')}, but their "
+                    f"{_their_topics(known)} "
+                    f"{'holds' if one else 'hold'} only {capacity} they may review "
                     f"(ideas from their own institution excluded)",
                     rev.load_min - capacity,
                 )
@@ -519,8 +533,8 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
                     Problem(
                         f"{kind}_idea",
                         rev.id,
-                        f"no {label} idea in reviewer {rev.id}'s {topic_word} "
-                        f"{_topic_list(known)}{where}",
+                        f"no {label} idea in reviewer {rev.id}'s "
+                        f"{_their_topics(known, last=not where)}{where}",
                         1,
                     )
                 )
@@ -541,9 +555,9 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
                 Problem(
                     "conditions",
                     rev.id,
-                    f"reviewer {rev.id}'s {topic_word} {_topic_list(known)} offer only "
-                    f"{len(avail)} condition(s) ({_topic_list(avail) or 'none'}); each reviewer "
-                    f"must see {need}",
+                    f"reviewer {rev.id}'s {_their_topics(known)} "
+                    f"{'offers' if one else 'offer'} {_conditions_offered(avail)}; each "
+                    f"reviewer must see {need}",
                     need - len(avail),
                 )
             )
@@ -553,7 +567,7 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
                     "conditions",
                     rev.id,
                     f"reviewer {rev.id}'s maximum load of {rev.max_load} is below the "
-                    f"{need} conditions each reviewer must see",
+                    f"{_n(need, 'condition')} each reviewer must see",
                     need - rev.max_load,
                 )
             )
@@ -620,7 +634,7 @@ def _topic_capacity_checks(prep: _Prepared) -> list[Problem]:
                     "topic_capacity",
                     name,
                     f"{what} ≥ {need} review slots "
-                    f"({n_ideas} ideas × {params.min_reviews} reviews), but {who} offer at "
+                    f"({_n(n_ideas, 'idea')} × {_n(params.min_reviews, 'review')}), but {who} offer at "
                     f"most {offer} (the sum of their largest loads)",
                     need - offer,
                 )
@@ -634,8 +648,8 @@ def _topic_capacity_checks(prep: _Prepared) -> list[Problem]:
                 Problem(
                     "topic_capacity",
                     name,
-                    f"reviewers who chose {who} need ≥ {forced} reviews (their minimum "
-                    f"loads), but the {n_ideas} ideas there take at most {room} "
+                    f"reviewers who chose {who} need ≥ {_n(forced, 'review')} (their minimum "
+                    f"loads), but the {_n(n_ideas, 'idea')} there take at most {room} "
                     f"({n_ideas} × {params.max_reviews})",
                     forced - room,
                 )
@@ -678,21 +692,45 @@ def _idea_eligibility_checks(prep: _Prepared) -> list[Problem]:
         )
         available = len(candidates) - blocked + extra_fixed
         if available < params.min_reviews:
-            extra = (
-                f" ({blocked} other(s) who chose {idea.topic} are from its authors' institution)"
-                if blocked > 0
-                else ""
-            )
             problems.append(
                 Problem(
                     "idea_reviews",
                     idea.id,
-                    f"idea {idea.id} (topic {idea.topic}) can be reviewed by only {available} "
-                    f"reviewer(s){extra}; it needs {params.min_reviews}",
+                    _idea_reviewers_message(idea, len(candidates), blocked, available, params),
                     params.min_reviews - available,
                 )
             )
     return problems
+
+
+def _conditions_offered(avail: Sequence[str]) -> str:
+    """What a reviewer's eligible ideas offer: "ideas of one condition only (ai)"."""
+    if not avail:
+        return "no idea they may review"
+    if len(avail) == 1:
+        return f"ideas of one condition only ({avail[0]})"
+    return f"ideas of only {len(avail)} conditions ({_topic_list(avail)})"
+
+
+def _idea_reviewers_message(
+    idea: IdeaInput, chose: int, blocked: int, available: int, params: Parameters
+) -> str:
+    """Why an idea has too few possible reviewers: nobody chose its topic, or those who
+    did are from its authors' institution, or there are just too few of them."""
+    needs = f"it needs {_n(params.min_reviews, 'review')}"
+    if chose == 0 and available == 0:
+        return (
+            f"idea {idea.id} can be reviewed by nobody: no approved reviewer chose its "
+            f"topic, {idea.topic}; {needs}"
+        )
+    who = "nobody" if available == 0 else f"only {_n(available, 'reviewer')}"
+    extra = ""
+    if blocked:
+        extra = (
+            f" ({_n(blocked, 'reviewer')} who chose {idea.topic} "
+            f"{'is' if blocked == 1 else 'are'} from its authors' institution)"
+        )
+    return f"idea {idea.id} (topic {idea.topic}) can be reviewed by {who}{extra}; {needs}"
 
 
 def _topics_of(prep: _Prepared, r: int) -> tuple[str, ...]:
@@ -1565,7 +1603,7 @@ def _describe_slacks(prep: _Prepared, model: _Model, x: np.ndarray) -> list[Prob
                 Problem(
                     "reviewer_load",
                     rev.id,
-                    f"reviewer {rev.id} would have to take {amount} more idea(s) than their "
+                    f"reviewer {rev.id} would have to take {_n(amount, 'more idea')} than their "
                     f"maximum load of {rev.max_load} for every idea to get "
                     f"{params.min_reviews} reviews",
                     amount,
@@ -1589,8 +1627,9 @@ def _describe_slacks(prep: _Prepared, model: _Model, x: np.ndarray) -> list[Prob
                 Problem(
                     "conditions",
                     rev.id,
-                    f"reviewer {rev.id} can see only {params.min_conditions - amount} "
-                    f"condition(s) within the other rules; {params.min_conditions} are required",
+                    f"reviewer {rev.id} can see only "
+                    f"{_n(params.min_conditions - amount, 'condition')} within the other "
+                    f"rules; {params.min_conditions} are required",
                     amount,
                 )
             )
@@ -1616,12 +1655,12 @@ def _describe_slacks(prep: _Prepared, model: _Model, x: np.ndarray) -> list[Prob
             what = f"{grp.topic} ({_topic_list(grp.signature)})"
             if family == "conflict_over":
                 message = (
-                    f"reviewers from {inst} need {amount} more review slot(s) on {what} "
+                    f"reviewers from {inst} need {_n(amount, 'more review slot')} on {what} "
                     f"ideas not written at {inst} than those ideas can take"
                 )
             else:
                 message = (
-                    f"ideas from {inst} in {what} lack {amount} review(s) from reviewers "
+                    f"ideas from {inst} in {what} lack {_n(amount, 'review')} from reviewers "
                     f"outside {inst}"
                 )
             problems.append(Problem("conflict", grp.topic, message, amount))
@@ -1632,7 +1671,7 @@ def _describe_slacks(prep: _Prepared, model: _Model, x: np.ndarray) -> list[Prob
             Problem(
                 "topic_capacity",
                 topic,
-                f"topic {topic} needs ≥ {need} reviews ({n_topic[topic]} ideas × "
+                f"topic {topic} needs ≥ {_n(need, 'review')} ({_n(n_topic[topic], 'idea')} × "
                 f"{params.min_reviews}), but only {need - amount} can be placed there within "
                 f"the reviewers' loads, topics and balance rules ({amount} short)",
                 amount,
@@ -1645,7 +1684,7 @@ def _describe_slacks(prep: _Prepared, model: _Model, x: np.ndarray) -> list[Prob
                 "topic_capacity",
                 topic,
                 f"reviewers' loads push {room + amount} reviews onto topic {topic}, whose "
-                f"{n_topic[topic]} ideas take at most {room} ({amount} too many)",
+                f"{_n(n_topic[topic], 'idea')} take at most {room} ({amount} too many)",
                 amount,
             )
         )
@@ -2281,7 +2320,7 @@ def check_rules(result: AssignmentResult, inputs: AssignmentInputs) -> list[str]
         if reported != dict(counts):
             errors.append(f"reported condition counts of reviewer {rid} are wrong")
         if len(counts) < params.min_conditions:
-            errors.append(f"reviewer {rid} sees {len(counts)} condition(s)")
+            errors.append(f"reviewer {rid} sees {_n(len(counts), 'condition')}")
         if params.require_human_and_ai:
             kinds = {inputs.conditions[c] for c in counts}
             for kind in KINDS:

@@ -141,7 +141,7 @@ def test_reviewer_whose_topic_holds_only_their_own_institutions_ideas_is_explain
     result = solve_assignment(AssignmentInputs(ideas, CONDITIONS, reviewers))
     assert not result.feasible
     assert (
-        "reviewer R7's only topic Safety holds only ideas from their own institution "
+        "reviewer R7's only topic, Safety, holds only ideas from their own institution "
         "(stanford)" in result.explanation()
     )
 
@@ -152,7 +152,41 @@ def test_reviewer_without_an_ai_idea_in_their_topics_is_explained():
     reviewers.append(ReviewerInput("R3", ("Bias",), 2))
     result = solve_assignment(AssignmentInputs(ideas, CONDITIONS, reviewers))
     assert not result.feasible
-    assert "no AI idea in reviewer R3's only topic Bias" in result.explanation()
+    assert "no AI idea in reviewer R3's only topic, Bias" in result.explanation()
+
+
+def test_reviewers_with_one_topic_each_and_a_conflict_are_explained_in_plain_words():
+    # Each topic holds one human and one AI idea from different institutions; each
+    # reviewer chose one topic and comes from the institution of one of its ideas.
+    ideas = []
+    for topic in ("Coding", "Factuality", "Math"):
+        ideas.append(IdeaInput(f"h-{topic}", topic, ("Human",), ("Uni X",)))
+        ideas.append(IdeaInput(f"a-{topic}", topic, ("AI",), ("Uni Y",)))
+    reviewers = [
+        ReviewerInput("R001", ("Factuality",), 1, 3, institution="Uni X"),
+        ReviewerInput("R002", ("Math",), 1, 3, institution="Uni Y"),
+    ]
+    params = Parameters(min_reviews=1, max_reviews=4)
+    result = solve_assignment(AssignmentInputs(ideas, CONDITIONS, reviewers, params=params))
+    assert not result.feasible
+    said = [p.message for p in result.problems]
+    assert (
+        "reviewer R001's only topic, Factuality, offers ideas of one condition only (AI); "
+        "each reviewer must see 2"
+    ) in said
+    assert "no human idea in reviewer R001's only topic, Factuality, outside their own " in (
+        result.explanation()
+    )
+    assert (
+        "idea h-Coding can be reviewed by nobody: no approved reviewer chose its topic, "
+        "Coding; it needs 1 review"
+    ) in said
+    assert (
+        "idea h-Factuality (topic Factuality) can be reviewed by nobody (1 reviewer who "
+        "chose Factuality is from its authors' institution); it needs 1 review"
+    ) in said
+    assert "(2 ideas × 1 review)" in result.explanation()
+    assert "(s)" not in result.explanation()
 
 
 def test_rules_that_clash_only_together_are_found_by_relaxation():
