@@ -51,6 +51,8 @@ class AssignmentPlan:
     fingerprint: str
     skipped_ideas: int = 0
     notes: list[str] = field(default_factory=list)
+    # Of the skipped ideas, those still without an approved text.
+    unapproved_ideas: int = 0
 
 
 def _plan_fixed_assignments(*, study: Study, mode: str) -> list[Assignment]:
@@ -258,7 +260,9 @@ def assignment_plan(
     notes = _plan_notes(
         skipped=skipped, fixed_rows=fixed_rows, reviewer_by_id=reviewer_by_id, label_of=label_of
     )
-    return AssignmentPlan(inputs, reviewer_by_id, idea_by_id, fingerprint, sum(skipped), notes)
+    return AssignmentPlan(
+        inputs, reviewer_by_id, idea_by_id, fingerprint, sum(skipped), notes, skipped[0]
+    )
 
 
 ASSIGNMENT_JOB = "assignment"
@@ -320,6 +324,8 @@ def assignment_preview_run(*, job: JobRun) -> tuple[solver.AssignmentResult, Ass
         "status": result.status,
         "pairs": [list(p) for p in result.pairs],
         "problems": _preview_problems(job.study, result.problems),
+        "remedies": preview_remedies(plan, result.problems),
+        "unapproved": plan.unapproved_ideas,
         "notes": [*plan.notes, *result.notes],
         "objective": result.objective,
         "solve_seconds": round(result.solve_seconds, 3),
@@ -331,6 +337,32 @@ def assignment_preview_run(*, job: JobRun) -> tuple[solver.AssignmentResult, Ass
     if not held.update(params=job.params, message=job.message):
         raise JobStopped(f"job {job.pk} was cancelled or taken over")
     return result, plan
+
+
+# Problems that come from what the reviewers may review: the topics they chose, their
+# load and (conflicts of interest) their institution.
+_TOPIC_RULES = frozenset(
+    {
+        "conflict",
+        "human_idea",
+        "ai_idea",
+        "conditions",
+        "idea_reviews",
+        "topic_capacity",
+        "reviewer_load",
+    }
+)
+
+
+def preview_remedies(plan: AssignmentPlan, problems: Iterable[solver.Problem]) -> list[str]:
+    """Which remedies an infeasible preview offers, in the page's order: "topics" when a
+    problem comes from the reviewers' topics, loads or institutions, "unapproved" only when
+    ideas are still waiting for an approved text (not otherwise: "ideas left out" would
+    send the owner looking for ideas that are all in), then the ones that always apply."""
+    remedies = ["topics"] if {p.rule for p in problems} & _TOPIC_RULES else []
+    if plan.unapproved_ideas:
+        remedies.append("unapproved")
+    return [*remedies, "reviewers", "load", "reviews"]
 
 
 def _preview_problems(study: Study, problems: Iterable[solver.Problem]) -> list[str]:
