@@ -117,7 +117,42 @@ class ConsentForm(forms.Form):
         self.fields["honor_code"].label = honor_code or "I will write my reviews myself."
 
 
-class ProfileForm(forms.Form):
+class TopicsLoadForm(forms.Form):
+    """The topics and load a reviewer chose: part of their profile, and what the study
+    team may change for them once the profile is screened."""
+
+    topic_first = forms.ChoiceField(label="First-choice topic")
+    topic_second = forms.ChoiceField(label="Second-choice topic", required=False)
+    preferred_load = forms.TypedChoiceField(coerce=int, label="How many ideas will you review?")
+
+    def __init__(self, *args: Any, study: Study, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        topics = [(t.name, t.name) for t in study.topics.all()]
+        cast(forms.ChoiceField, self.fields["topic_first"]).choices = [("", "—"), *topics]
+        cast(forms.ChoiceField, self.fields["topic_second"]).choices = [("", "— (none)"), *topics]
+        cast(forms.ChoiceField, self.fields["preferred_load"]).choices = [
+            (n, str(n)) for n in study.load_choices()
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("topic_first") and data.get("topic_first") == data.get("topic_second"):
+            self.add_error("topic_second", "Choose a different second topic, or none.")
+        return data
+
+
+class ProfileForm(TopicsLoadForm):
+    field_order = [
+        "institution",
+        "position",
+        "major_venue_papers",
+        "scholar_url",
+        "reviewing_experience",
+        "topic_first",
+        "topic_second",
+        "preferred_load",
+    ]
+
     institution = forms.CharField(max_length=300)
     position = forms.ChoiceField(
         choices=[
@@ -145,24 +180,22 @@ class ProfileForm(forms.Form):
         label="Prior reviewing experience",
         help_text="Venues you have reviewed for, roughly how often.",
     )
-    topic_first = forms.ChoiceField(label="First-choice topic")
-    topic_second = forms.ChoiceField(label="Second-choice topic", required=False)
-    preferred_load = forms.TypedChoiceField(coerce=int, label="How many ideas will you review?")
+
+
+class OwnerTopicsLoadForm(TopicsLoadForm):
+    """The study team's change to a screened reviewer's topics and load."""
+
+    note = forms.CharField(
+        max_length=1000,
+        required=False,
+        label="Why (kept in the audit log)",
+        help_text="For example what the reviewer wrote to you.",
+        validators=[no_control_characters],
+    )
 
     def __init__(self, *args: Any, study: Study, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        topics = [(t.name, t.name) for t in study.topics.all()]
-        cast(forms.ChoiceField, self.fields["topic_first"]).choices = [("", "—"), *topics]
-        cast(forms.ChoiceField, self.fields["topic_second"]).choices = [("", "— (none)"), *topics]
-        cast(forms.ChoiceField, self.fields["preferred_load"]).choices = [
-            (n, str(n)) for n in study.load_choices()
-        ]
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if data.get("topic_first") and data.get("topic_first") == data.get("topic_second"):
-            self.add_error("topic_second", "Choose a different second topic, or none.")
-        return data
+        super().__init__(*args, study=study, **kwargs)
+        self.fields["preferred_load"].label = "Ideas to review (load)"
 
 
 class PaymentHandleForm(forms.Form):

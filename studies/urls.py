@@ -108,6 +108,11 @@ urlpatterns = [
         name="reviewer_screen",
     ),
     path(
+        "<slug:slug>/reviewers/<int:reviewer_id>/topics/",
+        owner.reviewer_topics_view,
+        name="reviewer_topics",
+    ),
+    path(
         "<slug:slug>/reviewers/<int:reviewer_id>/drop/",
         owner.reviewer_drop_view,
         name="reviewer_drop",

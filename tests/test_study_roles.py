@@ -56,6 +56,8 @@ PAGES: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "studies:study_reviewers": ((), V, None),
     "studies:reviewers_approve_by_rule": ((), None, E),
     "studies:reviewer_screen": (("reviewer",), None, E),
+    # Before reviewer_drop, which drops the reviewer both pages need.
+    "studies:reviewer_topics": (("reviewer",), E, E),
     "studies:reviewer_drop": (("reviewer",), E, E),
     "studies:study_invitations": ((), V, E),
     "studies:invitations_upload": ((), None, E),

@@ -520,3 +520,82 @@ def reviewer_drop(*, reviewer: Reviewer, actor: Any) -> int:
             withdrawn=n,
         )
     return n
+
+
+def reviewer_topics_change(
+    *, reviewer: Reviewer, topics: list[str], preferred_load: int, actor: Any, note: str = ""
+) -> bool:
+    """The study team changes a screened reviewer's topics and load, as the reviewer
+    asked them to (the reviewer's own profile is locked once screened). Returns whether
+    anything changed; each change is an audit entry with the values before and after.
+
+    Checked like the reviewer's own profile: one or two different topics of the study, a
+    load the study offers. Once an assignment gave the reviewer ideas, their topics are
+    kept: that work was chosen from those topics and a new preview keeps it, so new
+    topics would leave the reviewer holding ideas outside what they chose. Their load
+    may still grow (a preview keeping current work then adds ideas), but not fall below
+    the ideas they hold already, which the next preview would keep all the same."""
+    study = reviewer.study
+    refuse_if_imported(study, SCREENS)
+    who = reviewer.pseudonym
+    names = set(study.topics.values_list("name", flat=True))
+    topics = [t.strip() for t in topics if t and t.strip()]
+    unknown = [t for t in topics if t not in names]
+    if not topics:
+        raise RecruitmentError(f"{who}: choose a first-choice topic.")
+    if unknown:
+        raise RecruitmentError(f"{who}: {', '.join(unknown)} is not a topic of this study.")
+    if len(topics) > 2 or len(set(topics)) < len(topics):
+        raise RecruitmentError(f"{who}: choose one topic, or two different ones.")
+    if preferred_load not in study.load_choices():
+        lo, hi = study.min_load, study.max_load
+        raise RecruitmentError(f"{who}: the load must be between {lo} and {hi} ideas.")
+    problem = control_character_problem(note)
+    if problem:
+        raise RecruitmentError(f"{who}: the note {problem}.")
+    with transaction.atomic():
+        # The study row is what committing an assignment locks: a commit waits for this.
+        Study.objects.select_for_update().get(pk=study.pk)
+        reviewer = Reviewer.objects.select_for_update().get(pk=reviewer.pk)
+        if reviewer.dropped_at is not None:
+            raise RecruitmentError(f"{who} has dropped out of the study.")
+        if reviewer.profile_completed_at is None:
+            raise RecruitmentError(f"{who} has not completed the profile yet.")
+        if reviewer.screening == Reviewer.Screening.PENDING:
+            raise RecruitmentError(
+                f"{who}'s profile is not screened yet: the reviewer can still change it."
+            )
+        before_topics = list(reviewer.topic_preferences or [])
+        before_load = reviewer.preferred_load
+        if topics == before_topics and preferred_load == before_load:
+            return False
+        held = Assignment.objects.filter(reviewer=reviewer).exclude(
+            status=Assignment.Status.WITHDRAWN
+        )
+        n_held = held.count()
+        ideas = f"{n_held} assigned idea{'' if n_held == 1 else 's'}"
+        if n_held and topics != before_topics:
+            raise RecruitmentError(
+                f"{who} already holds {ideas} chosen from their current "
+                "topics, which a new preview keeps: their topics can no longer change. "
+                "Their load can still grow."
+            )
+        if preferred_load < n_held:
+            raise RecruitmentError(
+                f"{who} already holds {ideas}: the load cannot be lower than that."
+            )
+        reviewer.topic_preferences = topics
+        reviewer.preferred_load = preferred_load
+        reviewer.save(update_fields=["topic_preferences", "preferred_load"])
+        audit(
+            study=study,
+            actor=actor,
+            verb="reviewer_topics_changed",
+            reviewer=who,
+            topics_before=before_topics,
+            topics=topics,
+            load_before=before_load,
+            load=preferred_load,
+            note=note.strip(),
+        )
+    return True

@@ -20,6 +20,7 @@ from ..reviewer_forms import (
     DueDateForm,
     InvitationForm,
     InvitationUploadForm,
+    OwnerTopicsLoadForm,
     PairTaskCreateForm,
     PairTaskUploadForm,
     ScreeningForm,
@@ -41,6 +42,7 @@ from ..services.invitations import (
     reviewer_drop,
     reviewer_drop_counts,
     reviewer_screen,
+    reviewer_topics_change,
     reviewers_screen_by_rule,
 )
 from ..services.quality import progress_quality
@@ -225,6 +227,57 @@ def reviewer_drop_view(request: HttpRequest, slug: str, reviewer_id: int) -> Htt
         "to give their ideas to other reviewers.",
     )
     return redirect("studies:assignment_preview", study.slug)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def reviewer_topics_view(request: HttpRequest, slug: str, reviewer_id: int) -> HttpResponse:
+    """A screened reviewer's topics and load, changed by the study team for them (their
+    own profile is locked once screened): GET shows the form, POST saves it."""
+    study = get_study_for_member(request, slug, role=EDITOR)
+    reviewer = get_object_or_404(Reviewer, pk=reviewer_id, study=study, dropped_at__isnull=True)
+    prefs = list(reviewer.topic_preferences or [])
+    initial = {
+        "topic_first": prefs[0] if prefs else "",
+        "topic_second": prefs[1] if len(prefs) > 1 else "",
+        "preferred_load": reviewer.preferred_load,
+    }
+    form = OwnerTopicsLoadForm(request.POST or None, initial=initial, study=study)
+    error = ""
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            changed = reviewer_topics_change(
+                reviewer=reviewer,
+                topics=[data["topic_first"], data["topic_second"]],
+                preferred_load=data["preferred_load"],
+                actor=request.user,
+                note=data["note"],
+            )
+        except (RecruitmentError, ImportedStudyRefused) as exc:
+            error = str(exc)
+        else:
+            if changed:
+                messages.success(
+                    request,
+                    f"{reviewer.pseudonym}'s topics and load changed. Preview the assignment "
+                    "again to use them.",
+                )
+            else:
+                messages.info(request, f"{reviewer.pseudonym}: nothing changed.")
+            return redirect("studies:study_reviewers", study.slug)
+    return render(
+        request,
+        "studies/owner/reviewer_topics.html",
+        {
+            "study": study,
+            "reviewer": reviewer,
+            "form": form,
+            "error": error,
+            "n_held": reviewer.assignments.exclude(status="withdrawn").count(),
+        },
+        status=400 if request.method == "POST" else 200,
+    )
 
 
 # --------------------------------------------------------------------------- invitations
