@@ -217,7 +217,7 @@ def test_an_infeasible_preview_says_which_ideas_it_left_out_and_how_to_bring_the
     page, remedies = _preview_page(client, owner, s.study, django_capture_on_commit_callbacks)
     n = Idea.objects.filter(study=s.study).count()
     assert "No assignment satisfies every rule" in page
-    assert f"{n} idea(s) have no approved text yet and are left out" in page
+    assert n > 1 and f"{n} ideas have no approved text yet and are left out" in page
     assert f'href="{reverse("studies:normalization", args=[s.study.slug])}"' in remedies
 
 

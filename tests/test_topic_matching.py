@@ -98,8 +98,8 @@ def test_the_assignment_plan_names_why_each_idea_is_left_out(unbalanced, owner):
     coding = Topic.objects.get(study=unbalanced, name="Coding")
     add_idea(unbalanced, coding, list(unbalanced.conditions.filter(key="AI")), 7, approved=False)
     notes = assignment_plan(study=unbalanced, seed=1).notes
-    assert "1 idea(s) have no approved text yet and are left out" in notes
-    assert "1 idea(s) left out by topic matching are not assigned" in notes
+    assert "1 idea has no approved text yet and is left out" in notes
+    assert "1 idea left out by topic matching is not assigned" in notes
 
 
 def test_the_web_page_shows_the_table_and_the_gate_and_applies_a_proposal(unbalanced, owner):

@@ -187,6 +187,11 @@ def _plan_fingerprint(
     ).hexdigest()
 
 
+def _count(n: int, noun: str) -> str:
+    """A count with its noun in the right number: "1 idea", "2 ideas"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _plan_notes(
     *,
     skipped: tuple[int, int],
@@ -198,9 +203,15 @@ def _plan_notes(
     notes: list[str] = []
     unapproved, excluded = skipped
     if unapproved:
-        notes.append(f"{unapproved} idea(s) have no approved text yet and are left out")
+        notes.append(
+            f"{_count(unapproved, 'idea')} {'has' if unapproved == 1 else 'have'} no approved "
+            f"text yet and {'is' if unapproved == 1 else 'are'} left out"
+        )
     if excluded:
-        notes.append(f"{excluded} idea(s) left out by topic matching are not assigned")
+        notes.append(
+            f"{_count(excluded, 'idea')} left out by topic matching "
+            f"{'is' if excluded == 1 else 'are'} not assigned"
+        )
     # Reviews submitted by reviewers who dropped out stay in the study but not in the
     # program (the solver would hold a dropped reviewer to the per-reviewer rules).
     outside = Counter(
@@ -210,8 +221,9 @@ def _plan_notes(
     )
     if outside:
         notes.append(
-            f"{sum(outside.values())} submitted review(s) from dropped reviewers on "
-            f"{len(outside)} idea(s) come on top of the counts below"
+            f"{_count(sum(outside.values()), 'submitted review')} from dropped reviewers on "
+            f"{_count(len(outside), 'idea')} {'comes' if sum(outside.values()) == 1 else 'come'} "
+            "on top of the counts below"
         )
     return notes
 
@@ -307,8 +319,8 @@ def assignment_preview_run(*, job: JobRun) -> tuple[solver.AssignmentResult, Ass
     job_progress(
         job=job,
         done=1,
-        message=f"solving for {len(plan.inputs.reviewers)} reviewer(s) and "
-        f"{len(plan.inputs.ideas)} idea(s)",
+        message=f"solving for {_count(len(plan.inputs.reviewers), 'reviewer')} and "
+        f"{_count(len(plan.inputs.ideas), 'idea')}",
     )
     result = solver.solve_assignment(plan.inputs)
     job_progress(job=job, done=2, message="drawing up the tables")
@@ -382,7 +394,7 @@ def _preview_problems(study: Study, problems: Iterable[solver.Problem]) -> list[
             if n:
                 label = p.subject.replace("ai", "AI")
                 said.append(
-                    f"none of the study's {n} {label} idea(s) can be assigned: only ideas "
+                    f"none of the study's {_count(n, label + ' idea')} can be assigned: only ideas "
                     "whose text a person approved are, and not those left out by topic "
                     "matching; every reviewer must see at least one human and one AI idea"
                 )
