@@ -634,8 +634,12 @@ def _topic_capacity_checks(prep: _Prepared) -> list[Problem]:
                     "topic_capacity",
                     name,
                     f"{what} ≥ {need} review slots "
-                    f"({_n(n_ideas, 'idea')} × {_n(params.min_reviews, 'review')}), but {who} offer at "
-                    f"most {offer} (the sum of their largest loads)",
+                    f"({_n(n_ideas, 'idea')} × {_n(params.min_reviews, 'review')}), but "
+                    + (
+                        f"no approved reviewer chose {name}"
+                        if offer == 0 and len(s) == 1
+                        else f"{who} offer at most {offer} (the sum of their largest loads)"
+                    ),
                     need - offer,
                 )
             )

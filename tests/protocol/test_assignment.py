@@ -185,7 +185,10 @@ def test_reviewers_with_one_topic_each_and_a_conflict_are_explained_in_plain_wor
         "idea h-Factuality (topic Factuality) can be reviewed by nobody (1 reviewer who "
         "chose Factuality is from its authors' institution); it needs 1 review"
     ) in said
-    assert "(2 ideas × 1 review)" in result.explanation()
+    assert (
+        "topic Coding needs ≥ 2 review slots (2 ideas × 1 review), but no approved reviewer "
+        "chose Coding"
+    ) in said
     assert "(s)" not in result.explanation()
 
 
