@@ -138,6 +138,7 @@ if TYPE_CHECKING:
         reviewer_profile_save,
         reviewer_screen,
         reviewer_sign_up,
+        reviewer_topics_change,
         reviewers_screen_by_rule,
     )
     from .payments import (
@@ -349,6 +350,7 @@ _DEFINED_IN: dict[str, str] = {
     "reviewer_profile_save": ".invitations",
     "reviewer_screen": ".invitations",
     "reviewer_sign_up": ".invitations",
+    "reviewer_topics_change": ".invitations",
     "reviewers_screen_by_rule": ".invitations",
     "PayeeContact": ".payments",
     "PaymentError": ".payments",
@@ -616,6 +618,7 @@ __all__ = [
     "reviewer_profile_save",
     "reviewer_screen",
     "reviewer_sign_up",
+    "reviewer_topics_change",
     "reviewers_notify_new_work",
     "reviewers_screen_by_rule",
     "reviews_accept_undecided",

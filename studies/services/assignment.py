@@ -336,7 +336,7 @@ def assignment_preview_run(*, job: JobRun) -> tuple[solver.AssignmentResult, Ass
         "status": result.status,
         "pairs": [list(p) for p in result.pairs],
         "problems": _preview_problems(job.study, result.problems),
-        "remedies": preview_remedies(plan, result.problems),
+        "remedies": _preview_remedies(plan, result.problems),
         "unapproved": plan.unapproved_ideas,
         "notes": [*plan.notes, *result.notes],
         "objective": result.objective,
@@ -366,7 +366,7 @@ _TOPIC_RULES = frozenset(
 )
 
 
-def preview_remedies(plan: AssignmentPlan, problems: Iterable[solver.Problem]) -> list[str]:
+def _preview_remedies(plan: AssignmentPlan, problems: Iterable[solver.Problem]) -> list[str]:
     """Which remedies an infeasible preview offers, in the page's order: "topics" when a
     problem comes from the reviewers' topics, loads or institutions, "unapproved" only when
     ideas are still waiting for an approved text (not otherwise: "ideas left out" would
