@@ -36,6 +36,9 @@ def _calls(s, owner):
         "screens no reviewers": [
             lambda: invitations.reviewer_screen(reviewer=reviewer, approve=True, actor=owner),
             lambda: invitations.reviewers_screen_by_rule(study=s, actor=owner),
+            lambda: invitations.reviewer_topics_change(
+                reviewer=reviewer, topics=["x"], preferred_load=1, actor=owner
+            ),
         ],
         "sends no reminders": [lambda: reviews.reminders_send(study=s)],
         "has no due date for reviews": [
