@@ -14,8 +14,11 @@ MAX_ROWS = 40
 
 
 @memoised
-def ratings_plot(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str = "score") -> str:
-    """One dot per idea with its interval where there is one, best at the top."""
+def ratings_plot(
+    rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str = "score", heading: bool = True
+) -> str:
+    """One dot per idea with its interval where there is one, best at the top; `title`
+    drawn above it only with `heading` (a page that heads the figure itself passes False)."""
     scored = [r for r in rows if r.get("score") is not None][:MAX_ROWS]
     if not scored:
         return ""
@@ -28,7 +31,8 @@ def ratings_plot(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str =
     ax.plot([r["score"] for r in scored], ys, "o", color=COLOR, ms=4)
     ax.set_yticks(ys, [str(r["label"])[:48] for r in scored], fontsize=7)
     ax.set_xlabel(xlabel)
-    ax.set_title(title)
+    if heading:
+        ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)

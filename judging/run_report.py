@@ -41,6 +41,22 @@ def _label(dimension: str) -> str:
     return dimension.replace("_", " ").capitalize()
 
 
+#: The x-axis of the ratings plot: the quantity in a few words; the plot's heading on the
+#: page (`_label`) says the rest.
+_AXES = {
+    "pairwise": "score (1–5)",
+    "swiss": "wins",
+    "bradley_terry": "strength (log-odds)",
+    "ligbench_novelty": "novelty",
+}
+
+
+def _axis(dimension: str) -> str:
+    if dimension.startswith("elo_"):
+        return "Elo score (0–5)"
+    return _AXES.get(dimension, "score")
+
+
 def _t_interval(values: list[float]) -> tuple[float | None, float | None]:
     if len(values) < 2:
         return None, None
@@ -130,7 +146,12 @@ def judge_run_report(*, run: JudgeRun) -> dict[str, Any]:
     n_ideas = len({row["idea_id"] for rows in tables.values() for row in rows})
     summary = run.summary or {}
     main = order[0] if order else None
-    plot = ratings_plot(tables[main], title=_label(main), xlabel=_label(main)) if main else ""
+    # No title inside the figure: the page heads it with the first table's heading.
+    plot = (
+        ratings_plot(tables[main], title=_label(main), xlabel=_axis(main), heading=False)
+        if main
+        else ""
+    )
     elo_plot = ""
     if elo:
         dim = "elo_rating" if "elo_rating" in elo else next(iter(elo))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -221,7 +222,16 @@ def test_the_progress_fragment_polls_until_the_run_ends_then_reloads_the_page(
     assert 'id="results"' in page and "<svg" in page
     assert 'id="position-consistency">1.000' in page
     assert 'id="first-position">' in page
-    assert "Bradley–Terry" in page and "Pairwise score (1–5, both orders summed)" in page
+    assert "Bradley–Terry" in page
+    # The ratings plot sits under its table's heading and names its axis briefly: the
+    # heading is not printed again as the plot's title or its axis label.
+    # (the SVG's <title>, its accessible name, is not printed)
+    shown = re.sub(r"<title>.*?</title>", "", page, flags=re.S)
+    assert shown.count("Pairwise score (1–5, both orders summed)") == 1
+    heading = page.index("<h3>Pairwise score (1–5, both orders summed)</h3>")
+    plot = page.index('id="ratings-plot"')
+    assert heading < plot < page.index('data-dimension="pairwise"')
+    assert "score (1–5)" in page[plot : page.index('data-dimension="pairwise"')]
 
 
 def test_cancel_and_resume_buttons_change_the_run(client, owner, owned, judge, scripted):
