@@ -439,7 +439,7 @@ def _agreement_figures(
     )
     tables = {t["id"]: t for t in agr.get("tables", [])}
     cons = tables.get("consistency")
-    if cons:
+    if cons and not cons.get("unplotted"):
         ceiling = next((r for r in cons["rows"] if r["kind"] == "ceiling"), None)
         figs["bars"] = plots.agreement_bars(
             [r for r in cons["rows"] if r["kind"] != "ceiling"],

@@ -484,7 +484,7 @@ def _consistency_table(
                 ci=(c.ci_low, c.ci_high),
             )
         rows.append(_row(j.key, j.label, _kind(j), cells))
-    return {
+    table = {
         "id": "consistency",
         "title": "Consistency with the reviewers (Si et al. metric), judge vs. human ceiling",
         "caption": "Balanced accuracy of top/bottom 25 % picks against a random half of "
@@ -492,6 +492,18 @@ def _consistency_table(
         "columns": cols,
         "rows": rows,
     }
+    if not any(c.get("value") is not None for r in rows for c in r["cells"].values()):
+        # The figure of this table would show only its chance line (report_files.py).
+        reason = _first_reason(rows) or "too few ideas had two or more reviews"
+        table["unplotted"] = (
+            "There is no figure: no balanced accuracy could be computed, as each idea's "
+            f"reviewers are split in halves and {reason}."
+        )
+    return table
+
+
+def _first_reason(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    return next((c["reason"] for r in rows for c in r["cells"].values() if c.get("reason")), None)
 
 
 def _judge_metric_table(
