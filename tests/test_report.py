@@ -209,6 +209,9 @@ def test_report_mixed_models_match_lme4_on_si2024(si2024_report):
         # several starts, the best kept; whether they agreed is reported, not assumed
         assert len(fit["starts"]) >= 2 and abs(max(fit["starts"]) - fit["loglik"]) < 1e-6
         assert isinstance(fit["starts_agree"], bool)
+        # hundreds of reviews: no warning that the Wald p is optimistic at this size
+        assert fit["wald_caution"] is None, metric
+    assert "wald-caution" not in (si2024_report / "report.html").read_text()
 
 
 def test_report_consistency_lands_near_the_papers_56_percent(si2024_report):

@@ -126,26 +126,3 @@ def test_report_carries_each_judge_runs_reliability_panel(agreement_report):
     html = (out / "report.html").read_text()
     assert f'id="judge-reliability-run{seeded.pairwise.pk}"' in html
     assert "bt_style_controlled" in html
-
-
-@pytest.mark.figures
-def test_a_consistency_table_with_no_value_has_no_figure_and_says_why(
-    db, owner, tmp_path, settings
-):
-    from studies.models import Review
-    from studies.report_files import report_build
-
-    settings.REPORTS_ROOT = tmp_path
-    seeded = make_agreement_study(owner, n_per_cell=3)
-    first = {}
-    for review in Review.objects.filter(study=seeded.study).order_by("pk"):
-        first.setdefault(review.idea_id, review.pk)
-    Review.objects.filter(study=seeded.study).exclude(pk__in=first.values()).delete()
-    report_build(study=seeded.study, out_dir=tmp_path / "rep", options=FAST)
-    report = json.loads((tmp_path / "rep" / "report.json").read_text())
-    cells = [c for r in _table(report, "consistency")["rows"] for c in r["cells"].values()]
-    assert cells and all(c["value"] is None for c in cells)
-    html = (tmp_path / "rep" / "report.html").read_text()
-    assert 'class="agreement-bars"' not in html  # an empty chart with only its chance line
-    assert 'id="agreement-unplotted-consistency"' in html
-    assert "There is no figure: no balanced accuracy could be computed" in html

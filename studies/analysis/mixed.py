@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -50,10 +50,16 @@ __all__ = [
     "PreparedMixedData",
     "fit_mixed",
     "prepare_mixed_data",
+    "wald_caution",
 ]
 
 
 _WALD = "Wald z (normal reference)"
+
+#: Fewer degrees of freedom than this for a fixed effect (Satterthwaite's, or else the
+#: residual df: rows minus fixed effects) and the report warns that the Wald z p-value,
+#: which takes the df as infinite, is too small; a t with 30 df is close to the normal.
+WALD_SMALL_DF = 30
 _WALD_SATT = "Wald z (normal reference); Satterthwaite df and t p-values in df / p_satterthwaite"
 
 
@@ -576,4 +582,30 @@ def _fit_statsmodels(
         warnings=notes,
         p_value_method=_WALD,
         details={"best_method": best_method},
+    )
+
+
+def wald_caution(fit: Mapping[str, Any]) -> str | None:
+    """One sentence for a fit (`MixedResult.to_dict()`) whose fixed effects other than the
+    intercept have fewer than `WALD_SMALL_DF` degrees of freedom, saying the Wald p is
+    optimistic and where to read a better one; None for a larger fit or one not made."""
+    rows = [r for r in fit.get("fixed") or [] if r.get("term") != "Intercept"]
+    if not rows:
+        return None
+    satt = [r["df"] for r in rows if r.get("df") is not None]
+    if satt:
+        low = min(satt)
+        if low >= WALD_SMALL_DF:
+            return None
+        return (
+            f"At this size (as few as {fixed(low, 1)} Satterthwaite degrees of freedom) the "
+            "Wald p-values are optimistic; read the Satterthwaite p in the df / p (Satt.) "
+            "column."
+        )
+    residual = int(fit.get("n_obs") or 0) - len(fit["fixed"])
+    if residual >= WALD_SMALL_DF:
+        return None
+    return (
+        f"At this size ({residual} residual degrees of freedom) the Wald p-values are "
+        "optimistic, and no Satterthwaite p was computed for this fit."
     )

@@ -131,7 +131,7 @@ def _mixed_section(
     also the idea unit the fits used. Without ``extras``: the main fits and the
     description only (no sensitivity fits, no lme4 cross-check)."""
     mixed: dict[str, Any] = {"fits": {}, "engine_requested": options.mixed_engine}
-    from .mixed import fit_mixed
+    from .mixed import fit_mixed, wald_caution
 
     # The idea random effect is the idea as it appears in a condition (one id per condition,
     # as the released scripts and lme4 reference use). When some ideas sit in several
@@ -164,6 +164,7 @@ def _mixed_section(
     for metric in metrics:
         tick(f"mixed model: {metric}")
         mixed["fits"][metric] = fit(metric, idea_unit, options.mixed_starts)
+        mixed["fits"][metric]["wald_caution"] = wald_caution(mixed["fits"][metric])
         if shared_ideas:
             # A sensitivity fit; two starts still show whether the optimum is unique.
             mixed["sensitivity"][metric] = fit(metric, "idea_id", min(2, options.mixed_starts))
