@@ -115,7 +115,7 @@ def test_report_numbers_round_half_away_from_zero():
     assert pval(0.0125) == "0.013" and pval(0.0005) == "5.00e-04" and pval(0.9996) == "1"
     assert pct(0.0285) == "2.9%" and pct(1) == "100.0%"
     assert cell({"value": 0.125, "format": "num2", "ci_low": -0.125, "ci_high": 0.375}) == (
-        "0.13 [-0.13, 0.38]"
+        "0.13 (\u22120.13 to 0.38)"
     )
     assert cell({"value": 0.0285, "format": "pct"}) == "2.9%"
     # the report's template filter, as the Mean per idea table calls it
@@ -123,3 +123,40 @@ def test_report_numbers_round_half_away_from_zero():
         Context({"a": 3.25, "b": 3.75})
     )
     assert page == "3.3 3.8"
+
+
+def test_intervals_read_low_to_high_with_a_true_minus_and_one_dash_when_a_bound_is_missing():
+    from django.template import Context, Template
+
+    from studies.analysis.rounding import interval_text, line_text
+
+    minus = "\u2212"
+    assert interval_text(-1.666, -0.055, 2) == f"{minus}1.67 to {minus}0.06"
+    assert interval_text(-19, 7.8, 3) == f"{minus}19.000 to 7.800"
+    assert interval_text(None, 2.0) == interval_text(1.0, float("nan")) == "—"
+    assert interval_text(-0.001, 0.004, 2) == "0.00 to 0.00"  # no sign on a rounded zero
+    assert interval_text(0.4625, 0.5, 1, percent=True) == "46.3% to 50.0%"
+    assert line_text(10.1, -0.72, "judge") == f"10.10 {minus} 0.72·judge"
+    assert line_text(-1, 0.5, "judge") == f"{minus}1.00 + 0.50·judge"
+    # the template filter reads low/high, or ci_low/ci_high, or a named pair
+    page = Template(
+        "{% load report_format %}{{ a|interval:2 }}|{{ b|interval:3 }}|{{ c|interval:2 }}"
+        '|{{ d|interval:"pct,split" }}|{{ e|interval:"2,pearson_ci" }}'
+    ).render(
+        Context(
+            {
+                "a": {"low": -1.666, "high": -0.055},
+                "b": {"low": None, "high": None},
+                "c": {"ci_low": -4.1333, "ci_high": 2.1333},
+                "d": {"split_low": 0.4, "split_high": 0.61},
+                "e": {"pearson_ci_low": -0.2, "pearson_ci_high": 0.3},
+            }
+        )
+    )
+    assert page.split("|") == [
+        f"{minus}1.67 to {minus}0.06",
+        "—",
+        f"{minus}4.13 to 2.13",
+        "40.0% to 61.0%",
+        f"{minus}0.20 to 0.30",
+    ]

@@ -41,6 +41,7 @@ from scipy.stats import t as student_t
 from judging.methods.bradley_terry import RIDGE
 from judging.methods.svg import figure_svg
 from studies.analysis.plots import pyplot
+from studies.analysis.rounding import line_text
 
 __all__ = [
     "N_BOOT",
@@ -706,7 +707,7 @@ def reliability_plot(
             [a + b * lo, a + b * hi],
             color="#c44e52",
             lw=1.5,
-            label=f"fit: {a:.2f} + {b:.2f}·judge",
+            label=f"fit: {line_text(a, b, 'judge')}",
         )
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)

@@ -16,7 +16,7 @@ import pandas as pd
 from . import consistency as cons
 from .frame import json_float, plain_value
 from .options import CHANCE_RANKINGS, ReportOptions
-from .rounding import cell_number, fixed, p_text, percent_text
+from .rounding import cell_number, fixed, p_text, percent_text, signed_text
 
 if TYPE_CHECKING:
     from .agreement import JudgeAgreement, MetricCorrelations, TopKOverlap
@@ -583,8 +583,12 @@ def _chance_cell(m: str, c: dict[str, Any]) -> dict[str, Any]:
         )
     # The sentence writes its numbers as the table cell does (num3), so both read alike.
     s, k = c["spearman"], c["kendall"]
-    s_mean, s_low, s_high = (cell_number(s[key], "num3") for key in ("mean", "low", "high"))
-    k_mean, k_low, k_high = (cell_number(k[key], "num3") for key in ("mean", "low", "high"))
+    s_mean, s_low, s_high = (
+        signed_text(cell_number(s[k], "num3")) for k in ("mean", "low", "high")
+    )
+    k_mean, k_low, k_high = (
+        signed_text(cell_number(k[j], "num3")) for j in ("mean", "low", "high")
+    )
     share = percent_text(c["confidence"], 0)
     how = (
         f"Random ranking (chance) on {m}: over {c['n_rankings']:,} independent uniformly "

@@ -41,6 +41,51 @@ def p_text(value: float) -> str:
     return f"{p:.2e}"
 
 
+#: The minus sign of numbers written for reading (U+2212): "−0.72", not the hyphen "-0.72".
+MINUS = "\u2212"
+
+
+def signed_text(text: str) -> str:
+    """A number already written (`fixed`, `percent_text`) with a true minus sign for a
+    negative one, and no sign at all on one that rounds to zero ("-0.00" is "0.00")."""
+    if not text.startswith("-"):
+        return text
+    if any(ch in "123456789" for ch in text) or "inf" in text:
+        return MINUS + text[1:]
+    return text[1:]
+
+
+def _missing(value: Any) -> bool:
+    if value is None:
+        return True
+    try:
+        return math.isnan(float(value))
+    except (TypeError, ValueError):
+        return True
+
+
+def interval_text(low: Any, high: Any, digits: int = 3, *, percent: bool = False) -> str:
+    """An interval for reading: "−1.67 to −0.06", each bound with `digits` decimals (as a
+    percentage when `percent`) and a true minus sign; a single "—" when either bound is
+    missing (None or NaN). Machine-readable files keep the numbers themselves."""
+    if _missing(low) or _missing(high):
+        return "—"
+
+    def bound(value: Any) -> str:
+        v = float(value)
+        return signed_text(percent_text(v, digits) if percent else fixed(v, digits))
+
+    return f"{bound(low)} to {bound(high)}"
+
+
+def line_text(intercept: float, slope: float, x: str, digits: int = 2) -> str:
+    """A fitted line a + b·x for reading: "10.10 − 0.72·judge", not "10.10 + -0.72·judge"."""
+    a = signed_text(fixed(float(intercept), digits))
+    b = signed_text(fixed(float(slope), digits))
+    sign, size = ("−", b[1:]) if b.startswith(MINUS) else ("+", b)
+    return f"{a} {sign} {size}·{x}"
+
+
 #: Decimals of each number format a report table cell names (`format`).
 CELL_DIGITS = {"pct": 1, "num1": 1, "num2": 2, "num3": 3, "money": 4}
 
@@ -57,19 +102,20 @@ def cell_number(value: Any, fmt: str) -> str:
 
 
 def cell_text(c: Any) -> str:
-    """An agreement-table cell: value, [CI], or "–" when it could not be computed; the
+    """An agreement-table cell: value (CI as `interval_text`), or "–" when it could not be computed; the
     chance row's value is followed by the range of its random rankings, not a CI."""
     if not c:
         return ""
     fmt = c.get("format", "num3")
-    text = cell_number(c.get("value"), fmt)
+    text = signed_text(cell_number(c.get("value"), fmt))
     if c.get("value") is None:
         return text
+    digits, percent = CELL_DIGITS.get(fmt, 3), fmt == "pct"
     if c.get("ci_low") is not None and c.get("ci_high") is not None:
-        text += f" [{cell_number(c['ci_low'], fmt)}, {cell_number(c['ci_high'], fmt)}]"
+        text += f" ({interval_text(c['ci_low'], c['ci_high'], digits, percent=percent)})"
     if c.get("range_low") is not None:
-        low, high = cell_number(c["range_low"], fmt), cell_number(c.get("range_high"), fmt)
-        text += f" (95 % range {low} to {high})"
+        within = interval_text(c["range_low"], c.get("range_high"), digits, percent=percent)
+        text += f" (95 % range {within})"
     if c.get("k") is not None:
         text += f" of {c['k']}"
     return text

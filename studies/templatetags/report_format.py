@@ -12,7 +12,7 @@ from typing import Any
 from django import template
 
 from studies.analysis.plan_voice import stars_for
-from studies.analysis.rounding import cell_text, fixed, p_text, percent_text
+from studies.analysis.rounding import cell_text, fixed, interval_text, p_text, percent_text
 
 register = template.Library()
 
@@ -84,3 +84,24 @@ def get(mapping: Any, key: Any) -> Any:
 def cell(c: Any) -> str:
     """An agreement-table cell as `studies.analysis.rounding.cell_text` writes it."""
     return cell_text(c)
+
+
+@register.filter
+def interval(bounds: Any, spec: Any = 3) -> str:
+    """An interval of a mapping as `studies.analysis.rounding.interval_text` writes it
+    ("−1.67 to −0.06", or "—" when a bound is missing). `spec` is the decimals, or "pct"
+    (or "pct0", "pct2") for a percentage with one (none, two), then optionally a comma
+    and the keys' prefix: `{{ row|interval:3 }}` reads row.low and row.high (ci_low and
+    ci_high when there is no "low"), `{{ c|interval:"2,pearson_ci" }}` reads
+    pearson_ci_low and pearson_ci_high."""
+    digits_text, _, prefix = str(spec).partition(",")
+    digits_text = digits_text.strip()
+    percent = digits_text.startswith("pct")
+    digits = int(digits_text[3:] or 1) if percent else int(digits_text)
+    if not hasattr(bounds, "get"):
+        return "—"
+    if prefix.strip():
+        keys = (f"{prefix.strip()}_low", f"{prefix.strip()}_high")
+    else:
+        keys = ("low", "high") if "low" in bounds else ("ci_low", "ci_high")
+    return interval_text(bounds.get(keys[0]), bounds.get(keys[1]), digits, percent=percent)

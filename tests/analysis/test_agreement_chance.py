@@ -140,9 +140,9 @@ def test_a_chance_sentence_and_its_table_cell_print_the_same_digits(monkeypatch)
         df, metrics=["overall"], judges=[], human_pairs=None, consistency={}, options=options
     )
     cell = _chance_cell(out)
-    assert cell_filter(cell) == "0.063 (95 % range -0.313 to 0.563)"
-    assert "per idea 0.063, 95% of random rankings between -0.313 and 0.563" in cell["how"]
-    assert "τ-b mean 0.063, 95% between -0.313 and 0.563" in cell["how"]
+    assert cell_filter(cell) == "0.063 (95 % range \u22120.313 to 0.563)"
+    assert "per idea 0.063, 95% of random rankings between \u22120.313 and 0.563" in cell["how"]
+    assert "τ-b mean 0.063, 95% between \u22120.313 and 0.563" in cell["how"]
 
 
 def test_the_count_of_chance_rankings_is_a_report_option_the_report_states():

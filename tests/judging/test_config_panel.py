@@ -88,7 +88,7 @@ def test_a_judges_page_pools_its_runs_in_the_study_wherever_it_sat(owner):
     assert f'href="{url}"' in home
     page = c.get(url).content.decode()
     assert 'id="config-agreement-direct-overall"' in page
-    assert f"{rho:.3f}" in page and f"{low:.3f}–{high:.3f}" in page
+    assert f"{rho:.3f}" in page and f"{low:.3f} to {high:.3f}" in page
     assert f"#{as_member.pk}" in page and "panel seat 1" in page
     body = c.get(reverse("judging:config_reliability_csv", args=[study.slug, scorer.pk])).content.decode()  # fmt: skip
     rows = list(csv.DictReader(io.StringIO(body)))
