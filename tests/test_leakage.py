@@ -172,6 +172,8 @@ def test_the_reading_follows_the_interval_and_the_sample_size(auc, ci, n, kind, 
     assert words.startswith(start), words
     # a small source is said to be small; a large one is not
     assert (f"{n} ideas" in words) == (n < 10), words
+    if kind == "too_few":  # the interval reads as on the report and judge pages
+        assert f"({ci[0]:.2f} to {ci[1]:.2f})" in words, words
 
 
 def test_a_below_chance_auc_blames_the_labels_only_on_a_large_sample():

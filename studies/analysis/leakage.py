@@ -37,7 +37,7 @@ import numpy as np
 from scipy import sparse
 from scipy.stats import rankdata
 
-from .rounding import fixed
+from .rounding import interval_text
 
 if TYPE_CHECKING:
     from .frame import Progress
@@ -355,7 +355,7 @@ def verdict(
         else ""
     )
     small = smaller is not None and smaller < SMALL_SOURCE
-    interval = f"{fixed(ci_low, 2)}–{fixed(ci_high, 2)}" if kind != "not_computed" else ""
+    interval = interval_text(ci_low, ci_high, 2) if kind != "not_computed" else ""
     if kind == "not_computed":
         return "not computed"
     if kind == "below_chance" and small:

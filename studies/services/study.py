@@ -32,6 +32,7 @@ from llm.models import LLMBatch, LLMCall
 from .. import csvsafe
 from .. import models as m
 from ..analysis.plan import AnalysisPlan, PlanError, parse_plan, plan_document, plan_hash
+from ..analysis.rounding import fixed, interval_text
 
 # The job lifecycle lives in .jobs; its functions stay importable from here.
 from ..jobs import (  # noqa: F401
@@ -319,8 +320,8 @@ def study_open_for_review(
             raise LeakageNotAcknowledged(
                 [
                     f"the latest leakage check says the texts reviewers will read are easy to "
-                    f"tell apart by source (AUC {warning['auc']:.2f}, 95% CI "
-                    f"{warning['ci_low']:.2f}–{warning['ci_high']:.2f}); to open anyway, "
+                    f"tell apart by source (AUC {fixed(warning['auc'], 2)}, 95% CI "
+                    f"{interval_text(warning['ci_low'], warning['ci_high'], 2)}); to open anyway, "
                     f"type “{LEAKAGE_ACKNOWLEDGEMENT}”"
                 ]
             )
