@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from django.template.loader import render_to_string  # noqa: E402
 
 from studies.templatetags import display  # noqa: E402
 from studies.templatetags.display import csp_svg, markdown, report_body  # noqa: E402
@@ -160,3 +161,28 @@ def test_intervals_read_low_to_high_with_a_true_minus_and_one_dash_when_a_bound_
         "40.0% to 61.0%",
         f"{minus}0.20 to 0.30",
     ]
+
+
+def test_the_progress_page_writes_leniency_intervals_in_the_report_style():
+    quality = {
+        "kinds": [],
+        "leniency": {
+            "overall": {
+                "rows": [
+                    {
+                        "reviewer_id": "R1",
+                        "reviews": 4,
+                        "effect": -0.3,
+                        "low": -0.75,
+                        "high": 0.125,
+                    },
+                    {"reviewer_id": "R2", "reviews": 1, "effect": 0.1, "low": None, "high": None},
+                ]
+            }
+        },
+    }
+    html = render_to_string(
+        "studies/owner/_quality.html", {"quality": quality, "study": {"slug": "s"}}
+    )
+    assert "<td>−0.75 to 0.13</td>" in html
+    assert "<td>—</td>" in html and "[" not in html
