@@ -350,6 +350,26 @@ def test_reminders_go_to_reviewers_with_open_work_and_open_invitations(seeded):
     call_command("send_reminders", seeded.study.slug)
 
 
+@pytest.mark.django_db
+def test_a_reminder_greets_the_reviewer_by_name_and_counts_in_words(seeded):
+    named, unnamed = seeded.reviewers[0], seeded.reviewers[1]
+    Reviewer.objects.filter(pk=named.pk).update(name="Ada Lovelace")
+    Reviewer.objects.filter(pk=unnamed.pk).update(name="")
+    type(unnamed.user).objects.filter(pk=unnamed.user_id).update(first_name="", last_name="")
+    mail.outbox.clear()
+    reminders_send(study=seeded.study)
+    bodies = {m.to[0]: m.body for m in mail.outbox}
+    assert bodies[named.user.email or named.email].startswith("Dear Ada Lovelace,\n")
+    assert bodies[unnamed.user.email or unnamed.email].startswith("Hello,\n")
+    open_reviews = named.assignments.filter(status="pending").count()
+    assert open_reviews > 1
+    assert (
+        f"You have {open_reviews} idea reviews still open"
+        in bodies[named.user.email or named.email]
+    )
+    assert not any("(s)" in body for body in bodies.values())
+
+
 def test_rate_limiter_counts_per_key(db):
     cache.clear()
     assert not any(rate_limit_hit("k", limit=3, window=60) for _ in range(3))

@@ -43,6 +43,8 @@ def test_a_rejected_reviewer_is_told_politely_and_told_nothing_else(
     pending, owner, django_capture_on_commit_callbacks
 ):
     seeded, target = pending
+    Reviewer.objects.filter(pk=target.pk).update(name="Grace Hopper")
+    target.refresh_from_db()
     mail.outbox.clear()
     with django_capture_on_commit_callbacks(execute=True):
         reviewer_screen(reviewer=target, approve=False, reason=REASON, actor=owner)
@@ -51,6 +53,7 @@ def test_a_rejected_reviewer_is_told_politely_and_told_nothing_else(
     assert message.to == [target.email]
     text = message.subject + "\n" + message.body
     assert seeded.study.title in text
+    assert message.body.startswith("Dear Grace Hopper,\n")
     assert "Thank you" in message.body
     assert BASE + reverse("studies:reviewer_home") in message.body
     leaked = [s for s in _what_must_not_show(seeded, target) if s and s.lower() in text.lower()]

@@ -33,7 +33,7 @@ from ..protocol import assignment as solver
 from ..status import ASSIGNS, refuse_if_imported
 from .audit import audit
 from .ideas import idea_label
-from .invitations import LinkFor, RecruitmentError, default_link_for, mail_greeting
+from .invitations import LinkFor, RecruitmentError, default_link_for, reviewer_greeting
 from .quality import assignment_gold_pairs
 
 # Gaps between a reviewer's events longer than this count as this long: a tab left open
@@ -522,10 +522,9 @@ def reviewers_notify_new_work(
         email = (rev.user.email if rev.user else "") or rev.email
         if not email:
             continue
-        name = rev.name or (rev.user.get_full_name() if rev.user else "")
         send_mail(
             f"Your ideas to review are ready: {study.title}",
-            f"{mail_greeting(name)}\n\nThe ideas you will review in “{study.title}” are ready.\n"
+            f"{reviewer_greeting(rev)}\n\nThe ideas you will review in “{study.title}” are ready.\n"
             f"Start here: {link}\n\nThank you for your help!\n",
             None,
             [email],

@@ -226,6 +226,12 @@ def mail_greeting(name: str) -> str:
     return f"Dear {name}," if name else "Hello,"
 
 
+def reviewer_greeting(reviewer: Reviewer) -> str:
+    """`mail_greeting` for a reviewer: the name on their profile, else their account's."""
+    user = reviewer.user
+    return mail_greeting(reviewer.name or (user.get_full_name() if user else ""))
+
+
 def invitation_send(
     *, invitation: Invitation, link_for: LinkFor | None = None, reminder: bool = False
 ) -> None:
@@ -458,7 +464,7 @@ def reviewer_notify_rejected(*, reviewer_id: int) -> bool:
     title = reviewer.study.title
     send_mail(
         f"Your sign-up to review: {title}",
-        "Hello,\n\n"
+        f"{reviewer_greeting(reviewer)}\n\n"
         f"Thank you for signing up to review research ideas in the study “{title}” and for "
         "completing your profile. The study team has reviewed the sign-ups, and this time "
         "they cannot include you as a reviewer, so no ideas will be assigned to you.\n\n"

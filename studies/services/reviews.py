@@ -43,7 +43,14 @@ from ..status import PAIRS, refuse_if_imported
 from .assignment import IDLE_CAP_SECONDS, assignment_touch
 from .audit import audit
 from .ideas import idea_label
-from .invitations import LinkFor, RecruitmentError, TextRejected, default_link_for, invitation_send
+from .invitations import (
+    LinkFor,
+    RecruitmentError,
+    TextRejected,
+    default_link_for,
+    invitation_send,
+    reviewer_greeting,
+)
 
 PAIR_DIMENSIONS = ["overall", "novelty", "feasibility", "excitement", "effectiveness"]
 MAX_ANSWER_CHARS = 20_000
@@ -707,6 +714,16 @@ def progress_summary(*, study: Study) -> dict[str, Any]:
     }
 
 
+def _open_work_text(reviews: int, pairs: int) -> str:
+    """ "2 idea reviews and 1 pair rating", leaving out a kind with none open."""
+    parts = [
+        f"{n} {word}{'' if n == 1 else 's'}"
+        for n, word in ((reviews, "idea review"), (pairs, "pair rating"))
+        if n
+    ]
+    return " and ".join(parts)
+
+
 def reminders_send(
     *, study: Study, link_for: LinkFor | None = None, actor: Any = None
 ) -> dict[str, int]:
@@ -751,7 +768,7 @@ def reminders_send(
         )
         send_mail(
             f"Reminder: your reviews for {study.title}",
-            f"Hello,\n\nYou have {n_open} idea review(s) and {n_pairs} pair rating(s) still "
+            f"{reviewer_greeting(rev)}\n\nYou have {_open_work_text(n_open, n_pairs)} still "
             f"open in “{study.title}”.{due}\nContinue here: {link}\n\nThank you!\n",
             None,
             [email],
