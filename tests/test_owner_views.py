@@ -308,3 +308,12 @@ def test_progress_polls_a_fragment_and_owner_can_remind_and_close(client, seeded
     r = client.post(reverse("studies:study_reminders", args=[seeded.study.slug]), follow=True)
     assert "closed" in r.content.decode() and "sends no reminders" in r.content.decode()
     assert mail.outbox == []
+    due = seeded.study.reviews_due_at
+    r = client.post(
+        reverse("studies:study_due", args=[seeded.study.slug]),
+        {"reviews_due_at": "2030-01-01T10:00"},
+        follow=True,
+    )
+    assert "so it takes no due date" in r.content.decode()
+    seeded.study.refresh_from_db()
+    assert seeded.study.reviews_due_at == due

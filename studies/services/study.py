@@ -201,6 +201,10 @@ def study_close(*, study: Study, actor: Any = None) -> None:
 
 def study_set_due(*, study: Study, due: Any, actor: Any = None) -> None:
     refuse_if_imported(study, "has no due date for reviews")
+    if study.is_closed():
+        raise SetupError(
+            "The study is closed: its reviews can no longer be changed, so it takes no due date."
+        )
     study.reviews_due_at = due
     study.save(update_fields=["reviews_due_at", "updated_at"])
     audit(study=study, actor=actor, verb="study_due_set", due=str(due))

@@ -31,7 +31,7 @@ from ..services.assignment import (
     assignment_plan,
     assignment_preview_enqueue,
 )
-from ..services.errors import ImportedStudyRefused
+from ..services.errors import ImportedStudyRefused, SetupError
 from ..services.invitations import (
     RecruitmentError,
     invitation_create,
@@ -127,11 +127,15 @@ def study_due(request: HttpRequest, slug: str) -> HttpResponse:
     if refused_as_imported(request, study, "has no due date for reviews"):
         return redirect("studies:study_progress", study.slug)
     form = DueDateForm(request.POST)
-    if form.is_valid():
-        study_set_due(study=study, due=form.cleaned_data["reviews_due_at"], actor=request.user)
-        messages.success(request, "Due date saved.")
-    else:
+    if not form.is_valid():
         messages.error(request, "That is not a date and time.")
+        return redirect("studies:study_progress", study.slug)
+    try:
+        study_set_due(study=study, due=form.cleaned_data["reviews_due_at"], actor=request.user)
+    except SetupError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Due date saved.")
     return redirect("studies:study_progress", study.slug)
 
 
