@@ -171,19 +171,29 @@ TEMPLATES = [
 ]
 
 
+# How long an SQLite connection waits for another's write before "database is locked".
+SQLITE_BUSY_SECONDS = env_int("IDEAREVIEW_SQLITE_BUSY_SECONDS", 20)
+
+
+# Web process and Celery worker share the file: wait instead of failing, take the write
+# lock when a transaction begins (a transaction that read first and then wants to write
+# after another connection wrote fails at once, whatever the timeout), and let readers go
+# on while one writes (write-ahead log). The same whether the file is the default or named
+# by DATABASE_URL=sqlite:///...
+SQLITE_OPTIONS = {
+    "timeout": SQLITE_BUSY_SECONDS,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+}
+
+
 def _database() -> dict:
     url = os.environ.get("DATABASE_URL")
     if not url:
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "ideareview.sqlite3",
-            # Web process and Celery worker share the file: wait instead of failing, and
-            # let readers go on while one writes (write-ahead log).
-            "OPTIONS": {
-                "timeout": 20,
-                "transaction_mode": "IMMEDIATE",
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
-            },
+            "OPTIONS": dict(SQLITE_OPTIONS),
             # Tests run a Celery worker and a live server in threads beside the test. On
             # Django's default in-memory test database (shared cache) SQLite locks whole
             # tables and fails at once with "database table is locked" instead of waiting,
@@ -200,6 +210,8 @@ def _database() -> dict:
         )
     except Exception as exc:  # the library raises several types for a bad URL
         raise ImproperlyConfigured(f"DATABASE_URL is malformed: {exc}") from exc
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        config["OPTIONS"] = {**SQLITE_OPTIONS, **(config.get("OPTIONS") or {})}
     pool_size = env_int("DATABASE_POOL_MAX_SIZE", 0)
     if pool_size and config["ENGINE"] == "django.db.backends.postgresql":
         pool = _pool(pool_size)

@@ -104,3 +104,37 @@ def test_study_report_passes_its_chance_ranking_count_to_the_build(si2024_study,
     with pytest.raises(CommandError, match="stopped here"):
         call_command("study_report", "si2024", "--chance-rankings", "300")
     assert seen["options"].chance_rankings == 300
+
+
+def test_a_sqlite_database_url_gets_the_embedded_defaults_locking(tmp_path):
+    """A worker pointed at an SQLite file by DATABASE_URL (as the job tests' workers are)
+    waits for a write lock, takes it when a transaction begins and writes ahead, as the
+    default file does: without it a transaction that read and then wrote after another
+    connection's write failed at once with "database is locked"."""
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "CELERY_", "IDEAREVIEW_", "CACHE_", "REDIS_", "DATABASE_"))
+    }
+    probe = (
+        "from django.db import connection\n"
+        "c = connection.cursor()\n"
+        "print(c.execute('PRAGMA journal_mode').fetchone()[0],"
+        " c.execute('PRAGMA busy_timeout').fetchone()[0],"
+        " connection.settings_dict['OPTIONS'].get('transaction_mode'))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", probe],
+        cwd=ROOT,
+        env={
+            **clean,
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'named.sqlite3'}",
+            "IDEAREVIEW_SQLITE_BUSY_SECONDS": "45",
+            "IDEAREVIEW_VAR_DIR": str(tmp_path / "var"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1].split() == ["wal", "45000", "IMMEDIATE"]
