@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from studies.models import Assignment, Invitation, PairTask, Review, Reviewer
+from studies.models import Assignment, Invitation, PairTask, Review, Reviewer, StudyMember
 from studies.services.invitations import invitation_create, invitation_token
 from studies.services.reviews import pair_tasks_create
 from studies.services.study import study_close
@@ -284,6 +284,20 @@ def test_the_site_root_and_a_login_land_reviewers_on_their_reviews_and_teams_on_
     assert client.get("/")["Location"] == reverse("studies:study_list")
     studies = client.get(reverse("studies:study_list")).content.decode()
     assert f'href="{reverse("studies:reviewer_home")}"' in studies
+
+
+@pytest.mark.django_db
+def test_a_reviewer_who_opens_the_studies_page_goes_to_their_reviews(client, seeded):
+    """A reviewer on no team sees no empty researchers' page; a team member keeps it."""
+    client.force_login(seeded.users[0])
+    r = client.get(reverse("studies:study_list"))
+    assert r.status_code == 302 and r["Location"] == reverse("studies:reviewer_home")
+    # The same reviewer made a viewer of a study (not a researcher) sees the studies.
+    StudyMember.objects.create(
+        study=seeded.study, user=seeded.users[0], role=StudyMember.Role.VIEWER
+    )
+    page = client.get(reverse("studies:study_list"))
+    assert page.status_code == 200 and seeded.study.title in page.content.decode()
 
 
 # --------------------------------------------------------------------------- the review

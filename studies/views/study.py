@@ -53,6 +53,7 @@ from ..status import refuse_if_imported, study_status
 from ..storage import report_file_open
 from ..study_forms import StudyCreateForm
 from ..tasks import report_enqueue
+from .reviewer import landing_page
 
 
 def report_file_names(data: dict) -> set[str]:
@@ -157,6 +158,11 @@ def get_study_for_owner(request: HttpRequest, slug: str) -> Study:
 @login_required
 @require_GET
 def study_list(request: HttpRequest) -> HttpResponse:
+    """The user's studies; a reviewer on no study team, who can create none, goes to
+    their reviews instead of an empty researchers' page."""
+    page = landing_page(request.user)
+    if page != "studies:study_list":
+        return redirect(page)
     studies = (
         Study.objects.filter(members__user_id=_user_id(request))
         .annotate(my_role=F("members__role"))
