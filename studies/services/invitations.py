@@ -317,6 +317,40 @@ def invitation_check_address(invitation: Invitation, email: str) -> None:
         )
 
 
+def _reviewer_return(*, reviewer: Reviewer, actor: Any) -> None:
+    """A new invitation taken by someone who already has a profile in the study: the
+    team asked them back. A dropped reviewer works again (pseudonym, screening and
+    submitted reviews kept; withdrawn work stays withdrawn, the next assignment gives
+    new work); a reviewer rejected at screening is screened again. A platform place
+    that was released is not taken back this way: the platform counts it as ended."""
+    fields: list[str] = []
+    if reviewer.dropped_at is not None:
+        if PlatformParticipant.objects.filter(reviewer=reviewer).exists():
+            raise InvitationError(
+                "refused",
+                "Your place in this study, taken through a recruitment platform, was "
+                "released and cannot be taken back with an invitation. Ask the study team.",
+            )
+        reviewer.dropped_at = None
+        fields.append("dropped_at")
+    rescreen = reviewer.screening == Reviewer.Screening.REJECTED
+    if rescreen:
+        reviewer.screening = Reviewer.Screening.PENDING
+        reviewer.screening_reason = ""
+        reviewer.screened_at = None
+        fields += ["screening", "screening_reason", "screened_at"]
+    if fields:
+        reviewer.save(update_fields=fields)
+        audit(
+            study=reviewer.study,
+            actor=actor,
+            verb="reviewer_returned",
+            reviewer=reviewer.pseudonym,
+            undropped="dropped_at" in fields,
+            rescreen=rescreen,
+        )
+
+
 def invitation_accept(*, token: str, user: Any) -> Reviewer:
     """Turn a valid invitation into the user's reviewer profile for its study, once."""
     with transaction.atomic():
@@ -331,8 +365,10 @@ def invitation_accept(*, token: str, user: Any) -> Reviewer:
             raise InvitationError(
                 "member", "You are on this study's team, and its team members may not review in it."
             )
-        reviewer = Reviewer.objects.filter(study=study, user=user).first()
-        if reviewer is None:
+        reviewer = Reviewer.objects.select_for_update().filter(study=study, user=user).first()
+        if reviewer is not None:
+            _reviewer_return(reviewer=reviewer, actor=user)
+        else:
             for _ in range(5):
                 try:
                     with transaction.atomic():
@@ -349,6 +385,8 @@ def invitation_accept(*, token: str, user: Any) -> Reviewer:
                     continue
             if reviewer is None:
                 raise RecruitmentError("Could not create your reviewer profile; try again.")
+        # A reviewer holds one invitation: an earlier one stays listed as used, detached.
+        Invitation.objects.filter(reviewer=reviewer).update(reviewer=None)
         invitation.used_at = timezone.now()
         invitation.reviewer = reviewer
         invitation.save(update_fields=["used_at", "reviewer"])

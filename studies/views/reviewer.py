@@ -245,7 +245,7 @@ def invitation_open(request: HttpRequest, token: str) -> HttpResponse:
                 request,
                 "studies/reviewer/invitation_error.html",
                 {"message": str(exc), "kind": exc.kind},
-                status=403 if exc.kind == "other_address" else 410,
+                status=403 if exc.kind in ("other_address", "refused") else 410,
             )
         except RecruitmentError as exc:
             error = str(exc)
