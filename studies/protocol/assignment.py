@@ -156,6 +156,9 @@ class AssignmentInputs:
     # (reviewer id, idea id) pairs already submitted: they stay.
     fixed: Sequence[tuple[str, str]] = ()
     params: Parameters = field(default_factory=Parameters)
+    # Every topic of the study, also those with no idea up for assignment (none with an
+    # approved text yet): a reviewer who chose one of them chose a topic of the study.
+    study_topics: frozenset[str] = frozenset()
 
 
 # --------------------------------------------------------------------------- results
@@ -252,6 +255,29 @@ def _their_topics(topics: Sequence[str], *, last: bool = False) -> str:
     if len(topics) == 1:
         return f"only topic, {topics[0]}" + ("" if last else ",")
     return f"topics {_topic_list(topics)}"
+
+
+def _no_topic_message(rev: ReviewerInput, prep: _Prepared) -> str:
+    """Why a reviewer has no topic with ideas up for assignment: their topics are not the
+    study's, or they are but hold no idea that can be assigned (none approved yet)."""
+    chosen = list(dict.fromkeys(rev.topics))
+    if not chosen:
+        return f"reviewer {rev.id} chose no topic of this study"
+    in_study = [t for t in chosen if t in prep.inputs.study_topics]
+    if not in_study:
+        return f"reviewer {rev.id} chose no topic of this study (chose {_topic_list(chosen)})"
+    one = len(in_study) == 1
+    others = [t for t in chosen if t not in in_study]
+    if others:
+        topics = f"{'topic' if one else 'topics'} {_topic_list(in_study)}"
+        what = "is not a topic" if len(others) == 1 else "are not topics"
+        rest = f"; their other choice, {_topic_list(others)}, {what} of this study"
+    else:
+        topics, rest = _their_topics(in_study), ""
+    return (
+        f"reviewer {rev.id}'s {topics} {'has' if one else 'have'} "
+        f"no idea that can be assigned yet{rest}"
+    )
 
 
 def _topic_list(topics: Iterable[str]) -> str:
@@ -483,14 +509,8 @@ def _prechecks(prep: _Prepared) -> list[Problem]:
             )
         known = [t for t in dict.fromkeys(rev.topics) if t in study_topics]
         if not known:
-            chose = f" (chose {_topic_list(rev.topics)})" if rev.topics else ""
             problems.append(
-                Problem(
-                    "reviewer_load",
-                    rev.id,
-                    f"reviewer {rev.id} chose no topic of this study{chose}",
-                    rev.load_min,
-                )
+                Problem("reviewer_load", rev.id, _no_topic_message(rev, prep), rev.load_min)
             )
             continue
         entry = prep.eligible[r]

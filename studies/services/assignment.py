@@ -261,6 +261,7 @@ def assignment_plan(
         reviewers=tuple(solver_reviewers),
         fixed=tuple(sorted(fixed)),
         params=params,
+        study_topics=frozenset(study.topics.values_list("name", flat=True)),
     )
     fingerprint = _plan_fingerprint(
         solver_ideas=solver_ideas,

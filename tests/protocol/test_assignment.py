@@ -146,6 +146,28 @@ def test_reviewer_whose_topic_holds_only_their_own_institutions_ideas_is_explain
     )
 
 
+def test_reviewer_whose_study_topic_has_no_assignable_idea_is_not_told_it_is_not_the_studys():
+    # Safety is a topic of the study, but none of its ideas is up for assignment yet.
+    ideas = _ideas("Coding", 3)
+    reviewers = [ReviewerInput(f"C{k}", ("Coding",), 4) for k in range(5)]
+    reviewers += [
+        ReviewerInput("R001", ("Safety",), 2),
+        ReviewerInput("R002", ("Safety", "Law"), 2),
+        ReviewerInput("R003", ("Law",), 2),
+    ]
+    inputs = AssignmentInputs(
+        ideas, CONDITIONS, reviewers, study_topics=frozenset({"Coding", "Safety"})
+    )
+    said = [p.message for p in solve_assignment(inputs).problems]
+    assert "reviewer R001's only topic, Safety, has no idea that can be assigned yet" in said
+    assert (
+        "reviewer R002's topic Safety has no idea that can be assigned yet; their other "
+        "choice, Law, is not a topic of this study"
+    ) in said
+    assert "reviewer R003 chose no topic of this study (chose Law)" in said
+    assert not any("R001 chose no topic" in m for m in said)
+
+
 def test_reviewer_without_an_ai_idea_in_their_topics_is_explained():
     ideas = _ideas("Coding", 3) + [IdeaInput(f"b{k}", "Bias", ("Human",)) for k in range(3)]
     reviewers = [ReviewerInput(f"C{k}", ("Coding",), 4) for k in range(5)]
