@@ -162,7 +162,7 @@ def test_a_preview_stopped_by_topics_says_so_and_not_that_ideas_were_left_out(wa
     study, _ = walk
     job, result, _ = assignment_preview(study=study, seed=7)
     assert not result.feasible
-    assert job.params["remedies"] == ["topics", "reviewers", "load", "reviews"]
+    assert job.params["remedies"] == ["topics", "named_reviewer", "reviewers", "load", "reviews"]
     client.force_login(owner)
     url = reverse("studies:assignment_preview", args=[study.slug])
     page = client.get(f"{url}?job={job.pk}").content.decode()
@@ -174,8 +174,30 @@ def test_a_preview_stopped_by_topics_says_so_and_not_that_ideas_were_left_out(wa
     assert "no approved reviewer chose its topic, Coding" in problems
     remedies = page.split('id="problem-remedies"', 1)[1].split("</ul>", 1)[0]
     assert 'id="remedy-topics"' in remedies
+    assert "if a reviewer named above agrees to another topic or load" in remedies
     assert f'href="{reverse("studies:study_reviewers", args=[study.slug])}"' in remedies
     assert "normalise and sign off" not in remedies and "(s)" not in problems
+
+
+def test_a_preview_stopped_only_by_an_idea_nobody_may_review_names_no_reviewer_nor_load(
+    walk, owner, client
+):
+    # Factuality's human idea is from R001's institution, and R002 did not choose Factuality.
+    study, (r1, r2) = walk
+    Reviewer.objects.filter(pk=r1.pk).update(topic_preferences=["Factuality", "Math", "Coding"])
+    Reviewer.objects.filter(pk=r2.pk).update(topic_preferences=["Math", "Coding"])
+    job, result, _ = assignment_preview(study=study, seed=7)
+    assert {p.rule for p in result.problems} == {"idea_reviews"}
+    assert job.params["remedies"] == ["topics", "reviewers", "reviews"]
+    client.force_login(owner)
+    url = reverse("studies:assignment_preview", args=[study.slug])
+    page = client.get(f"{url}?job={job.pk}").content.decode()
+    remedies = page.split('id="problem-remedies"', 1)[1].split("</ul>", 1)[0]
+    assert "named above agrees" not in remedies and "another topic or load" not in remedies
+    assert "if a reviewer agrees to take on the topic of an idea named above" in remedies
+    assert 'id="remedy-load"' not in remedies and "Largest reviewer load" not in remedies
+    assert "reviewers who choose its topic and come from another institution" in remedies
+    assert "Fewest reviews per idea" in remedies
 
 
 def test_a_preview_with_ideas_waiting_for_approval_still_offers_to_sign_them_off(walk, owner):
@@ -184,7 +206,7 @@ def test_a_preview_with_ideas_waiting_for_approval_still_offers_to_sign_them_off
         normalization_status=Idea.NormalizationStatus.PROPOSED
     )
     job, _, _ = assignment_preview(study=study, seed=7)
-    assert job.params["remedies"][:2] == ["topics", "unapproved"]
+    assert job.params["remedies"][:3] == ["topics", "named_reviewer", "unapproved"]
     assert job.params["unapproved"] == 1
 
 

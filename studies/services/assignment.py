@@ -369,13 +369,23 @@ _TOPIC_RULES = frozenset(
 
 def _preview_remedies(plan: AssignmentPlan, problems: Iterable[solver.Problem]) -> list[str]:
     """Which remedies an infeasible preview offers, in the page's order: "topics" when a
-    problem comes from the reviewers' topics, loads or institutions, "unapproved" only when
-    ideas are still waiting for an approved text (not otherwise: "ideas left out" would
-    send the owner looking for ideas that are all in), then the ones that always apply."""
-    remedies = ["topics"] if {p.rule for p in problems} & _TOPIC_RULES else []
+    problem comes from the reviewers' topics, loads or institutions ("named_reviewer" too
+    when a problem names a reviewer, whom the advice may then point to), "unapproved" only
+    when ideas are still waiting for an approved text (not otherwise: "ideas left out"
+    would send the owner looking for ideas that are all in), "reviewers", "load" unless
+    every problem is an idea too few reviewers may review (a higher load gives an idea no
+    reviewer it lacks), and "reviews"."""
+    problems = list(problems)
+    rules = {p.rule for p in problems}
+    remedies = ["topics"] if rules & _TOPIC_RULES else []
+    if remedies and any(p.subject in plan.reviewer_by_id for p in problems):
+        remedies.append("named_reviewer")
     if plan.unapproved_ideas:
         remedies.append("unapproved")
-    return [*remedies, "reviewers", "load", "reviews"]
+    remedies.append("reviewers")
+    if rules != {"idea_reviews"}:
+        remedies.append("load")
+    return [*remedies, "reviews"]
 
 
 def _preview_problems(study: Study, problems: Iterable[solver.Problem]) -> list[str]:
