@@ -266,6 +266,15 @@ def test_report_agreement_without_judges_shows_the_ceiling_and_says_why(si2024_r
     assert 0.545 < ceiling["value"] < 0.585
     assert ceiling["ci_low"] < ceiling["value"] < ceiling["ci_high"]
     assert ceiling["n"] > 0 and "bootstrap" in ceiling["how"]
+    # No judge scored the other metrics, so their ceiling is not bootstrapped: the note
+    # says so in words, not as "(0 resamples)".
+    novelty = next(r for r in table["rows"] if r["kind"] == "ceiling")["cells"]["novelty"]
+    assert novelty["value"] is not None and novelty["ci_low"] is None
+    assert (
+        "no interval: the report bootstraps the human ceiling only for its headline metric "
+        "(overall) and for metrics a judge scored, and no judge scored novelty."
+    ) in novelty["how"]
+    assert "(1000 resamples)" in ceiling["how"]
     # longer-text-wins needs texts, which the si2024 release does not have: a reason, no number
     longer = agreement["baselines"]["baseline_longer"]
     assert longer["available"] is False and "no" in longer["reason"]
@@ -281,6 +290,7 @@ def test_report_agreement_without_judges_shows_the_ceiling_and_says_why(si2024_r
     html = (si2024_report / "report.html").read_text()
     assert "Human ceiling (human–human)" in html and "cannot run" in html
     assert 'title="Human–human ceiling on overall' in html and 'id="fn-1"' in html
+    assert "(0 resamples)" not in html
     rows = list(csv.DictReader((si2024_report / "agreement.csv").open()))
     assert any(r["kind"] == "ceiling" and r["column"] == "overall" for r in rows)
     assert any(r["row"] == "baseline_random" and r["range_high"] for r in rows)

@@ -225,8 +225,26 @@ def _agreement_ceiling(
                 ).as_dict()
             except ValueError as exc:
                 known = {"balanced_accuracy": None, "reason": str(exc)}
+        if known.get("balanced_accuracy") is not None and known.get("ci_low") is None:
+            known = {**known, "ci_reason": _ceiling_no_interval(known, m, consistency, judged)}
         ceiling[m] = known
     return ceiling
+
+
+def _ceiling_no_interval(
+    known: Mapping[str, Any], metric: str, consistency: Mapping[str, Any], judged: set[str]
+) -> str:
+    """Why a human ceiling has no interval, in words for the report."""
+    headline = consistency.get("metric")
+    if not known.get("n_bootstrap"):
+        if metric != headline and metric not in judged:
+            return (
+                "no interval: the report bootstraps the human ceiling only for its headline "
+                f"metric ({headline}) and for metrics a judge scored, and no judge scored "
+                f"{metric}"
+            )
+        return "no interval: the report's options ask for no bootstrap resamples"
+    return "no interval: the bootstrap resamples gave no usable value"
 
 
 def _judge_agreement_entry(
@@ -447,8 +465,13 @@ def _consistency_table(
             f"{c['n_splits']} times; one half's means pick the top and bottom "
             f"{percent_text(c['top_fraction'], 0)} ({c['n_selected']} of {c['n_units']} idea × condition "
             f"units, {c['n_reviews']} reviews), the other half's median split scores them "
-            f"(balanced accuracy, mean over splits); 95% CI: percentile bootstrap over units "
-            f"({c.get('n_bootstrap', 0)} resamples).",
+            f"(balanced accuracy, mean over splits); "
+            + (
+                f"{c['ci_reason']}."
+                if c.get("ci_reason")
+                else "95% CI: percentile bootstrap over units "
+                f"({c.get('n_bootstrap', 0)} resamples)."
+            ),
             n=c["n_units"],
             ci=(c.get("ci_low"), c.get("ci_high")),
         )
