@@ -415,7 +415,12 @@ def _preview_tables(study: Study, job: JobRun) -> dict[str, Any]:
     context["first_choice_percent"] = None if share is None else round(100 * share)
     # A preview from before remedies were stored offers every one, as it did then.
     context["remedies"] = params.get("remedies") or [
-        "topics", "named_reviewer", "unapproved", "reviewers", "load", "reviews"
+        "topics",
+        "named_reviewer",
+        "unapproved",
+        "reviewers",
+        "load",
+        "reviews",
     ]
     return context
 
