@@ -200,6 +200,20 @@ def test_a_preview_stopped_only_by_an_idea_nobody_may_review_names_no_reviewer_n
     assert "Fewest reviews per idea" in remedies
 
 
+def test_a_reviewer_whose_topic_has_no_approved_idea_yet_is_not_told_it_is_not_the_studys(
+    walk,
+):
+    study, (_, r2) = walk
+    Idea.objects.filter(study=study, topic__name="Coding").update(
+        normalization_status=Idea.NormalizationStatus.PROPOSED
+    )
+    Reviewer.objects.filter(pk=r2.pk).update(topic_preferences=["Coding"])
+    job, _, _ = assignment_preview(study=study, seed=7)
+    problems = job.params["problems"]
+    assert "reviewer R002's only topic, Coding, has no idea that can be assigned yet" in problems
+    assert not any("R002 chose no topic" in p for p in problems)
+
+
 def test_a_preview_with_ideas_waiting_for_approval_still_offers_to_sign_them_off(walk, owner):
     study, _ = walk
     Idea.objects.filter(study=study, title="Idea 1").update(
