@@ -95,6 +95,9 @@ class Workers:
             "IDEAREVIEW_CONSISTENCY_SPLITS": "50",
             "IDEAREVIEW_MIXED_ENGINE": "sparse",
             "IDEAREVIEW_REPORT_FIGURES": "0",  # the reports here are read for their rows
+            # nor for their quality flags: embedding si2024's 1,300 imported rationales
+            # took most of a build on a busy machine
+            "IDEAREVIEW_QUALITY_EMBED_PER_REPORT": "0",
             **environ,
         }
         cmd = [
