@@ -247,3 +247,34 @@ def test_an_invitation_made_before_the_import_is_not_resent(si2024_study, client
     said = _post(client, "studies:invitation_resend", si2024_study, {}, invitation.pk)
     assert "invites no reviewers" in said and "Reminder sent" not in said
     assert not mailoutbox
+
+
+def test_reviewers_and_invitations_pages_show_no_rule_or_link_terms_for_imported_reviews(
+    si2024_study, client
+):
+    reviewers = _get(client, "studies:study_reviewers", si2024_study)
+    assert NOTE in reviewers and "Rule: at least" not in reviewers
+    invitations = _get(client, "studies:study_invitations", si2024_study)
+    assert NOTE in invitations
+    assert "Links work once" not in invitations and "No invitations yet" not in invitations
+
+
+def test_progress_of_imported_reviews_does_not_refresh_itself(si2024_study, client):
+    page = _get(client, "studies:study_progress", si2024_study)
+    assert "updates every 10 s" not in page and 'hx-trigger="every 10s"' not in page
+
+
+def test_leniency_without_rows_is_one_sentence_not_empty_tables(si2024_study, client):
+    from studies.models import StudyReport
+
+    empty = {"rows": [], "note": "the model has no reviewer effect"}
+    row = {"reviewer_id": "R7", "reviews": 4, "effect": 0.5, "low": 0.1, "high": 0.9, "flag": ""}
+    StudyReport.objects.create(
+        study=si2024_study,
+        directory="/nonexistent",
+        data={"quality": {"leniency": {"overall": {"rows": [row], "note": ""}, "novelty": empty}}},
+    )
+    page = _get(client, "studies:study_progress", si2024_study)
+    assert "the model has no reviewer effect" not in page
+    assert "The model has no reviewer effect for novelty." in page
+    assert "<h4>overall</h4>" in page and "<h4>novelty</h4>" not in page

@@ -186,13 +186,17 @@ def progress_quality(study: Study) -> dict[str, Any]:
     ]
     latest = StudyReport.objects.filter(study=study).first()
     quality = (latest.data.get("quality") if latest else None) or {}
+    leniency = quality.get("leniency") or {}
     return {
         "kinds": kinds,
         "meanings": FLAG_KINDS,
         "flags": q.flags,
         "reviewers": rows,
         "pending": q.pending,
-        "leniency": quality.get("leniency") or {},
+        # A metric whose model has no reviewer effect has no rows: named in one
+        # sentence rather than shown as an empty table.
+        "leniency": {k: b for k, b in leniency.items() if b.get("rows")},
+        "leniency_none": [k for k, b in leniency.items() if not b.get("rows")],
         "leniency_at": latest.created_at if latest and quality else None,
     }
 
