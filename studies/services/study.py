@@ -497,6 +497,8 @@ EVENT_REASONS = {
     "screened": "reviewers have been screened under the current rule",
     "reviews": "reviews exist on the current form",
     "submitted": "reviews have been submitted under it",
+    # A study of imported reviews: nobody submitted them here.
+    "imported": "the imported reviews were written under it",
     "closed": "the study is closed",
 }
 
@@ -521,10 +523,16 @@ def _events(study: Study) -> set[str]:
 def study_locks(study: Study) -> dict[str, str]:
     """Parameter name → why it can no longer change. A closed study locks everything."""
     events = _events(study)
+    if "submitted" in events and study_status(study).imported:
+        events.add("imported")
     locks: dict[str, str] = {}
     for event, fields in LOCKS:
         if event in events or "closed" in events:
-            reason = EVENT_REASONS["closed" if "closed" in events else event]
+            if "closed" in events:
+                event = "closed"
+            elif event == "submitted" and "imported" in events:
+                event = "imported"
+            reason = EVENT_REASONS[event]
             for field in fields:
                 locks.setdefault(field, f"Locked: {reason}.")
     return locks
