@@ -195,7 +195,7 @@ def _imported_steps(c: StudyCounts) -> list[Raw]:
     else:
         sections = elsewhere
     raw: list[Raw] = [
-        ("Review form chosen", True, elsewhere, "studies:study_form"),
+        ("Review form chosen", True, f"{IMPORTED}: form {c.form}", "studies:study_form"),
         ("Ideas imported", True, f"{IMPORTED}: {c.ideas} idea(s)", "studies:ideas_list"),
         ("Sections complete", True, sections, "studies:ideas_list"),
     ]
@@ -229,8 +229,11 @@ def _imported_steps(c: StudyCounts) -> list[Raw]:
     raw.append(
         (
             "Closed",
-            True,
-            f"{IMPORTED}: the reviews are final, no reviewing in this app",
+            c.status == Study.Status.CLOSED,
+            "closed"
+            if c.status == Study.Status.CLOSED
+            else f"{IMPORTED}: the reviews are final; closing the study (progress page) "
+            "stops further edits",
             "studies:study_progress",
         )
     )
@@ -424,6 +427,11 @@ def steps_from(c: StudyCounts) -> list[Step]:
             steps.append(Step(name, DONE if done else TODO, detail, url))
             continue
         ready = all(n in done_names for n in NEEDS.get(name, ()))
+        if name == "Closed" and c.imported:
+            # Its reviews are final already: closing only freezes the settings, so it is
+            # offered, not asked for as the next step before the report.
+            steps.append(Step(name, TODO, detail, url))
+            continue
         if name == "Judges run" and _no_text_to_judge(c):
             ready = False
         if name == "Report built" and c.submitted_reviews > 0:

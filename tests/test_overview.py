@@ -147,10 +147,12 @@ def test_a_signed_off_text_completes_an_idea_whose_imported_sections_were_incomp
 def test_si2024_marks_preparation_as_imported_dataset_and_asks_for_the_report(si2024_study):
     steps = study_steps(si2024_study)
     got = states(steps)
-    for step in steps[:12]:
+    for step in steps[:11]:
         assert step.state == DONE, step.name
         assert IMPORTED in step.detail, step.name
     assert "review(s) imported" in steps[10].detail
+    # Closing is left to its owner (the progress page offers it).
+    assert steps[11].name == "Closed" and steps[11].state == TODO
     assert got["Report built"] == CURRENT
     # Its ideas came without texts: a judge has nothing to read until texts are entered.
     assert got["Judges run"] == BLOCKED
@@ -235,7 +237,10 @@ def test_the_study_page_shows_the_steps_and_what_to_do_next(owner, other_researc
     assert f'class="button" href="{report}"' not in page and f'href="{report}"' in page
     # Two kinds of flag, never one number under one name: the import's consent and
     # pledge flags are counted here, the quality flags on the progress page.
-    assert "Flagged reviews" not in page and "Flagged at import" in page
+    assert "Flagged reviews" not in page
+    # Only reviews from a review file carry import flags: a study without any does not
+    # count them.
+    assert "Flagged at import" not in page
     progress = reverse("studies:study_progress", args=[study.slug])
     assert f'<a href="{progress}#quality">' in page
     # A new study is asked for ideas first; a review file is the other way in.
@@ -331,11 +336,22 @@ def test_a_study_of_imported_reviews_reads_imported_and_is_never_offered_the_ope
     si2024_study.refresh_from_db()
     assert si2024_study.status == Study.Status.DRAFT
     steps = {s.name: s for s in study_steps(si2024_study)}
-    assert steps["Opened for review"].is_done and steps["Closed"].is_done
+    assert steps["Opened for review"].is_done
+    assert f"form {si2024_study.review_form}" in steps["Review form chosen"].detail
+    assert "not done in this app" not in steps["Review form chosen"].detail
+    assert 'id="glance-import-flags"' in detail
+    # The progress page offers the closing, so the step is not done yet; it is offered,
+    # not asked for before the report.
+    assert "Close the study" in progress
+    assert steps["Closed"].state == TODO and not steps["Closed"].is_done
+    assert next_step(list(steps.values())).name != "Closed"
     # Its owner may still close it, and then it reads closed like any other.
     study_close(study=si2024_study)
     si2024_study.refresh_from_db()
     assert study_status(si2024_study).label == "Closed"
+    assert {s.name: s for s in study_steps(si2024_study)}["Closed"].is_done
+    progress = _page(client, "studies:study_progress", si2024_study)
+    assert "Close the study" not in progress
 
 
 def test_a_study_of_imported_reviews_offers_no_invitations_reminders_or_due_date(

@@ -49,7 +49,7 @@ from ..services.transfer import (
     reviews_import_enqueue,
     reviews_parse,
 )
-from ..status import refuse_if_imported, study_status
+from ..status import imported_review_count, refuse_if_imported, study_status
 from ..storage import report_file_open
 from ..study_forms import StudyCreateForm
 from ..tasks import report_enqueue
@@ -239,6 +239,8 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "n_left_out": n_left_out,
             "n_reviews": study.reviews.filter(status="submitted").count(),
             "n_flagged": study.reviews.exclude(flags=[]).count(),
+            # Only a review file's reviews can carry import flags.
+            "n_imported": imported_review_count(study),
             "report": StudyReport.objects.filter(study=study).first(),
             "steps": steps,
             "next_step": next_step(steps),
