@@ -286,3 +286,16 @@ def test_settings_say_the_imported_reviews_lock_what_they_were_written_under(
     page = _get(client, "studies:study_settings", si2024_study)
     assert "<code>baseline_condition</code> — Locked: the imported reviews were written" in page
     assert "reviews have been submitted under it" not in page
+
+
+def test_normalisation_is_offered_only_for_ideas_with_a_text(si2024_study, client):
+    from studies.models import Idea
+
+    page = _get(client, "studies:normalization", si2024_study)
+    assert "Normalise the ideas" not in page
+    assert "None of the ideas can be normalised: none has a text" in page
+    first = si2024_study.ideas.order_by("pk").first()
+    Idea.objects.filter(pk=first.pk).update(raw_text="A text entered by hand.")
+    page = _get(client, "studies:normalization", si2024_study)
+    assert "Normalise the ideas: 1 with a text and no rewrite yet" in page
+    assert 'id="nothing-to-normalise"' not in page

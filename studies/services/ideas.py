@@ -614,6 +614,12 @@ def _pending(study: Study, idea_ids: Sequence[int] | None, rerun: bool) -> list[
     return [idea for idea in qs if idea.raw_text.strip()]
 
 
+def normalization_waiting(study: Study) -> int:
+    """How many ideas a new normalization job would send: the page offers the job only
+    for these, so ideas without text are not counted as work to do."""
+    return len(_pending(study, None, False))
+
+
 def normalization_enqueue(
     *,
     study: Study,

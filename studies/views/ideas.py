@@ -485,6 +485,8 @@ def normalization(request: HttpRequest, slug: str) -> HttpResponse:
             "overview": services.normalization_overview(study),
             "queue": services.signoff_queue(study),
             "n_passed": len(services.signoff_passed(study)),
+            "n_waiting": services.normalization_waiting(study),
+            "n_textless": len(ideas_without_text(study)),
             "prompt_version": NORMALIZATION_PROMPT_VERSION,
             "prompt_hash": prompt_sha256(NORMALIZATION_PROMPT),
             "prompt": NORMALIZATION_PROMPT,
