@@ -280,9 +280,7 @@ def test_leniency_without_rows_is_one_sentence_not_empty_tables(si2024_study, cl
     assert "<h4>overall</h4>" in page and "<h4>novelty</h4>" not in page
 
 
-def test_settings_say_the_imported_reviews_lock_what_they_were_written_under(
-    si2024_study, client
-):
+def test_settings_say_the_imported_reviews_lock_what_they_were_written_under(si2024_study, client):
     page = _get(client, "studies:study_settings", si2024_study)
     assert "<code>baseline_condition</code> — Locked: the imported reviews were written" in page
     assert "reviews have been submitted under it" not in page
