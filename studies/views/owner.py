@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from ..http import is_htmx
 from ..jobs import job_active, job_latest, job_mark_if_lost
-from ..models import Invitation, JobRun, PairTask, Reviewer, Study
+from ..models import Assignment, Invitation, JobRun, PairTask, Reviewer, Study
 from ..reviewer_forms import (
     AssignmentPreviewForm,
     DueDateForm,
@@ -80,8 +80,10 @@ def study_progress(request: HttpRequest, slug: str) -> HttpResponse:
         "study": study,
         "progress": progress_summary(study=study),
         # Its reviews came from a file, not from assignments: "0 of 0 submitted" would
-        # hide them, so the counts say how many were imported.
-        "imported_reviews": imported_review_count(study) if study_status(study).imported else 0,
+        # hide them, so the counts say how many were imported (closed or not).
+        "imported_reviews": 0
+        if study.assignments.exclude(status=Assignment.Status.WITHDRAWN).exists()
+        else imported_review_count(study),
         "due_form": DueDateForm(initial={"reviews_due_at": study.reviews_due_at}),
     }
     if is_htmx(request):
