@@ -87,12 +87,12 @@ def test_a_bad_upload_reports_every_row_and_field_and_writes_nothing(study, owne
     response = upload(owner_client, "ideas.csv", csv_bytes(BAD_BATCH))
     assert response.status_code == 400
     body = response.content.decode()
-    assert "4 problem(s): nothing was imported" in body
+    assert "4 problems: nothing was imported" in body
     assert "ideas.csv, row 3" in body and "unknown topic &#x27;Astrology&#x27;" in body
     assert "ideas.csv, row 4" in body and "duplicate external id &#x27;h1&#x27;" in body
     assert "ideas.csv, row 5" in body and "empty proposal" in body
     assert "ideas.csv, row 6" in body and "unknown condition &#x27;Robot&#x27;" in body
-    assert "Import the 1 valid row(s)" in body
+    assert "Import the 1 valid row of" in body
     assert Idea.objects.count() == 0 and IdeaCondition.objects.count() == 0
     assert not ImportBatch.objects.filter(kind="ideas").exists()
 
@@ -311,7 +311,7 @@ def test_an_oversized_idea_names_the_idea_and_the_limit_and_the_rest_still_reads
     assert response.status_code == 400
     assert "idea &#x27;big1&#x27; is 200," in page and "limit of 60,000 per idea" in page
     assert "field larger than field limit" not in page
-    assert "Import the 1 valid row(s) of ideas.csv" in page
+    assert "Import the 1 valid row of ideas.csv" in page
 
 
 @pytest.mark.django_db

@@ -127,7 +127,7 @@ def test_the_invitation_page_offers_to_invite_the_valid_rows(client, owner, stud
     page = r.content.decode()
     assert r.status_code == 400
     assert "row 2: broken is not an email address" in page
-    assert "Invite the 1 valid row(s) of people.csv" in page
+    assert "Invite the 1 valid row of people.csv" in page
     assert study.invitations.count() == 0
     # the file is kept on the server, as an idea file is, and the page names it by id
     staged = page.split('name="staged" value="')[1].split('"')[0]

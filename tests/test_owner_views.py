@@ -9,6 +9,7 @@ from django.core import mail
 from django.test import Client
 from django.urls import reverse
 
+from studies.analysis.rounding import counted
 from studies.models import Assignment, JobRun, PairTask, Reviewer
 from studies.services.invitations import invitation_create
 from studies.tasks import preview_assignment
@@ -234,7 +235,7 @@ def test_dropping_a_reviewer_withdraws_their_open_work(client, seeded):
     assert page.status_code == 200
     html = page.content.decode()
     open_n = Assignment.objects.filter(reviewer=rev, status__in=["pending", "draft"]).count()
-    assert open_n > 0 and f"{open_n} open review(s)" in html and 'id="drop-confirm"' in html
+    assert open_n > 0 and counted(open_n, "open review") in html and 'id="drop-confirm"' in html
     rev.refresh_from_db()
     assert rev.dropped_at is None
     r = client.post(reverse("studies:reviewer_drop", args=[seeded.study.slug, rev.pk]))

@@ -81,7 +81,7 @@ def test_owner_sees_the_count_confirms_and_exactly_those_are_approved_and_audite
     assert "<td>ok-1</td>" in page and f"<td>{ideas['ok-1'].pk}</td>" not in page
     confirm = client.get(reverse("studies:signoff_approve_passed", args=[study.slug]))
     body = confirm.content.decode()
-    assert "<strong>2</strong> of the 4 rewrite(s)" in body
+    assert "<strong>2</strong> of the 4 rewrites" in body
     assert "ok-1" in body and "ok-2" in body and "flagged" not in body
     token = confirm.context["token"]
 

@@ -119,3 +119,10 @@ def cell_text(c: Any) -> str:
     if c.get("k") is not None:
         text += f" of {c['k']}"
     return text
+
+
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """ "1 idea", "3 ideas", "0 ideas": a count with its noun in the right number.
+
+    ``plural`` is for a word that does not just add an "s" ("reply", "replies")."""
+    return f"{n} {word if n == 1 else (plural or word + 's')}"

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from studies.analysis.rounding import counted
 from studies.models import Assignment
 from tests.e2e.pages import new_page, owner_login
 from tests.factories import make_review_study
@@ -31,7 +32,7 @@ def test_owner_drops_a_reviewer_after_reading_what_it_does_and_sees_every_plan_e
     page.goto(f"/studies/{study.slug}/reviewers/")
     page.click(f"#reviewer-{leaver.pk} >> text=Mark as dropped")
     page.wait_for_selector("#drop-confirm")
-    assert f"{open_n} open review(s)" in page.inner_text("#drop-open")
+    assert counted(open_n, "open review") in page.inner_text("#drop-open")
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
     page.screenshot(path=str(artifacts / "confirm-01-drop.png"), full_page=True)
     leaver.refresh_from_db()
