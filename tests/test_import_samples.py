@@ -137,7 +137,7 @@ def test_the_invitation_page_offers_to_invite_the_valid_rows(client, owner, stud
     assert r.status_code == 302
     assert list(study.invitations.values_list("email", flat=True)) == ["ada@example.org"]
     page = client.get(reverse("studies:study_invitations", args=[study.slug])).content.decode()
-    assert "1 invitation(s) sent." in page and "row 2: broken is not an email address" in page
+    assert "1 invitation sent." in page and "row 2: broken is not an email address" in page
     # once its rows are taken the kept file is gone: sending its id again invites no one
     assert not IdeaUpload.objects.exists()
     r = client.post(url, {"staged": staged, "valid_only": "on"})

@@ -347,7 +347,7 @@ def test_a_large_review_import_runs_as_a_job_with_progress(
     page = client.get(url).content.decode()
     assert "unique reviews: 296" in page
     # the done line gives the outcome, not the last step ("writing 296 reviews")
-    assert job.message == "296 review(s) and 129 idea(s) added, 0 review(s) already here"
+    assert job.message == "296 reviews and 129 ideas added, 0 reviews already here"
     assert job.message in page and "writing 296 reviews" not in page
     # the stored upload is removed once imported
     assert "reviews_path" in job.params

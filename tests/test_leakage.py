@@ -362,12 +362,12 @@ def test_ideas_without_a_text_are_left_out_of_the_check_and_counted_in_its_notes
         )
     samples, notes = services.leakage_samples(styled_study)
     assert len(samples["before"].texts) == 60 and all(t.strip() for t in samples["before"].texts)
-    assert "3 idea(s) without a raw text are left out of “before”" in notes
+    assert "3 ideas without a raw text are left out of “before”" in notes
     c = Client()
     c.force_login(owner)
     page = c.get(reverse("studies:leakage", args=[styled_study.slug])).content.decode()
     assert "30 human, 30 AI" in page and "33 human" not in page
-    assert "3 idea(s) without a raw text are left out" in page
+    assert "3 ideas without a raw text are left out" in page
 
 
 def test_another_researcher_cannot_run_or_see_the_check(styled_study, other_researcher):

@@ -44,6 +44,7 @@ from django.utils.module_loading import import_string
 from llm.client import BudgetExhausted, JudgeNotConfigured, budget_problem, run_spend
 from llm.models import JudgeConfig
 from llm.services import judge_config_usable
+from studies.analysis.rounding import counted
 from studies.jobs import (
     job_cancel,
     job_mark_if_lost,
@@ -406,7 +407,7 @@ def _budget_check(run: JudgeRun, budget: RunBudget) -> None:
     problem = budget_problem(budget, calls=calls, cost=cost)
     if problem is not None:
         raise JudgeRunRefused(
-            f"the run has made {calls} paid call(s) costing {cost:.4f}: {problem}. "
+            f"the run has made {counted(calls, 'paid call')} costing {cost:.4f}: {problem}. "
             "Raise the limit above that, or leave it empty for none."
         )
 

@@ -33,6 +33,7 @@ from llm.pool import SendPool
 from llm.services import judge_config_usable
 
 from .. import csvsafe
+from ..analysis.rounding import counted
 from ..jobs import (
     job_active,
     job_enqueue,
@@ -212,8 +213,8 @@ def ideas_import(
     """
     if batch.errors and not import_valid_rows:
         raise PreparationError(
-            f"{len(batch.errors)} problem(s) in {source}: nothing was imported. Fix them, "
-            "or choose to import the valid rows."
+            f"{counted(len(batch.errors), 'problem')} in {source}: nothing was imported. "
+            "Fix them, or choose to import the valid rows."
         )
     if not batch.records:
         raise PreparationError(f"{source}: no idea could be read, nothing to import")
@@ -563,7 +564,7 @@ def duplicates_find(*, job: JobRun, batch: int = 16) -> int:
             for p in pairs
         ]
     )
-    job.message = f"{len(pairs)} pair(s) above {threshold:.2f}"
+    job.message = f"{counted(len(pairs), 'pair')} above {threshold:.2f}"
     job.save(update_fields=["message"])
     return len(pairs)
 
@@ -1098,8 +1099,8 @@ def normalization_approve_passed(*, study: Study, actor: Any, token: str) -> lis
             raise PreparationError("no rewrite waiting for sign-off passed every check")
         if token != signoff_token(ideas):
             raise PreparationError(
-                f"the list changed since you looked (now {len(ideas)} idea(s)): check it "
-                "again before approving"
+                f"the list changed since you looked (now {counted(len(ideas), 'idea')}): "
+                "check it again before approving"
             )
         for idea in ideas:
             normalization_approve(idea=idea, actor=actor)
@@ -1257,15 +1258,25 @@ def leakage_samples(study: Study) -> tuple[dict[str, LeakageSample], list[str]]:
             samples[side].texts.append(text)
             samples[side].labels.append(label)
     if mixed:
-        notes.append(f"{len(mixed)} idea(s) in both a human and an AI condition are left out")
+        notes.append(
+            f"{counted(len(mixed), 'idea')} in both a human and an AI condition "
+            f"{'is' if len(mixed) == 1 else 'are'} left out"
+        )
     if unlabelled:
-        notes.append(f"{len(unlabelled)} idea(s) in no condition are left out")
+        notes.append(
+            f"{counted(len(unlabelled), 'idea')} in no condition "
+            f"{'is' if len(unlabelled) == 1 else 'are'} left out"
+        )
     if textless:
-        notes.append(f"{len(textless)} idea(s) without a raw text are left out of “before”")
+        notes.append(
+            f"{counted(len(textless), 'idea')} without a raw text "
+            f"{'is' if len(textless) == 1 else 'are'} left out of “before”"
+        )
     before, after = len(samples["before"].texts), len(samples["after"].texts)
     if after < before:
         notes.append(
-            f"only {after} of {before} idea(s) have approved text: “after” covers those, "
+            f"only {after} of {counted(before, 'idea')} {'has' if after == 1 else 'have'} "
+            "approved text: “after” covers those, "
             + ("“before” all of them" if not textless else "“before” those with a raw text")
         )
     return samples, notes
@@ -1456,7 +1467,9 @@ def _leakage_llm(job: JobRun, sample: LeakageSample, side: str, offset: int) -> 
                 guesses[i] = guess
                 done += 1
             job_progress(
-                job=job, done=offset + done, message=f"{side}: the model guessed {done} source(s)"
+                job=job,
+                done=offset + done,
+                message=f"{side}: the model guessed {counted(done, 'source')}",
             )
     answered = sum(g is not None for g in guesses)
     try:

@@ -36,6 +36,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from .. import csvsafe
+from ..analysis.rounding import counted
 from ..models import (
     Assignment,
     IdeaCondition,
@@ -524,7 +525,9 @@ def platform_decisions(*, study: Study) -> PlatformDecisions:
         if row is None or row.submitted == 0:
             out.waiting.append((pid, p.release_reason or "no submitted review"))
         elif row.pending:
-            out.waiting.append((pid, f"{row.pending} review(s) not yet accepted or rejected"))
+            out.waiting.append(
+                (pid, f"{counted(row.pending, 'review')} not yet accepted or rejected")
+            )
         elif row.accepted:
             out.approve.append(pid)
             if row.amount > 0:

@@ -32,7 +32,7 @@ from llm.models import LLMBatch, LLMCall
 from .. import csvsafe
 from .. import models as m
 from ..analysis.plan import AnalysisPlan, PlanError, parse_plan, plan_document, plan_hash
-from ..analysis.rounding import fixed, interval_text
+from ..analysis.rounding import counted, fixed, interval_text
 
 # The job lifecycle lives in .jobs; its functions stay importable from here.
 from ..jobs import (  # noqa: F401
@@ -115,7 +115,7 @@ def study_form_locked_reason(study: Study) -> str:
     n = study.reviews.count()
     if n:
         return (
-            f"The study has {n} review(s) on form {study.review_form.key} "
+            f"The study has {counted(n, 'review')} on form {study.review_form.key} "
             f"v{study.review_form.version}; its form can no longer change."
         )
     return ""
@@ -241,7 +241,9 @@ def study_readiness(*, study: Study) -> list[str]:
         )
     unsigned = ideas.exclude(normalization_status__in=REVIEWABLE).count()
     if unsigned:
-        reasons.append(f"{unsigned} idea(s) have no approved normalised text")
+        reasons.append(
+            f"{counted(unsigned, 'idea')} {'has' if unsigned == 1 else 'have'} no approved normalised text"
+        )
     return reasons
 
 

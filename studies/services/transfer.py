@@ -38,6 +38,7 @@ from django.db import connection, models, transaction
 from django.utils import timezone
 
 from .. import models as m
+from ..analysis.rounding import counted
 from ..importers import ImportFailed, ParsedImport, RowProblem
 
 # The job lifecycle lives in .jobs; its functions stay importable from here.
@@ -461,8 +462,8 @@ def reviews_import_job(*, job: JobRun) -> dict[str, Any]:
     created = summary["created"]
     # The done line shows the job's message: the outcome, not the last step's name.
     message = (
-        f"{created['reviews']} review(s) and {created['ideas']} idea(s) added, "
-        f"{summary['unchanged_reviews']} review(s) already here"
+        f"{counted(created['reviews'], 'review')} and {counted(created['ideas'], 'idea')} added, "
+        f"{counted(summary['unchanged_reviews'], 'review')} already here"
     )
     JobRun.objects.filter(pk=job.pk).update(params={**p, "summary": summary}, message=message)
     for key in ("reviews_path", "titles_path"):

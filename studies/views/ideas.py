@@ -20,6 +20,7 @@ from llm.models import JudgeConfig
 from llm.services import judge_config_create
 
 from .. import services
+from ..analysis.rounding import counted
 from ..http import is_htmx
 from ..idea_forms import (
     ConditionForm,
@@ -197,7 +198,7 @@ def _imported(request: HttpRequest, outcome: services.IdeaImportOutcome, source:
         f"; {summary['incomplete']} miss sections: fix them below" if summary["incomplete"] else ""
     )
     messages.success(
-        request, f"Imported {summary['ideas']} idea(s) from {source}{skipped}{incomplete}."
+        request, f"Imported {counted(summary['ideas'], 'idea')} from {source}{skipped}{incomplete}."
     )
     return True
 
@@ -354,7 +355,9 @@ def topic_matching_apply(request: HttpRequest, slug: str) -> HttpResponse:
             seed=form.cleaned_data["seed"],
             actor=request.user,
         )
-        messages.success(request, f"{n} idea(s) left out to match topics across conditions.")
+        messages.success(
+            request, f"{counted(n, 'idea')} left out to match topics across conditions."
+        )
     else:
         messages.error(request, "That proposal could not be applied.")
     return redirect("studies:topic_matching", study.slug)
@@ -631,7 +634,9 @@ def signoff_approve_passed(request: HttpRequest, slug: str) -> HttpResponse:
         except services.PreparationError as exc:
             messages.error(request, str(exc))
             return redirect("studies:signoff_approve_passed", study.slug)
-        messages.success(request, f"Approved {len(approved)} rewrite(s) that passed every check.")
+        messages.success(
+            request, f"Approved {counted(len(approved), 'rewrite')} that passed every check."
+        )
         return redirect("studies:normalization", study.slug)
     ideas = services.signoff_passed(study)
     rows = [
@@ -689,7 +694,9 @@ def leakage(request: HttpRequest, slug: str) -> HttpResponse:
         except services.PreparationError as exc:
             messages.error(request, str(exc))
         else:
-            messages.success(request, f"Export {export.pk} made from {len(export.key)} text(s).")
+            messages.success(
+                request, f"Export {export.pk} made from {counted(len(export.key), 'text')}."
+            )
         return redirect("studies:leakage", study.slug)
     job = job_latest(study=study, kind=services.LEAKAGE_JOB)
     latest = services.leakage_check_latest(study)

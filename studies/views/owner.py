@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from ..analysis.rounding import counted
 from ..http import is_htmx
 from ..jobs import job_active, job_latest, job_mark_if_lost
 from ..models import Assignment, Invitation, JobRun, PairTask, Reviewer, Study
@@ -104,8 +105,8 @@ def study_reminders(request: HttpRequest, slug: str) -> HttpResponse:
         return redirect("studies:study_progress", study.slug)
     messages.success(
         request,
-        f"Reminders sent to {sent['reviewers']} reviewer(s) and {sent['invitations']} "
-        "open invitation(s).",
+        f"Reminders sent to {counted(sent['reviewers'], 'reviewer')} and "
+        f"{counted(sent['invitations'], 'open invitation')}.",
     )
     return redirect("studies:study_progress", study.slug)
 
@@ -207,7 +208,7 @@ def reviewers_approve_by_rule(request: HttpRequest, slug: str) -> HttpResponse:
         messages.error(request, str(exc))
         return redirect("studies:study_reviewers", study.slug)
     if n:
-        messages.success(request, f"Approved {n} reviewer(s) who meet the rule.")
+        messages.success(request, f"Approved {counted(n, 'reviewer')} who meet the rule.")
     else:
         messages.info(request, "No pending profile meets the rule: no reviewer was approved.")
     return redirect("studies:study_reviewers", study.slug)
@@ -229,7 +230,7 @@ def reviewer_drop_view(request: HttpRequest, slug: str, reviewer_id: int) -> Htt
     n = reviewer_drop(reviewer=reviewer, actor=request.user)
     messages.success(
         request,
-        f"{reviewer.pseudonym} dropped; {n} open task(s) withdrawn. Preview the assignment "
+        f"{reviewer.pseudonym} dropped; {counted(n, 'open task')} withdrawn. Preview the assignment "
         "to give their ideas to other reviewers.",
     )
     return redirect("studies:assignment_preview", study.slug)
@@ -368,9 +369,11 @@ def invitations_upload(request: HttpRequest, slug: str) -> HttpResponse:
         valid_only=True,
     )
     kept.delete()
-    messages.success(request, f"{len(created)} invitation(s) sent.")
+    messages.success(request, f"{counted(len(created), 'invitation')} sent.")
     if skipped:
-        messages.warning(request, f"{len(skipped)} row(s) skipped: " + "; ".join(skipped[:20]))
+        messages.warning(
+            request, f"{counted(len(skipped), 'row')} skipped: " + "; ".join(skipped[:20])
+        )
     return redirect("studies:study_invitations", study.slug)
 
 
@@ -521,7 +524,7 @@ def pair_tasks_view(request: HttpRequest, slug: str) -> HttpResponse:
             actor=request.user,
         )
         if n:
-            messages.success(request, f"Created {n} pair task(s).")
+            messages.success(request, f"Created {counted(n, 'pair task')}.")
         elif not problems:
             messages.error(
                 request,
@@ -572,7 +575,7 @@ def pair_tasks_upload_view(request: HttpRequest, slug: str) -> HttpResponse:
             study=study, data=upload.cleaned_data["file"].read(), actor=request.user
         )
         if not problems:
-            messages.success(request, f"Created {n} pair task(s) from the file.")
+            messages.success(request, f"Created {counted(n, 'pair task')} from the file.")
             return redirect("studies:pair_tasks", study.slug)
     response = _pair_tasks_page(request, study, PairTaskCreateForm(study=study), upload, problems)
     response.status_code = 400

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from ..analysis.rounding import counted
 from ..forms import PaymentSeedForm, ReviewDecisionForm
 from ..models import Review, Study
 from ..selectors import idea_labels
@@ -136,5 +137,5 @@ def payment_reviews_accept_undecided(request: HttpRequest, slug: str) -> HttpRes
         messages.error(request, "Tick the box to confirm.")
     else:
         n = reviews_accept_undecided(study=study, actor=request.user)
-        messages.success(request, f"Accepted {n} review(s) that had no decision.")
+        messages.success(request, f"Accepted {counted(n, 'review')} that had no decision.")
     return redirect("studies:payment_reviews", study.slug)

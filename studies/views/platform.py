@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from ideareview.throttle import client_address, token_blocked, token_failed
 
+from ..analysis.rounding import counted
 from ..models import Reviewer, Study
 from ..services.audit import audit
 from ..services.errors import ImportedStudyRefused
@@ -160,7 +161,7 @@ def platform_sweep_view(request: HttpRequest, slug: str) -> HttpResponse:
     except ImportedStudyRefused as exc:
         messages.error(request, str(exc))
         return redirect("studies:study_platform", slug=study.slug)
-    messages.success(request, f"Released {n} idle place(s).")
+    messages.success(request, f"Released {counted(n, 'idle place')}.")
     return redirect("studies:study_platform", slug=study.slug)
 
 

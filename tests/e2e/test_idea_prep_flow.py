@@ -78,7 +78,7 @@ def test_import_topics_normalization_progress_diff_and_approve(
         page.goto(f"/studies/{study.slug}/ideas/import/")
         ideas_upload(page, [{"name": "ideas.csv", "mimeType": "text/csv", "buffer": ideas_csv()}])
         page.wait_for_url(re.compile(r"/ideas/$"))
-        page.wait_for_selector("text=Imported 4 idea(s) from ideas.csv")
+        page.wait_for_selector("text=Imported 4 ideas from ideas.csv")
         assert Idea.objects.filter(study=study).count() == 4
 
         # The topic table: two ideas per condition, matched.

@@ -185,7 +185,7 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
         sample = tmp_path / download.value.suggested_filename
         download.value.save_as(sample)
         ideas_upload(page, str(sample))
-        page.wait_for_selector("text=Imported 2 idea(s)")
+        page.wait_for_selector("text=Imported 2 ideas")
         walk.shot("ideas-imported")
         page.click("nav.subnav >> text=Import")
         for ext, title, topic, cond in PASTED:
@@ -219,7 +219,7 @@ def test_a_new_researcher_runs_a_study_from_login_to_report(
         page.click("#approve-passed")
         walk.shot("approve-passed-confirm")
         page.check("input[name=confirm]")
-        page.click("button:has-text('rewrite(s)')")
+        page.click("button:has-text('rewrite')")
         page.wait_for_selector("text=that passed every check.")
         walk.shot("approved")
         # A flagged rewrite is read and decided on its own page.

@@ -135,7 +135,7 @@ def test_pair_task_from_creation_to_judgment(browser, live_server, owner, artifa
     op.select_option("select[name=condition_a]", "Human_Experts")
     op.select_option("select[name=condition_b]", "AI_Ideas")
     op.click("text=Create pair tasks")
-    op.wait_for_selector("text=Created 6 pair task(s)")
+    op.wait_for_selector("text=Created 6 pair tasks")
 
     reviewer = seeded.reviewers[0]
     task = PairTask.objects.get(reviewer=reviewer)

@@ -274,7 +274,7 @@ def test_a_run_stopped_by_its_budget_is_raised_and_resumed_from_its_page(
 
     resume = reverse("judging:run_resume", args=[owned.slug, run.pk])
     response = client.post(resume, {"budget_calls": "5", "budget_cost": ""}, follow=True)
-    assert "has made 5 paid call(s)" in response.content.decode()
+    assert "has made 5 paid calls" in response.content.decode()
     run.refresh_from_db()
     assert run.status == Status.BUDGET and run.budget_calls == 5
     response = client.post(resume, {"budget_calls": "0", "budget_cost": ""}, follow=True)

@@ -9,6 +9,7 @@ from typing import Any, cast
 import numpy as np
 
 from llm.models import LLMCall
+from studies.analysis.rounding import counted
 
 from ...methods import prompts
 from ...methods.validation import Trial, pairwise_accuracy
@@ -48,7 +49,7 @@ class ValidationDriver(Driver):
         n = self.eligible.count()
         if n < 2:
             raise JudgeRunRefused(
-                f"corpus {self.corpus.name!r} has {n} paper(s) with all four parts and scores; "
+                f"corpus {self.corpus.name!r} has {counted(n, 'paper')} with all four parts and scores; "
                 "validation needs at least two"
             )
         self.orders = 2 if p["both_orders"] else 1
