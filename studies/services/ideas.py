@@ -748,7 +748,9 @@ def normalization_run(
     outcome = NormalizationOutcome(skipped=max(0, already))
     done = outcome.skipped
     total = job.total or len(ideas)
-    job_progress(job=job, done=done, total=total, message=f"normalising {len(ideas)} idea(s)")
+    job_progress(
+        job=job, done=done, total=total, message=f"normalising {counted(len(ideas), 'idea')}"
+    )
     queue = list(ideas)
     # The automatic checks embed the original and the rewrite, which costs real CPU per
     # idea. Run on this thread, they kept it from refilling the HTTP slots and the job ran
