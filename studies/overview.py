@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from .analysis.rounding import counted
 from .models import Assignment, Idea, Review, Reviewer, Study, StudyReport
 from .services.ideas import REVIEWABLE
 from .status import ideas_without_text, imported_review_count
@@ -189,14 +190,14 @@ def _imported_steps(c: StudyCounts) -> list[Raw]:
     """A review dataset imported as is: the steps that made it happened elsewhere."""
     elsewhere = f"{IMPORTED}: not done in this app"
     if c.textless_ideas:
-        sections = f"{IMPORTED}: {c.textless_ideas} idea(s) with {WITHOUT_TEXT}"
+        sections = f"{IMPORTED}: {counted(c.textless_ideas, 'idea')} with {WITHOUT_TEXT}"
         if c.incomplete_ideas:
             sections += f", {c.incomplete_ideas} with missing or empty sections"
     else:
         sections = elsewhere
     raw: list[Raw] = [
         ("Review form chosen", True, f"{IMPORTED}: form {c.form}", "studies:study_form"),
-        ("Ideas imported", True, f"{IMPORTED}: {c.ideas} idea(s)", "studies:ideas_list"),
+        ("Ideas imported", True, f"{IMPORTED}: {counted(c.ideas, 'idea')}", "studies:ideas_list"),
         ("Sections complete", True, sections, "studies:ideas_list"),
     ]
     raw += [
@@ -222,7 +223,7 @@ def _imported_steps(c: StudyCounts) -> list[Raw]:
         (
             "Reviews in",
             True,
-            f"{IMPORTED}: {c.imported_reviews} review(s) imported",
+            f"{IMPORTED}: {counted(c.imported_reviews, 'review')} imported",
             "studies:reviews_import_page",
         )
     )
@@ -243,17 +244,22 @@ def _imported_steps(c: StudyCounts) -> list[Raw]:
 def _preparation_steps(c: StudyCounts) -> list[Raw]:
     """From the review form to signed-off text."""
     if c.incomplete_ideas:
-        sections = f"{c.incomplete_ideas} idea(s) miss template sections: fill them in"
+        sections = (
+            f"{counted(c.incomplete_ideas, 'idea')} "
+            f"{'misses' if c.incomplete_ideas == 1 else 'miss'} template sections: fill them in"
+        )
     elif c.textless_ideas:
         sections = "every idea with a text has the seven sections"
     else:
         sections = "every idea has the seven sections"
     if c.textless_ideas:
-        sections += f"; {c.textless_ideas} idea(s) with {WITHOUT_TEXT}"
+        sections += f"; {counted(c.textless_ideas, 'idea')} with {WITHOUT_TEXT}"
     matched = c.ideas > 0 and (c.unbalanced_topics == 0 or c.topic_reason)
     if c.unbalanced_topics and not c.topic_reason:
         topics = (
-            f"{c.unbalanced_topics} topic(s) differ across conditions: leave ideas out or "
+            f"{counted(c.unbalanced_topics, 'topic')} "
+            f"{'differs' if c.unbalanced_topics == 1 else 'differ'} across conditions: "
+            "leave ideas out or "
             "record a reason"
         )
     else:
@@ -267,7 +273,7 @@ def _preparation_steps(c: StudyCounts) -> list[Raw]:
         (
             "Ideas imported",
             c.ideas > 0,
-            f"{c.ideas} idea(s)" if c.ideas else "Import ideas: a file, a folder or a paste.",
+            counted(c.ideas, "idea") if c.ideas else "Import ideas: a file, a folder or a paste.",
             "studies:ideas_import",
         ),
         (
@@ -280,13 +286,15 @@ def _preparation_steps(c: StudyCounts) -> list[Raw]:
         (
             "Ideas normalised",
             c.ideas > 0 and c.normalised == c.ideas,
-            f"{c.normalised} of {c.ideas} idea(s) have a style-normalised rewrite",
+            f"{c.normalised} of {counted(c.ideas, 'idea')} "
+            f"{'has' if c.normalised == 1 else 'have'} a style-normalised rewrite",
             "studies:normalization",
         ),
         (
             "Rewrites signed off",
             c.ideas > 0 and c.signed_off == c.ideas,
-            f"{c.signed_off} of {c.ideas} idea(s) have approved text",
+            f"{c.signed_off} of {counted(c.ideas, 'idea')} "
+            f"{'has' if c.signed_off == 1 else 'have'} approved text",
             "studies:normalization",
         ),
     ]
@@ -298,7 +306,8 @@ def _recruitment_steps(c: StudyCounts, closed: bool) -> list[Raw]:
         (
             "Reviewers invited",
             c.invitations > 0 or c.reviewers + c.dropped_reviewers > 0,
-            f"{c.invitations} invitation(s), {c.reviewers + c.dropped_reviewers} reviewer(s) "
+            f"{counted(c.invitations, 'invitation')}, "
+            f"{counted(c.reviewers + c.dropped_reviewers, 'reviewer')} "
             "signed up"
             + (f", {c.dropped_reviewers} of them dropped" if c.dropped_reviewers else "")
             if c.invitations or c.reviewers or c.dropped_reviewers
@@ -314,7 +323,7 @@ def _recruitment_steps(c: StudyCounts, closed: bool) -> list[Raw]:
         (
             "Assignment committed",
             c.assignments > 0,
-            f"{c.assignments} assignment(s)" if c.assignments else "Preview and commit one.",
+            counted(c.assignments, "assignment") if c.assignments else "Preview and commit one.",
             "studies:assignment_preview",
         ),
         (
@@ -363,12 +372,13 @@ def _closing_steps(c: StudyCounts) -> list[Raw]:
         payments = (
             "Payments settled",
             c.submitted_reviews > 0 and c.undecided_reviews == 0,
-            f"{c.undecided_reviews} submitted review(s) wait to be accepted or rejected"
+            f"{counted(c.undecided_reviews, 'submitted review')} "
+            f"{'waits' if c.undecided_reviews == 1 else 'wait'} to be accepted or rejected"
             if c.undecided_reviews
             else "every submitted review accepted or rejected",
             "studies:study_payments",
         )
-    judges = f"{c.judge_runs_done} run(s) done" + (
+    judges = f"{counted(c.judge_runs_done, 'run')} done" + (
         f", {c.judge_runs_active} running" if c.judge_runs_active else ""
     )
     if c.judge_runs_done and not c.judge_runs_on_text:
@@ -383,14 +393,15 @@ def _closing_steps(c: StudyCounts) -> list[Raw]:
         )
     elif c.textless_ideas and not c.judge_runs_on_text:
         judges += (
-            f"; {c.textless_ideas} of {c.ideas} idea(s) have no text: a run leaves them out "
+            f"; {c.textless_ideas} of {counted(c.ideas, 'idea')} "
+            f"{'has' if c.textless_ideas == 1 else 'have'} no text: a run leaves them out "
             "or their texts are entered first"
         )
     return [
         (
             "Report built",
             c.reports > 0,
-            f"{c.reports} report(s)" if c.reports else "Build the report.",
+            counted(c.reports, "report") if c.reports else "Build the report.",
             "studies:study_report",
         ),
         (

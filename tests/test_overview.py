@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from studies.analysis.rounding import counted
 from studies.models import Idea, Study
 from studies.overview import (
     BLOCKED,
@@ -141,7 +142,7 @@ def test_a_signed_off_text_completes_an_idea_whose_imported_sections_were_incomp
     steps = study_steps(study)
     assert states(steps)["Sections complete"] != DONE
     detail = next(s for s in steps if s.name == "Sections complete").detail
-    assert "1 idea(s) miss template sections" in detail
+    assert "1 idea misses template sections" in detail
 
 
 def test_si2024_marks_preparation_as_imported_dataset_and_asks_for_the_report(si2024_study):
@@ -150,7 +151,7 @@ def test_si2024_marks_preparation_as_imported_dataset_and_asks_for_the_report(si
     for step in steps[:11]:
         assert step.state == DONE, step.name
         assert IMPORTED in step.detail, step.name
-    assert "review(s) imported" in steps[10].detail
+    assert "reviews imported" in steps[10].detail
     # Closing is left to its owner (the progress page offers it).
     assert steps[11].name == "Closed" and steps[11].state == TODO
     assert got["Report built"] == CURRENT
@@ -200,7 +201,7 @@ def test_payments_wait_for_a_decision_on_every_submitted_review():
     got = states(steps)
     # A closed study still has its payments to settle: that is what comes next.
     assert got["Closed"] == DONE and got["Payments settled"] == CURRENT
-    assert "3 submitted review(s) wait" in next_step(steps).detail
+    assert "3 submitted reviews wait" in next_step(steps).detail
     assert next_step(steps).next_action_url_name == "studies:study_payments"
     got = states(steps_from(StudyCounts(**base, undecided_reviews=0)))
     assert set(got.values()) == {DONE}
@@ -216,10 +217,10 @@ def test_the_invitation_step_counts_dropped_reviewers_among_those_who_signed_up(
     base = {"status": Study.Status.PREPARING, "ideas": 2, "invitations": 5}
     step = {s.name: s for s in steps_from(StudyCounts(**base, reviewers=4, dropped_reviewers=1))}
     assert step["Reviewers invited"].detail == (
-        "5 invitation(s), 5 reviewer(s) signed up, 1 of them dropped"
+        "5 invitations, 5 reviewers signed up, 1 of them dropped"
     )
     step = {s.name: s for s in steps_from(StudyCounts(**base, reviewers=5))}
-    assert step["Reviewers invited"].detail == "5 invitation(s), 5 reviewer(s) signed up"
+    assert step["Reviewers invited"].detail == "5 invitations, 5 reviewers signed up"
 
 
 def test_the_study_page_shows_the_steps_and_what_to_do_next(owner, other_researcher):
@@ -289,11 +290,11 @@ def test_the_judges_step_counts_the_runs_judging_reports(owner, monkeypatch):
     other = study_create(owner=owner, slug="other", title="Other")
     JudgeRun.objects.create(study=other, config=config, method="direct", status="done")
     step = {s.name: s for s in study_steps(study)}["Judges run"]
-    assert step.detail == "2 run(s) done, 2 running"
+    assert step.detail == "2 runs done, 2 running"
     # Without judging's counter the study simply has no judge runs.
     monkeypatch.setattr(overview, "_counters", [])
     step = {s.name: s for s in study_steps(study)}["Judges run"]
-    assert step.detail == "0 run(s) done" and step.state != DONE
+    assert step.detail == "0 runs done" and step.state != DONE
 
 
 # --------------------------------------------------------------------------- imported reviews
@@ -411,7 +412,7 @@ def test_ideas_that_came_with_imported_reviews_read_as_such_on_the_list_and_the_
     assert "missing or empty sections" not in page and "0/7 found" not in page
     assert "missing: " not in page
     step = {s.name: s for s in study_steps(si2024_study)}["Sections complete"]
-    assert step.is_done and f"{n} idea(s) with {WITHOUT_TEXT}" in step.detail
+    assert step.is_done and f"{counted(n, 'idea')} with {WITHOUT_TEXT}" in step.detail
     # An imported idea given part of a text by hand is an idea with sections again, on
     # both pages.
     first = si2024_study.ideas.order_by("pk").first()
@@ -420,7 +421,10 @@ def test_ideas_that_came_with_imported_reviews_read_as_such_on_the_list_and_the_
     assert f"{n - 1} with {WITHOUT_TEXT}" in page
     assert "1 with missing or empty sections" in page and "1/7 found" in page
     step = {s.name: s for s in study_steps(si2024_study)}["Sections complete"]
-    assert f"{n - 1} idea(s) with {WITHOUT_TEXT}, 1 with missing or empty sections" in step.detail
+    assert (
+        f"{counted(n - 1, 'idea')} with {WITHOUT_TEXT}, 1 with missing or empty sections"
+        in step.detail
+    )
     # The row an edit swaps in says the same as the list.
     second = si2024_study.ideas.order_by("pk")[1]
     row = client.get(
@@ -434,7 +438,7 @@ def test_the_sections_step_of_a_study_reviewed_here_names_ideas_without_text():
     step = {s.name: s for s in steps_from(counts)}["Sections complete"]
     assert step.is_done
     assert step.detail == (
-        f"every idea with a text has the seven sections; 2 idea(s) with {WITHOUT_TEXT}"
+        f"every idea with a text has the seven sections; 2 ideas with {WITHOUT_TEXT}"
     )
 
 
@@ -446,11 +450,11 @@ def test_the_judges_step_is_blocked_only_while_no_idea_has_a_text_a_judge_could_
     # One idea given its text: a run can judge it (and leave the others out).
     step = {s.name: s for s in steps_from(StudyCounts(**base, textless_ideas=3))}
     assert step["Judges run"].state == CURRENT
-    assert "3 of 4 idea(s) have no text: a run leaves them out" in step["Judges run"].detail
+    assert "3 of 4 ideas have no text: a run leaves them out" in step["Judges run"].detail
     # Once a run that read the texts is done the step says what ran, without the remedy.
     done = StudyCounts(**base, textless_ideas=3, judge_runs_done=1, judge_runs_on_text=1)
     step = {s.name: s for s in steps_from(done)}
-    assert step["Judges run"].state == DONE and step["Judges run"].detail == "1 run(s) done"
+    assert step["Judges run"].state == DONE and step["Judges run"].detail == "1 run done"
 
 
 def test_a_random_baseline_alone_is_not_the_judges_having_run():
@@ -466,7 +470,7 @@ def test_a_random_baseline_alone_is_not_the_judges_having_run():
     # Beside a judge that read the texts the baseline is simply one more run.
     both = StudyCounts(**base, judge_runs_done=2, judge_runs_on_text=1)
     step = {s.name: s for s in steps_from(both)}
-    assert step["Judges run"].state == DONE and step["Judges run"].detail == "2 run(s) done"
+    assert step["Judges run"].state == DONE and step["Judges run"].detail == "2 runs done"
 
 
 def test_a_random_run_made_before_the_refusal_leaves_the_step_open_and_its_pages_work(
@@ -492,4 +496,4 @@ def test_a_random_run_made_before_the_refusal_leaves_the_step_open_and_its_pages
     assert step.state == BLOCKED and "none of them read an idea's text" in step.detail
     JudgeRun.objects.create(study=si2024_study, method="direct", status=JudgeRun.Status.DONE)
     step = {s.name: s for s in study_steps(si2024_study)}["Judges run"]
-    assert step.is_done and step.detail == "2 run(s) done"
+    assert step.is_done and step.detail == "2 runs done"
