@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import csvsafe
+from .analysis.rounding import counted
 from .protocol import jsonsafe
 from .protocol.forms import IMPORT_FIELDS, FormDefinition, Scale
 
@@ -56,7 +57,8 @@ class ImportFailed(Exception):
         more = len(self.problems) - MAX_REPORTED_ERRORS
         tail = f"\n  … and {more} more" if more > 0 else ""
         super().__init__(
-            f"import refused, nothing was written ({len(self.problems)} problem(s)):\n{shown}{tail}"
+            "import refused, nothing was written "
+            f"({counted(len(self.problems), 'problem')}):\n{shown}{tail}"
         )
 
 

@@ -24,6 +24,7 @@ from .analysis.phases import (
     shared_metrics,
 )
 from .analysis.plan import AnalysisPlan
+from .analysis.rounding import counted
 from .models import IdeaCondition, Study, StudyMember
 from .selectors import review_frame
 from .services.audit import audit
@@ -140,7 +141,9 @@ def phase_link_check(*, later: Study, earlier: Study) -> PhaseLinkCheck:
         )
     if match.disagree:
         problems.append(
-            f"{len(match.disagree)} idea(s) have a different condition in the two studies "
+            f"{counted(len(match.disagree), 'idea')} "
+            f"{'has' if len(match.disagree) == 1 else 'have'} a different condition "
+            "in the two studies "
             "(listed below); correct the conditions before linking"
         )
     if not match.compared and not match.disagree:

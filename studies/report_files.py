@@ -32,7 +32,7 @@ from .analysis.report import (
     mixed_fits,
     tidy_tables,
 )
-from .analysis.rounding import fixed
+from .analysis.rounding import counted, fixed
 from .analysis.threads import blas_thread_counts, blas_threads
 from .jobs import job_progress
 from .judge_ratings import judge_ratings_provider
@@ -166,8 +166,8 @@ def _report_build(
         # The done line shows the job's message: what was built, not the last step's name.
         counts = report["data"]
         job.message = (
-            f"report built from {counts['unique_reviews']} review(s) of {counts['ideas']} "
-            f"idea(s) in {time.perf_counter() - started:.0f} s"
+            f"report built from {counted(counts['unique_reviews'], 'review')} of "
+            f"{counted(counts['ideas'], 'idea')} in {time.perf_counter() - started:.0f} s"
         )
         job.save(update_fields=["message"])
     audit(

@@ -207,7 +207,7 @@ def test_too_few_ideas_per_source_are_refused_with_a_clear_message():
     assert max_folds(labels) == 4 and max_folds(labels[:6]) == 0
     with pytest.raises(LeakageError, match="expected 'ai' or 'human'"):
         leakage_classifier(texts, ["robot"] * len(texts))
-    with pytest.raises(LeakageError, match="2 idea\\(s\\) have no text"):
+    with pytest.raises(LeakageError, match="2 ideas have no text"):
         leakage_classifier(["", " ", *texts[2:]], labels, folds=2)
 
 

@@ -132,7 +132,7 @@ def test_the_link_is_refused_while_conditions_disagree(client, owner, phases):
     )
     execution.refresh_from_db()
     assert execution.previous_phase is None
-    assert "Not linked: 2 idea(s) have a different condition" in response.content.decode()
+    assert "Not linked: 2 ideas have a different condition" in response.content.decode()
     assert not AuditEvent.objects.filter(verb="phase_linked").exists()
     # Once corrected, the link is made.
     _swap_condition(execution, "Coding_2_AI")

@@ -67,7 +67,7 @@ def test_worker_builds_the_report_while_the_page_polls_its_progress(
     # the done line says what was built, not the name of the build's last step
     done = status.content.decode()
     unique = report.data["data"]["unique_reviews"]
-    assert f"report built from {unique} review(s) of" in done
+    assert f"report built from {unique} review{'' if unique == 1 else 's'} of" in done
     assert "drawing plots" not in done
     # the owner's page then shows the finished report with its plots
     page = client.get(reverse("studies:study_report", args=["si2024"])).content.decode()

@@ -37,7 +37,7 @@ import numpy as np
 from scipy import sparse
 from scipy.stats import rankdata
 
-from .rounding import interval_text
+from .rounding import counted, interval_text
 
 if TYPE_CHECKING:
     from .frame import Progress
@@ -187,11 +187,11 @@ def check_sample(texts: Sequence[str], labels: Sequence[Any], folds: int) -> np.
         raise LeakageError(
             f"{folds}-fold cross-validation needs at least {need} ideas of each source "
             f"(2 × {folds}, so every test fold holds two of each); there are {n_human} "
-            f"human and {n_ai} AI idea(s)"
+            f"human and {counted(n_ai, 'AI idea')}"
         )
     empty = sum(1 for t in texts if not (t or "").strip())
     if empty:
-        raise LeakageError(f"{empty} idea(s) have no text")
+        raise LeakageError(f"{counted(empty, 'idea')} {'has' if empty == 1 else 'have'} no text")
     return y
 
 

@@ -40,6 +40,7 @@ from . import hypothesis as hyp
 from .frame import json_float, validate_frame
 from .mixed import MixedResult, fit_mixed
 from .plan import CORRECTIONS, AnalysisPlan, adjust, sided_p
+from .rounding import counted
 
 __all__ = [
     "PHASE_TEST",
@@ -1040,7 +1041,8 @@ def _refuse_disagreements(match: PhaseMatch, labels: tuple[str, str]) -> None:
     )
     more = f" and {len(match.disagree) - 10} more" if len(match.disagree) > 10 else ""
     raise ValueError(
-        f"{len(match.disagree)} idea(s) have different conditions in the two phases ({shown}"
+        f"{counted(len(match.disagree), 'idea')} {'has' if len(match.disagree) == 1 else 'have'} "
+        f"different conditions in the two phases ({shown}"
         f"{more}); correct the conditions, or leave these ideas out"
     )
 

@@ -51,6 +51,7 @@ from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 from scipy.sparse.csgraph import maximum_flow
 
+from ..analysis.rounding import counted
 from .institutions import institution_keys
 
 HUMAN = "human"
@@ -2121,7 +2122,8 @@ def _solve_assignment(inputs: AssignmentInputs) -> AssignmentResult:
     )
     if balance_excess:
         notes.append(
-            f"condition balance relaxed for {len(balance_excess)} reviewer(s): no assignment "
+            f"condition balance relaxed for {counted(len(balance_excess), 'reviewer')}: "
+            "no assignment "
             f"keeps them within {params.max_condition_spread}"
         )
     status = "optimal" if res.status == 0 else "time_limit"

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from ..analysis.rounding import counted
+
 ACCEPTED = "accepted"
 REJECTED = "rejected"
 PENDING = "pending"
@@ -214,9 +216,16 @@ def payment_run(
             )
     pending = sum(1 for r in reviews if r.decision == PENDING)
     if pending:
-        notes.append(f"{pending} review(s) still wait for a decision and are not paid yet")
+        notes.append(
+            f"{counted(pending, 'review')} still {'waits' if pending == 1 else 'wait'} "
+            "for a decision "
+            f"and {'is' if pending == 1 else 'are'} not paid yet"
+        )
     if rates.top_k and len(top) < rates.top_k:
-        notes.append(f"only {len(top)} idea(s) have a score, fewer than the top {rates.top_k}")
+        notes.append(
+            f"only {counted(len(top), 'idea')} {'has' if len(top) == 1 else 'have'} a score, "
+            f"fewer than the top {rates.top_k}"
+        )
     return PaymentRun(
         rates=rates,
         seed=seed,

@@ -18,6 +18,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..analysis.rounding import counted
+
 PREREGISTRATION_SCHEMA = "ideareview.preregistration/1"
 
 #: The datasheet's sections, in order: (key, heading).
@@ -82,7 +84,8 @@ def _evaluators(s: Mapping[str, Any]) -> list[str]:
     pay = s["payment"]
     out = [
         f"- Recruitment: {s['recruitment']}",
-        f"- Screening: at least {s['screening_min_papers']} published paper(s) in the field.",
+        "- Screening: at least "
+        f"{counted(s['screening_min_papers'], 'published paper')} in the field.",
         f"- Payment ({pay['currency']}): per review {_money(pay['per_review'], pay['currency'])}; "
         f"per idea written {_money(pay['per_idea'], pay['currency'])}; bonus "
         f"{_money(pay['bonus'], pay['currency'])}"
