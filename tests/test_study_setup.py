@@ -593,7 +593,7 @@ def test_only_an_owner_deletes_a_study_and_only_after_typing_its_slug(client, st
     client.force_login(editor)
     assert client.post(url, {"confirm": study.slug}).status_code == 403
     client.force_login(researcher)
-    assert "1 idea(s)" in client.get(url).content.decode()
+    assert "1 idea and" in client.get(url).content.decode()
     response = client.post(url, {"confirm": "wrong"})
     assert response.status_code == 400 and "to confirm" in response.content.decode()
     assert Study.objects.filter(pk=study.pk).exists()
