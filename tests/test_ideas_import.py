@@ -271,7 +271,7 @@ def test_import_ideas_command_refuses_a_bad_folder_unless_told_to_import_valid_r
         "import_ideas", "prep", str(tmp_path), "--import-valid-rows", stdout=out, stderr=err
     )
     assert list(Idea.objects.values_list("title", flat=True)) == ["Good"]
-    assert "imported 1 idea(s) into prep, skipped 2 row(s)" in out.getvalue()
+    assert "imported 1 idea into prep, skipped 2 rows" in out.getvalue()
 
 
 def test_import_ideas_command_creates_topics_and_conditions_it_is_given(db, owner, tmp_path):

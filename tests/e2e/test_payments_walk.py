@@ -65,7 +65,9 @@ def test_owner_sets_a_rate_and_the_page_and_csv_pay_the_accepted_reviews(
     page.wait_for_selector("text=answers pasted from another review")
     page.check("input[name=confirm]")
     page.click(f"text=Accept {n_reviews - 1}")
-    page.wait_for_selector(f"text=0 of {n_reviews} submitted review(s) have no decision yet")
+    page.wait_for_selector(
+        f"text=0 of {n_reviews} submitted review{'' if n_reviews == 1 else 's'} have no decision yet"
+    )
 
     owed = _owed_from_rows(study)
     assert sum(owed.values()) == RATE * (n_reviews - 1)

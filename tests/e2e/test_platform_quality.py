@@ -257,7 +257,7 @@ def test_platform_participants_flagged_excluded_in_the_report_and_paid_by_the_bu
             row.locator("button[type=submit]").click()
     po.check("input[name=confirm]")
     po.click("text=/^Accept \\d+$/")
-    po.wait_for_selector("text=0 of 19 submitted review(s) have no decision yet")
+    po.wait_for_selector("text=0 of 19 submitted reviews have no decision yet")
     accepted = {
         pid: ReviewAcceptance.objects.filter(review__reviewer=r, decision="accepted").count()
         for pid, r in who.items()

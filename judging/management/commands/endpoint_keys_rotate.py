@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from llm.keystore import endpoint_keys_rotate
+from studies.analysis.rounding import counted
 
 
 class Command(BaseCommand):
@@ -23,4 +24,4 @@ class Command(BaseCommand):
                 f"rotation stopped, nothing changed: {type(exc).__name__} {exc}. Keep every "
                 "old secret in IDEAREVIEW_ENDPOINT_KEY_SECRETS, after the new one."
             ) from exc
-        self.stdout.write(f"{count} endpoint key(s) re-encrypted under the first secret")
+        self.stdout.write(f"{counted(count, 'endpoint key')} re-encrypted under the first secret")

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from studies.analysis.rounding import counted
 from studies.models import Study
 from studies.services.assignment import assignment_commit, assignment_preview
 from studies.services.errors import ImportedStudyRefused
@@ -44,8 +45,9 @@ class Command(BaseCommand):
             raise CommandError(f"{study.slug}: {exc}") from exc
         out = self.stdout
         out.write(
-            f"study {study.slug}: {len(plan.inputs.reviewers)} reviewer(s), "
-            f"{len(plan.inputs.ideas)} idea(s), {len(plan.inputs.fixed)} fixed pair(s)"
+            f"study {study.slug}: {counted(len(plan.inputs.reviewers), 'reviewer')}, "
+            f"{counted(len(plan.inputs.ideas), 'idea')}, "
+            f"{counted(len(plan.inputs.fixed), 'fixed pair')}"
         )
         for note in [*plan.notes, *result.notes]:
             out.write(f"note: {note}")

@@ -14,6 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from studies.analysis.rounding import counted
 from studies.models import Study
 from studies.services.ideas import (
     PreparationError,
@@ -69,7 +70,8 @@ class Command(BaseCommand):
                 stream = self.stderr if p.level == "error" else self.stdout
                 stream.write(f"{p.level}: {p}")
             self.stdout.write(
-                f"{len(batch.records)} idea(s) readable, {len(batch.errors)} problem(s)"
+                f"{counted(len(batch.records), 'idea')} readable, "
+                f"{counted(len(batch.errors), 'problem')}"
             )
             if opts["dry_run"]:
                 transaction.set_rollback(True)
@@ -86,8 +88,12 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from exc
         self.stdout.write(
             self.style.SUCCESS(
-                f"imported {summary['ideas']} idea(s) into {study.slug}"
-                + (f", skipped {summary['skipped_rows']} row(s)" if summary["skipped_rows"] else "")
+                f"imported {counted(summary['ideas'], 'idea')} into {study.slug}"
+                + (
+                    f", skipped {counted(summary['skipped_rows'], 'row')}"
+                    if summary["skipped_rows"]
+                    else ""
+                )
                 + (f"; {summary['incomplete']} miss sections" if summary["incomplete"] else "")
             )
         )

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from studies.analysis.rounding import counted
 from studies.models import Study
 from studies.services.errors import ImportedStudyRefused
 from studies.services.invitations import RecruitmentError
@@ -32,5 +33,6 @@ class Command(BaseCommand):
             except (ImportedStudyRefused, RecruitmentError) as exc:
                 raise CommandError(f"{study.slug}: {exc}") from exc
             self.stdout.write(
-                f"{study.slug}: {sent['reviewers']} reviewer(s), {sent['invitations']} invitation(s)"
+                f"{study.slug}: {counted(sent['reviewers'], 'reviewer')}, "
+                f"{counted(sent['invitations'], 'invitation')}"
             )
