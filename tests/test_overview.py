@@ -353,7 +353,7 @@ def test_a_study_of_imported_reviews_reads_imported_and_is_never_offered_the_ope
     assert {s.name: s for s in study_steps(si2024_study)}["Closed"].is_done
     progress = _page(client, "studies:study_progress", si2024_study)
     assert "Close the study" not in progress
-    assert "review(s) imported from a file" in progress and "0 of 0" not in progress
+    assert "reviews imported from a file" in progress and "0 of 0" not in progress
 
 
 def test_a_study_of_imported_reviews_offers_no_invitations_reminders_or_due_date(
