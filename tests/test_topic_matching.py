@@ -221,3 +221,38 @@ def test_a_planted_near_duplicate_pair_is_found_by_the_job(
     # Named by their external ids, as everywhere an owner reads about ideas.
     assert "e10 · Idea 10" in page and "e11 · Idea 11" in page and "across" in page
     assert f"#{a.pk}" not in page and f"#{b.pk}" not in page
+
+
+def test_the_duplicate_check_leaves_out_ideas_without_text(
+    unbalanced, owner, django_capture_on_commit_callbacks
+):
+    """Two ideas known only by the same title would otherwise come out as a pair at
+    cosine 1."""
+    bias = unbalanced.topics.get(name="Bias")
+    human, ai = unbalanced.conditions.get(key="Human"), unbalanced.conditions.get(key="AI")
+    for n, c in ((20, human), (21, ai)):
+        bare = Idea.objects.create(study=unbalanced, topic=bias, title="Same title")
+        IdeaCondition.objects.create(idea=bare, condition=c, study=unbalanced, external_id=f"e{n}")
+    with django_capture_on_commit_callbacks(execute=False):
+        job = services.duplicates_enqueue(study=unbalanced, actor=owner)
+    assert job.total == 6
+    find_duplicates(job.pk)
+    job.refresh_from_db()
+    assert job.status == JobRun.Status.DONE and job.done == 6
+    assert not DuplicatePair.objects.filter(job=job, idea_a__title="Same title")
+
+
+def test_a_study_whose_ideas_have_no_text_is_not_checked_for_duplicates(si2024_study, owner):
+    with pytest.raises(services.PreparationError, match="no idea of this study has a text"):
+        services.duplicates_enqueue(study=si2024_study, actor=owner)
+    assert not JobRun.objects.filter(study=si2024_study, kind=services.DUPLICATES_JOB)
+    c = Client()
+    c.force_login(owner)
+    url = reverse("studies:duplicates", args=[si2024_study.slug])
+    page = c.get(url).content.decode()
+    assert "nothing to compare: no idea of this study has a text" in page
+    assert "Check for duplicates" not in page and "Not checked yet" not in page
+    posted = c.post(reverse("studies:duplicates_run", args=[si2024_study.slug]), {"threshold": 0.8})
+    assert posted.status_code == 302
+    assert not JobRun.objects.filter(study=si2024_study, kind=services.DUPLICATES_JOB)
+    assert "nothing to compare" in c.get(url).content.decode()

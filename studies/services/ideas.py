@@ -68,6 +68,7 @@ from ..protocol.normalization import (
     prompt_sha256,
 )
 from ..protocol.template import SECTION_KEYS, parse_sections, render_sections
+from ..status import idea_has_text
 from ..uploads import upload_from_form
 from .audit import audit
 
@@ -508,7 +509,23 @@ def idea_include(*, idea: Idea, actor: Any = None) -> None:
 
 
 def _idea_text(idea: Idea) -> str:
-    return idea.raw_text or idea.title
+    sections = "\n".join(str(v or "") for v in (idea.sections or {}).values()).strip()
+    return idea.raw_text or idea.normalized_text or sections or idea.title
+
+
+def _ideas_with_text(study: Study) -> list[Idea]:
+    """The study's ideas that have a text to compare (ideas that came with imported
+    reviews may have none: their titles alone would all look alike)."""
+    return [i for i in study_ideas(study).order_by("pk") if idea_has_text(i)]
+
+
+def duplicates_problem(study: Study) -> str:
+    """Why the duplicate check cannot run, in the owner's words; "" when it can."""
+    n = len(_ideas_with_text(study))
+    if n >= 2:
+        return ""
+    has = "no idea of this study has" if n == 0 else "only one idea of this study has"
+    return f"There is nothing to compare: {has} a text of its own, and the check compares texts."
 
 
 def duplicates_enqueue(*, study: Study, threshold: float = 0.8, actor: Any = None) -> JobRun:
@@ -517,11 +534,14 @@ def duplicates_enqueue(*, study: Study, threshold: float = 0.8, actor: Any = Non
         return running
     if not 0 < threshold < 1:
         raise PreparationError("the threshold is a cosine between 0 and 1")
+    problem = duplicates_problem(study)
+    if problem:
+        raise PreparationError(problem)
     job = job_start(
         study=study,
         kind=DUPLICATES_JOB,
         actor=actor,
-        total=study_ideas(study).count(),
+        total=len(_ideas_with_text(study)),
         threshold=threshold,
     )
     job_enqueue(job=job)
@@ -529,11 +549,12 @@ def duplicates_enqueue(*, study: Study, threshold: float = 0.8, actor: Any = Non
 
 
 def duplicates_find(*, job: JobRun, batch: int = 16) -> int:
-    """Embed every idea (progress per batch) and store the pairs above the threshold."""
+    """Embed every idea that has a text (progress per batch) and store the pairs above
+    the threshold."""
     from ..embeddings import embed, near_duplicates
 
     study = job.study
-    ideas = list(study_ideas(study).order_by("pk"))
+    ideas = _ideas_with_text(study)
     member = idea_conditions_by_id(study)
     total = len(ideas)
     job_progress(job=job, done=0, total=total, message="embedding ideas")

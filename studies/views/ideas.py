@@ -424,6 +424,10 @@ def duplicates(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_study_for_member(request, slug, role=VIEWER)
     job = job_latest(study=study, kind=services.DUPLICATES_JOB)
     done = JobRun.objects.filter(study=study, kind=services.DUPLICATES_JOB, status="done").first()
+    problem = services.duplicates_problem(study)
+    if problem:  # what an earlier check found compared ideas that have no text
+        done = None
+        job = job if job is not None and job.is_active else None
     pairs = []
     if done is not None:
         pairs = list(
@@ -440,6 +444,7 @@ def duplicates(request: HttpRequest, slug: str) -> HttpResponse:
             "study": study,
             "job": job,
             "done": done,
+            "problem": problem,
             "pairs": pairs,
             "within": sum(1 for p in pairs if p.scope == "within"),
             "labels": idea_labels(study),
@@ -458,9 +463,13 @@ def duplicates_run(request: HttpRequest, slug: str) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, "The threshold is a cosine between 0.01 and 0.99.")
         return redirect("studies:duplicates", study.slug)
-    job = services.duplicates_enqueue(
-        study=study, threshold=form.cleaned_data["threshold"], actor=request.user
-    )
+    try:
+        job = services.duplicates_enqueue(
+            study=study, threshold=form.cleaned_data["threshold"], actor=request.user
+        )
+    except services.PreparationError as exc:
+        messages.error(request, str(exc))
+        return redirect("studies:duplicates", study.slug)
     if is_htmx(request):
         return render(request, "studies/_job.html", {"study": study, "job": job})
     return redirect("studies:duplicates", study.slug)
