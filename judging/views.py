@@ -30,7 +30,7 @@ from studies.views.study import EDITOR, OWNER, VIEWER, get_study_for_member, rol
 from .config_panel import config_reliability, config_reliability_csv
 from .corpus import CorpusImportError, reference_corpora_of, reference_corpus_import
 from .forms import CorpusUploadForm, JudgeConfigForm, JudgeRunForm, RunBudgetForm
-from .methods.registry import method_choices
+from .methods.registry import method_choices, method_spec
 from .models import JudgeRun
 from .reliability_panel import reliability_csv, run_reliability
 from .run_calls import run_calls
@@ -47,6 +47,7 @@ from .services import (
     judge_run_create,
     judge_run_mark_if_lost,
     judge_run_resume,
+    judge_run_textless_problem,
 )
 from .tasks import judge_run_enqueue
 
@@ -217,6 +218,11 @@ def judge_run_new(request: HttpRequest, slug: str) -> HttpResponse:
     configs = judge_configs_of(study).filter(is_baseline=False)
     initial = {"method": request.GET.get("method", JudgeRun.Method.PAIRWISE)}
     form = JudgeRunForm(request.POST or None, configs=configs, initial=initial)
+    textless = judge_run_textless_problem(study)
+    if textless:  # only methods that judge no idea of the study are left
+        form.fields["method"].choices = [
+            (key, label) for key, label in method_choices() if not method_spec(key).judges_ideas
+        ]
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -244,6 +250,8 @@ def judge_run_new(request: HttpRequest, slug: str) -> HttpResponse:
             "form": form,
             "defaults": [(label, DEFAULT_PARAMS[value]) for value, label in method_choices()],
             "has_configs": configs.exists(),
+            "textless": textless,
+            "offer": not textless or reference_corpora_of(study).exists(),
         },
         status=400 if request.method == "POST" else 200,
     )

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import re
 
 import pytest
 from django.core.management import call_command
@@ -289,6 +290,9 @@ def test_report_agreement_without_judges_shows_the_ceiling_and_says_why(si2024_r
     assert abs(chance["range_low"] + chance["range_high"]) < 0.05
     html = (si2024_report / "report.html").read_text()
     assert "Human ceiling (human–human)" in html and "cannot run" in html
+    # The baseline's reason is one sentence, named as the run form names the method.
+    assert "Baseline: longer text wins cannot run: none of the" in html
+    assert re.search(r"cannot run:[^<]*cannot run", html) is None
     assert 'title="Human–human ceiling on overall' in html and 'id="fn-1"' in html
     assert "(0 resamples)" not in html
     rows = list(csv.DictReader((si2024_report / "agreement.csv").open()))

@@ -85,7 +85,6 @@ class MethodSpec:
     rating_metrics: Mapping[str, str] = field(default_factory=dict)
     """Rating dimension → review-form metric it rates (a dimension that is itself a metric
     of the form maps onto it without an entry here)."""
-    name_in_messages: str = ""
     pairs_from_scores: bool = False
     """Compares ideas with something other than each other (LigBench: reference papers),
     so its preference on a pair reviewers rated is the order of its two scores."""
@@ -97,10 +96,6 @@ class MethodSpec:
     @property
     def judges_ideas(self) -> bool:
         return self.agreement != NONE
-
-    @property
-    def refusal_name(self) -> str:
-        return self.name_in_messages or self.key
 
     def params(self) -> dict[str, Any]:
         """A fresh copy of every parameter the method takes, at its default."""
@@ -291,7 +286,6 @@ METHODS: dict[str, MethodSpec] = {
             llm=False,
             defaults=dict(_PAIR_BASELINE),
             rating_metrics={"pairwise": "overall"},
-            name_in_messages="longer-text-wins",
         ),
         MethodSpec(
             key="validation",

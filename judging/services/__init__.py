@@ -13,6 +13,8 @@ Public API (keyword-only `<entity>_<action>` functions):
   replaces the run's limits first
 - `judge_run_mark_if_lost(run=)` → bool: a page marks a run whose worker died lost
 - `judge_run_plan(study=, method=, params=)` → total units and the ideas a run would use
+- `judge_run_textless_problem(study)` → why no method can judge the study's ideas when
+  none has a text ("" when some has)
 - `judge_run_results(run=)` → plain dict of ratings for views and the agreement report
 
 The package: `runs` (the lifecycle above), `engine` (sending units and storing their
@@ -42,6 +44,7 @@ from .runs import (
     judge_run_plan,
     judge_run_results,
     judge_run_resume,
+    judge_run_textless_problem,
 )
 
 __all__ = [
@@ -68,4 +71,5 @@ __all__ = [
     "judge_run_plan",
     "judge_run_resume",
     "judge_run_results",
+    "judge_run_textless_problem",
 ]

@@ -53,7 +53,7 @@ from studies.jobs import (
     lease_take,
 )
 from studies.models import Idea, Study
-from studies.selectors import idea_text
+from studies.selectors import idea_labels, idea_text
 from studies.services.audit import audit
 from studies.status import idea_has_text
 
@@ -168,30 +168,50 @@ def _refuse_gold(study: Study, params: dict[str, Any]) -> None:
         )
 
 
-def _refuse_textless(method: str, ideas: Sequence[Idea]) -> None:
+ENTER_TEXT = "Enter their text first (Fix sections on the ideas page)."
+
+
+def _named(study: Study, ideas: Sequence[Idea]) -> str:
+    """The first few ideas by the labels the owner's pages show (their external ids)."""
+    labels = idea_labels(study)
+    names = ", ".join(labels.get(i.pk, f"idea-{i.pk}") for i in ideas[:5])
+    return names + ("…" if len(ideas) > 5 else "")
+
+
+def judge_run_textless_problem(study: Study) -> str:
+    """Why no method that judges the study's ideas can run, when none of them has a text
+    (ideas that came with imported reviews); "" when some idea has one."""
+    ideas = study.ideas.filter(exclusion__isnull=True, gold_ranges__isnull=True)
+    ideas = ideas.only("raw_text", "normalized_text", "sections")
+    if not ideas or any(idea_has_text(i) for i in ideas):
+        return ""
+    return (
+        "No idea of this study has a text, so no judge can rate them: a review file names "
+        f"its ideas but does not carry their texts. {ENTER_TEXT}"
+    )
+
+
+def _refuse_textless(study: Study, method: str, ideas: Sequence[Idea]) -> None:
     """Refuse a run on ideas of which none has any text (ideas that came with imported
     reviews, which name their ideas but do not carry them). Even a baseline that reads no
     text is refused: its outcomes would compare ideas no judge could read, and the study's
     "Judges run" step would have nothing to show for it."""
     if not ideas or any(idea_has_text(i) for i in ideas):
         return
-    names = ", ".join(str(i.pk) for i in ideas[:5]) + ("…" if len(ideas) > 5 else "")
     raise JudgeRunRefused(
-        f"{method_spec(method).refusal_name} cannot run: none of the {len(ideas)} selected "
-        f"ideas has a text (ideas {names}); a review file names its ideas but does not "
-        "carry their texts. Enter their text first (Fix sections on the ideas page)."
+        f"{method_spec(method).label} cannot run: none of the {len(ideas)} selected ideas "
+        f"has a text ({_named(study, ideas)}); a review file names its ideas but does not "
+        f"carry their texts. {ENTER_TEXT}"
     )
 
 
-def _check_texts(method: str, ideas: Sequence[Idea], source: str) -> None:
+def _check_texts(study: Study, method: str, ideas: Sequence[Idea], source: str) -> None:
     spec = method_spec(method)
     if not spec.needs_text or not spec.judges_ideas:
         return
     missing = [i for i in ideas if not idea_text(i, source).strip()]
     if missing:
         what = "approved normalized text" if source == "normalized" else "raw text"
-        names = ", ".join(str(i.pk) for i in missing[:5]) + ("…" if len(missing) > 5 else "")
-        rule = spec.refusal_name
         # Ideas that came with imported reviews have no text at all: nothing to approve yet.
         enter = "Enter their text (Fix sections on the ideas page)"
         if source != "normalized":
@@ -201,8 +221,8 @@ def _check_texts(method: str, ideas: Sequence[Idea], source: str) -> None:
         else:
             remedy = f"{enter} and approve its normalization"
         raise JudgeRunRefused(
-            f"{rule} cannot run: {len(missing)} of {len(ideas)} ideas have no {what} "
-            f"(ideas {names}). {remedy} or leave them out (idea_ids)."
+            f"{spec.label} cannot run: {len(missing)} of {len(ideas)} ideas have no {what} "
+            f"({_named(study, missing)}). {remedy} or leave them out (idea_ids)."
         )
 
 
@@ -223,8 +243,8 @@ def judge_run_plan(
     needed = spec.min_ideas if not spec.corpus or merged["corpus"] is not None else 2
     if len(ideas) < needed:
         raise JudgeRunRefused(f"{method} needs more ideas than the {len(ideas)} selected")
-    _refuse_textless(method, ideas)
-    _check_texts(method, ideas, merged["text"])
+    _refuse_textless(study, method, ideas)
+    _check_texts(study, method, ideas, merged["text"])
     driver = make_driver(method, run=None, ideas=ideas, params=merged, study=study, members=members)
     return {"params": merged, "ideas": [i.pk for i in ideas], "total": driver.total}
 
@@ -489,7 +509,7 @@ def judge_run_execute(*, run: JudgeRun) -> JudgeRun:
         return run
     ideas = _ideas(run.study, run.params)
     try:
-        _check_texts(run.method, ideas, run.params.get("text", "normalized"))
+        _check_texts(run.study, run.method, ideas, run.params.get("text", "normalized"))
         judges = run.panel_configs()
         if run.method in LLM_METHODS and (
             run.config is None or not all(j.is_configured() for j in judges)

@@ -179,7 +179,7 @@ def computed_baselines(
     else:
         status["baseline_longer"] = {
             "available": False,
-            "reason": reason or "longer-text-wins cannot run: the ideas have no text",
+            "reason": reason or "Longer text wins cannot run: the ideas have no text.",
             "how": None,
         }
     return ComputedBaselines(judges=out, status=status)

@@ -15,6 +15,7 @@ from judging.services import (
     judge_run_execute,
     judge_run_plan,
     judge_run_resume,
+    judge_run_textless_problem,
 )
 from judging.tasks import execute_judge_run, judge_run_enqueue
 from llm.models import LLMCall
@@ -154,6 +155,12 @@ def test_longer_text_says_it_cannot_run_without_idea_texts(study):
     with pytest.raises(JudgeRunRefused, match="Enter their text") as refused:
         judge_run_create(study=study, method="baseline_longer")
     assert "Approve their normalization" not in str(refused.value)
+    # Named as the form and the ideas page name them, not by method key or database id.
+    first = study.ideas.order_by("pk").first()
+    label = first.memberships.first().external_id
+    assert str(refused.value).startswith("Baseline: longer text wins cannot run: 1 of 6")
+    assert f"({label})" in str(refused.value)
+    assert judge_run_textless_problem(study) == ""  # the other ideas have a text
     with pytest.raises(JudgeRunRefused, match=r"Enter their text \(Fix sections"):
         judge_run_create(study=study, method="baseline_longer", params={"text": "raw"})
 
@@ -166,7 +173,7 @@ def test_no_run_starts_when_no_selected_idea_has_a_text(study):
     for method in ("baseline_random", "baseline_longer", "pairwise"):
         with pytest.raises(JudgeRunRefused, match="none of the 6 selected ideas has a text") as no:
             judge_run_create(study=study, method=method)
-        assert f"(ideas {first.pk}, " in str(no.value)
+        assert f"({first.memberships.first().external_id}, " in str(no.value)
         assert "Enter their text first (Fix sections on the ideas page)" in str(no.value)
     assert not JudgeRun.objects.exists()
     # One idea given a text: the baseline can compare it with the others.
@@ -429,3 +436,15 @@ def test_queueing_from_the_command_line_while_the_broker_is_down_says_so(study, 
         call_command("judge_run", resume=r.pk, queue=True)
     r.refresh_from_db()
     assert r.status == Status.FAILED and "CELERY_BROKER_URL" in r.error
+
+
+def test_a_run_over_ideas_none_of_which_has_text_names_the_method_and_ideas_by_label(si2024_study):
+    with pytest.raises(JudgeRunRefused) as refused:
+        judge_run_plan(study=si2024_study, method="baseline_random")
+    message = str(refused.value)
+    n = si2024_study.ideas.filter(exclusion__isnull=True).count()
+    first = si2024_study.ideas.order_by("pk").first()
+    assert message.startswith(f"Baseline: random cannot run: none of the {n} selected ideas")
+    assert f"({first.memberships.first().external_id}, " in message
+    assert "baseline_random" not in message and "(ideas 1," not in message
+    assert "No idea of this study has a text" in judge_run_textless_problem(si2024_study)
