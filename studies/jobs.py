@@ -388,10 +388,19 @@ def job_run(*, job_id: int, kind: str, work: Callable[[JobRun], Any]) -> JobRun 
         return job
     except BaseException as exc:  # time limits too: the row must say what happened
         log.exception("%s job %s failed", job.kind, job.pk)
-        job_finish(job=job, error=f"{type(exc).__name__}: {exc}")
+        job_finish(job=job, error=job_error_text(exc))
         raise
     job_finish(job=job)
     return job
+
+
+def job_error_text(exc: BaseException) -> str:
+    """What a failed job's row tells the owner: the message alone for the errors the app
+    raises on purpose to say what is wrong (ValueError and the services' errors built on
+    it); an unexpected exception keeps its class name."""
+    if isinstance(exc, ValueError) and str(exc):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _look_again_if_held(*, job_id: int, kind: str) -> None:

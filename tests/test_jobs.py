@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pandas as pd
 import pytest
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from studies import jobs
+from studies.analysis.report import build_report
 from studies.models import JobRun
 
 pytestmark = pytest.mark.embedded  # the job lease under each database's locks
@@ -220,7 +223,33 @@ def test_the_work_of_a_job_runs_with_its_outcome_in_the_row(si2024_study, settin
     with pytest.raises(ValueError):
         jobs.job_run(job_id=failing.pk, kind="report", work=boom)
     failing.refresh_from_db()
-    assert failing.status == "failed" and failing.error == "ValueError: no reviews"
+    # An error the app raises on purpose is its sentence alone; the owner reads it.
+    assert failing.status == "failed" and failing.error == "no reviews"
+    unexpected = JobRun.objects.create(study=si2024_study, kind="report")
+
+    def crash(j: JobRun) -> None:
+        raise KeyError("metric")
+
+    with pytest.raises(KeyError):
+        jobs.job_run(job_id=unexpected.pk, kind="report", work=crash)
+    unexpected.refresh_from_db()
+    assert unexpected.error == "KeyError: 'metric'"
+
+
+@pytest.mark.django_db
+def test_the_report_page_shows_a_failed_builds_refusal_as_a_sentence(si2024_study, owner):
+    def refuse(j: JobRun) -> None:
+        frame = pd.DataFrame({"condition": ["AI"]})
+        build_report(frame, metrics=[], baseline="Human", conditions=["Human", "AI"])
+
+    job = JobRun.objects.create(study=si2024_study, kind="report")
+    with pytest.raises(ValueError):
+        jobs.job_run(job_id=job.pk, kind="report", work=refuse)
+    client = Client()
+    client.force_login(owner)
+    page = client.get(reverse("studies:study_report", args=[si2024_study.slug])).content.decode()
+    assert "The last run failed: The baseline condition Human has no submitted reviews yet" in page
+    assert "ValueError" not in page
 
 
 @pytest.mark.django_db

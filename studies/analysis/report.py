@@ -466,7 +466,8 @@ def build_report(
     conditions = [c for c in conditions if c in set(df["condition"])]
     if baseline not in conditions:
         raise ValueError(
-            f"baseline condition {baseline!r} has no reviews (conditions: {conditions})"
+            f"The baseline condition {baseline} has no submitted reviews yet; the report "
+            "compares each condition with it."
         )
     steps = 8 + len(metrics) + 1
     step = 0

@@ -23,6 +23,7 @@ from studies.analysis.plan import (
     plan_document,
     plan_hash,
 )
+from studies.analysis.report import build_report
 
 METRICS = ["novelty", "excitement", "feasibility", "effectiveness", "overall"]
 SM_METHOD = {"bonferroni": "bonferroni", "holm": "holm", "bh": "fdr_bh", "by": "fdr_by"}
@@ -296,3 +297,15 @@ def test_a_plan_sets_the_chance_rankings_and_a_plan_without_them_keeps_its_hash(
     # the key is written only when set, so plans saved before it keep their hash
     assert "agreement" not in plan_document(AnalysisPlan())
     assert plan_hash(parse_plan({"agreement": {"splits": 50}})) != plan_hash(plan)
+
+
+def test_a_report_without_reviews_in_the_baseline_condition_says_so_plainly(
+    si2024_frame,
+) -> None:
+    ai_only = si2024_frame[si2024_frame["condition"] == "AI"]
+    with pytest.raises(ValueError) as refused:
+        build_report(ai_only, metrics=["overall"], baseline="Human", conditions=["Human", "AI"])
+    assert str(refused.value) == (
+        "The baseline condition Human has no submitted reviews yet; the report compares "
+        "each condition with it."
+    )
