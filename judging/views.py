@@ -9,11 +9,12 @@ for them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count
+from django.forms import ChoiceField
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -220,7 +221,7 @@ def judge_run_new(request: HttpRequest, slug: str) -> HttpResponse:
     form = JudgeRunForm(request.POST or None, configs=configs, initial=initial)
     textless = judge_run_textless_problem(study)
     if textless:  # only methods that judge no idea of the study are left
-        form.fields["method"].choices = [
+        cast(ChoiceField, form.fields["method"]).choices = [
             (key, label) for key, label in method_choices() if not method_spec(key).judges_ideas
         ]
     if request.method == "POST" and form.is_valid():
