@@ -482,7 +482,7 @@ def test_a_random_run_made_before_the_refusal_leaves_the_step_open_and_its_pages
     from judging.models import JudgeRun
     from judging.services import judge_run_create, judge_run_execute, runs
 
-    monkeypatch.setattr(runs, "_refuse_textless", lambda method, ideas: None)
+    monkeypatch.setattr(runs, "_refuse_textless", lambda study, method, ideas: None)
     run = judge_run_execute(run=judge_run_create(study=si2024_study, method="baseline_random"))
     assert run.status == JudgeRun.Status.DONE, run.message
     monkeypatch.undo()
