@@ -32,7 +32,14 @@ REPEAT = "repeat"
 
 
 class JudgeRunRefused(ValueError):
-    """The run cannot be created or executed as asked; the message says why."""
+    """The run cannot be created or executed as asked; the message says why.
+
+    `unnamed` is the same reason without the ideas it names (the owner's pages show
+    their external ids; a report, which is shared, may not)."""
+
+    def __init__(self, message: str, *, unnamed: str | None = None):
+        super().__init__(message)
+        self.unnamed = unnamed if unnamed is not None else message
 
 
 @dataclass

@@ -242,8 +242,8 @@ class RunRatings:
             try:
                 judge_run_plan(study=study, method=method)
                 out[method] = None
-            except JudgeRunRefused as exc:
-                out[method] = str(exc)
+            except JudgeRunRefused as exc:  # the report is shared: no idea named
+                out[method] = exc.unnamed
         return out
 
 

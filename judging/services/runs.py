@@ -198,11 +198,9 @@ def _refuse_textless(study: Study, method: str, ideas: Sequence[Idea]) -> None:
     "Judges run" step would have nothing to show for it."""
     if not ideas or any(idea_has_text(i) for i in ideas):
         return
-    raise JudgeRunRefused(
-        f"{method_spec(method).label} cannot run: none of the {len(ideas)} selected ideas "
-        f"has a text ({_named(study, ideas)}); a review file names its ideas but does not "
-        f"carry their texts. {ENTER_TEXT}"
-    )
+    head = f"{method_spec(method).label} cannot run: none of the {len(ideas)} selected ideas has a text"
+    tail = f"; a review file names its ideas but does not carry their texts. {ENTER_TEXT}"
+    raise JudgeRunRefused(f"{head} ({_named(study, ideas)}){tail}", unnamed=f"{head}{tail}")
 
 
 def _check_texts(study: Study, method: str, ideas: Sequence[Idea], source: str) -> None:
@@ -220,10 +218,9 @@ def _check_texts(study: Study, method: str, ideas: Sequence[Idea], source: str) 
             remedy = "Approve their normalization"
         else:
             remedy = f"{enter} and approve its normalization"
-        raise JudgeRunRefused(
-            f"{spec.label} cannot run: {len(missing)} of {len(ideas)} ideas have no {what} "
-            f"({_named(study, missing)}). {remedy} or leave them out (idea_ids)."
-        )
+        head = f"{spec.label} cannot run: {len(missing)} of {len(ideas)} ideas have no {what}"
+        tail = f". {remedy} or leave them out (idea_ids)."
+        raise JudgeRunRefused(f"{head} ({_named(study, missing)}){tail}", unnamed=f"{head}{tail}")
 
 
 def judge_run_plan(
