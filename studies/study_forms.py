@@ -153,29 +153,6 @@ class StudyCreateForm(forms.Form):
         return cleaned
 
 
-SETTINGS_FIELDS = [
-    "title",
-    "description",
-    "baseline_condition",
-    "min_load",
-    "max_load",
-    "min_reviews_per_idea",
-    "max_reviews_per_idea",
-    "topic_choice_use",
-    "gold_per_reviewer",
-    "screening_min_papers",
-    "invitation_days",
-    "invitation_bind_email",
-    "reviews_due_at",
-    "rationale_min_words",
-    "payment_currency",
-    "payment_per_review",
-    "payment_per_idea",
-    "payment_bonus",
-    "payment_bonus_top_k",
-]
-
-
 #: The settings that govern reviewing done here (recruiting, assigning, the reviewers'
 #: form requirements, deadlines, payments): a study of imported reviews has none of it,
 #: so its settings page leaves them out and keeps their stored values.
@@ -197,6 +174,8 @@ REVIEWING_FIELDS = (
     "payment_bonus",
     "payment_bonus_top_k",
 )
+
+SETTINGS_FIELDS = ["title", "description", "baseline_condition", *REVIEWING_FIELDS]
 
 
 class StudySettingsForm(forms.ModelForm):
